@@ -1,0 +1,409 @@
+"""What each W&B parameter distribution means, and its translations to Ray Tune and Optuna.
+
+This is the only module that knows a distribution's meaning. Rules that hold everywhere:
+
+* bounds are inclusive: ``int_uniform`` 1..4 can give 4 (Ray's exclusive ``randint`` upper
+  bound is hidden here), quantised values are the multiples of ``q`` inside [min, max];
+* ``log_uniform`` / ``q_log_uniform`` / ``inv_log_uniform`` take natural-log *exponents* as
+  min/max, the ``*_values`` variants take the values themselves;
+* ``inv_log_uniform(_values)`` gives X with log(1/X) uniform, i.e. X log-uniform on
+  [e^-max, e^-min] (exponents) or [min, max] (values);
+* normal family: ``mu`` (default 0) and ``sigma`` (default 1); ``log_normal`` is exp(N(mu, sigma)).
+
+Three samplers are kept equal in law and tested against each other: ``sample`` (NumPy,
+for ``validate --sample``), ``tune_domain`` (random search through Tune's
+BasicVariantGenerator) and ``suggest`` (Optuna define-by-run, for bayes). Optuna has no
+normal distribution: the normal family is suggested as a uniform quantile u in (0, 1)
+under the parameter's name and mapped through the inverse CDF, so TPE's prior matches.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from statistics import NormalDist
+from typing import Any
+
+import numpy as np
+
+FIELDS = ("value", "values", "probabilities", "min", "max", "q", "mu", "sigma")
+NUMERIC_FIELDS = ("min", "max", "q", "mu", "sigma")
+DISCRETE = ("constant", "categorical", "int_uniform", "q_uniform")
+
+
+@dataclass(frozen=True)
+class Param:
+    """One swept parameter, addressed by its dotted path in the trial config."""
+
+    name: str
+    distribution: str
+    value: Any = None
+    values: tuple | None = None
+    probabilities: tuple | None = None
+    min: float | None = None
+    max: float | None = None
+    q: float | None = None
+    mu: float | None = None
+    sigma: float | None = None
+
+    @property
+    def is_discrete(self) -> bool:
+        return self.distribution in DISCRETE
+
+    def to_json(self) -> dict[str, Any]:
+        """The distribution and the fields the user gave, numbers as numbers."""
+        out: dict[str, Any] = {"distribution": self.distribution}
+        for name in FIELDS:
+            v = getattr(self, name)
+            if v is not None or (name == "value" and self.distribution == "constant"):
+                out[name] = list(v) if isinstance(v, tuple) else v
+        return out
+
+    def grid_values(self) -> list[Any]:
+        """Every value of a discrete parameter, in order."""
+        return DISTRIBUTIONS[self.distribution].grid(self)
+
+    def sample(self, rng: np.random.Generator) -> Any:
+        return DISTRIBUTIONS[self.distribution].sample(self, rng)
+
+    def tune_domain(self, seed: int) -> Any:
+        """A Ray Tune search-space entry drawing from this distribution."""
+        return DISTRIBUTIONS[self.distribution].tune(self, seed)
+
+    def suggest(self, trial: Any) -> Any:
+        """Draw this parameter from an Optuna trial (define-by-run) and return its value."""
+        return DISTRIBUTIONS[self.distribution].suggest(self, trial)
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """A W&B distribution: which fields it takes, how to check, draw and translate it."""
+
+    required: tuple[str, ...]
+    optional: tuple[str, ...]
+    sample: Callable[[Param, np.random.Generator], Any]
+    tune: Callable[[Param, int], Any]
+    suggest: Callable[[Param, Any], Any]
+    check: Callable[[Param], list[str]] = field(default=lambda p: [])
+    grid: Callable[[Param], list[Any]] = field(default=lambda p: [])
+    defaults: dict[str, Any] = field(default_factory=dict)
+
+
+# --- shared pieces -----------------------------------------------------------------------
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
+
+
+def _min_lt_max(p: Param) -> list[str]:
+    if p.min is not None and p.max is not None and not p.min < p.max:
+        return [f"min < max must hold, got min={p.min}, max={p.max}"]
+    return []
+
+
+def _positive_values(p: Param) -> list[str]:
+    problems = _min_lt_max(p)
+    if p.min is not None and p.min <= 0:
+        problems.append(f"min must be > 0 for {p.distribution} (min/max are values, not exponents), got {p.min}")
+    return problems
+
+
+def _positive_q(p: Param) -> list[str]:
+    if p.q is not None and p.q <= 0:
+        return [f"q must be > 0, got {p.q}"]
+    return []
+
+
+def _positive_sigma(p: Param) -> list[str]:
+    if p.sigma is not None and p.sigma <= 0:
+        return [f"sigma must be > 0, got {p.sigma}"]
+    return []
+
+
+def _quantise(p: Param, x: float) -> float | int:
+    """Round to the nearest multiple of q; ints stay ints when q is an int."""
+    k = round(x / p.q)
+    if _is_int(p.q):
+        return int(k * p.q)
+    return float(round(k * p.q, 12))
+
+
+def _q_bounds(p: Param, lo: float, hi: float) -> tuple[int, int]:
+    """Smallest and largest k with k*q inside [lo, hi] (with a little float slack)."""
+    eps = 1e-9
+    return math.ceil(lo / p.q - eps), math.floor(hi / p.q + eps)
+
+
+def _q_range_problems(p: Param, lo: float, hi: float) -> list[str]:
+    if p.q is None or p.q <= 0 or not lo < hi:
+        return []
+    kmin, kmax = _q_bounds(p, lo, hi)
+    if kmin > kmax:
+        return [f"no multiple of q={p.q} lies in [{lo:g}, {hi:g}]"]
+    return []
+
+
+def _clamped_quantise(p: Param, x: float, lo: float, hi: float) -> float | int:
+    kmin, kmax = _q_bounds(p, lo, hi)
+    k = min(max(round(x / p.q), kmin), kmax)
+    return _quantise(p, k * p.q)
+
+
+def _sample_from(p: Param, seed: int) -> Any:
+    """A Tune ``sample_from`` entry with its own seeded generator, for laws Tune lacks."""
+    from ray import tune
+
+    rng = np.random.default_rng([seed, _stable_hash(p.name)])
+    return tune.sample_from(lambda _config: p.sample(rng))
+
+
+def _stable_hash(name: str) -> int:
+    return int.from_bytes(name.encode()[:16].ljust(16, b"\0"), "little") % (2**32)
+
+
+# --- the distributions ---------------------------------------------------------------------
+
+
+def _constant() -> Distribution:
+    return Distribution(
+        required=("value",),
+        optional=(),
+        sample=lambda p, rng: p.value,
+        tune=lambda p, seed: p.value,
+        suggest=lambda p, trial: p.value,
+        grid=lambda p: [p.value],
+    )
+
+
+def _optuna_choice(value: Any) -> bool:
+    return value is None or isinstance(value, (bool, int, float, str))
+
+
+def _categorical_suggest(p: Param, trial: Any) -> Any:
+    values = list(p.values)
+    if all(_optuna_choice(v) for v in values) and len(set(map(repr, values))) == len(values):
+        return trial.suggest_categorical(p.name, values)
+    # Lists, mappings or repeated values: Optuna chooses an index, the trial gets the value.
+    return values[trial.suggest_categorical(p.name, list(range(len(values))))]
+
+
+def _categorical_check(p: Param) -> list[str]:
+    if not p.values:
+        return ["values must be a non-empty list"]
+    if p.probabilities is None:
+        return []
+    problems = []
+    if len(p.probabilities) != len(p.values):
+        problems.append(
+            f"probabilities must have one entry per value: {len(p.values)} values, "
+            f"{len(p.probabilities)} probabilities"
+        )
+    if any(not isinstance(x, (int, float)) or isinstance(x, bool) or x < 0 for x in p.probabilities):
+        problems.append(f"probabilities must be numbers >= 0, got {list(p.probabilities)}")
+    elif not math.isclose(sum(p.probabilities), 1.0, abs_tol=1e-6):
+        problems.append(f"probabilities must sum to 1, got {sum(p.probabilities):g}")
+    return problems
+
+
+def _categorical() -> Distribution:
+    def sample(p: Param, rng: np.random.Generator) -> Any:
+        probs = None if p.probabilities is None else np.asarray(p.probabilities, float) / sum(p.probabilities)
+        return p.values[int(rng.choice(len(p.values), p=probs))]
+
+    def tune(p: Param, seed: int) -> Any:
+        from ray import tune as rt
+
+        return rt.choice(list(p.values)) if p.probabilities is None else _sample_from(p, seed)
+
+    return Distribution(
+        required=("values",),
+        optional=("probabilities",),
+        sample=sample,
+        tune=tune,
+        suggest=_categorical_suggest,  # TPE learns its own weights; probabilities shape random search only
+        check=_categorical_check,
+        grid=lambda p: list(p.values),
+    )
+
+
+def _int_uniform() -> Distribution:
+    def check(p: Param) -> list[str]:
+        bad = [f"{k} must be an integer for int_uniform, got {getattr(p, k)}" for k in ("min", "max") if not _is_int(getattr(p, k))]
+        return bad or _min_lt_max(p)
+
+    def tune(p: Param, seed: int) -> Any:
+        from ray import tune as rt
+
+        return rt.randint(int(p.min), int(p.max) + 1)  # Ray's upper bound is exclusive
+
+    return Distribution(
+        required=("min", "max"),
+        optional=(),
+        sample=lambda p, rng: int(rng.integers(p.min, p.max + 1)),
+        tune=tune,
+        suggest=lambda p, trial: trial.suggest_int(p.name, int(p.min), int(p.max)),
+        check=check,
+        grid=lambda p: list(range(int(p.min), int(p.max) + 1)),
+    )
+
+
+def _uniform() -> Distribution:
+    def tune(p: Param, seed: int) -> Any:
+        from ray import tune as rt
+
+        return rt.uniform(p.min, p.max)
+
+    return Distribution(
+        required=("min", "max"),
+        optional=(),
+        sample=lambda p, rng: float(rng.uniform(p.min, p.max)),
+        tune=tune,
+        suggest=lambda p, trial: trial.suggest_float(p.name, p.min, p.max),
+        check=_min_lt_max,
+    )
+
+
+def _q_uniform() -> Distribution:
+    def grid(p: Param) -> list[Any]:
+        kmin, kmax = _q_bounds(p, p.min, p.max)
+        return [_quantise(p, k * p.q) for k in range(kmin, kmax + 1)]
+
+    def sample(p: Param, rng: np.random.Generator) -> Any:
+        kmin, kmax = _q_bounds(p, p.min, p.max)
+        return _quantise(p, int(rng.integers(kmin, kmax + 1)) * p.q)
+
+    def suggest(p: Param, trial: Any) -> Any:
+        kmin, kmax = _q_bounds(p, p.min, p.max)
+        if _is_int(p.q):
+            return trial.suggest_int(p.name, kmin * p.q, kmax * p.q, step=p.q)
+        return _quantise(p, trial.suggest_float(p.name, kmin * p.q, kmax * p.q, step=p.q))
+
+    return Distribution(
+        required=("min", "max"),
+        optional=("q",),
+        defaults={"q": 1},
+        sample=sample,
+        tune=_sample_from,
+        suggest=suggest,
+        check=lambda p: _min_lt_max(p) + _positive_q(p) + _q_range_problems(p, p.min, p.max),
+        grid=grid,
+    )
+
+
+def _log_range(exponents: bool, inverse: bool = False) -> Callable[[Param], tuple[float, float]]:
+    """The [low, high] value range of a log-uniform law given as exponents or as values."""
+
+    def bounds(p: Param) -> tuple[float, float]:
+        if not exponents:
+            return float(p.min), float(p.max)
+        if inverse:
+            return math.exp(-p.max), math.exp(-p.min)
+        return math.exp(p.min), math.exp(p.max)
+
+    return bounds
+
+
+def _log_uniform(exponents: bool, inverse: bool = False) -> Distribution:
+    bounds = _log_range(exponents, inverse)
+
+    def tune(p: Param, seed: int) -> Any:
+        from ray import tune as rt
+
+        return rt.loguniform(*bounds(p))
+
+    return Distribution(
+        required=("min", "max"),
+        optional=(),
+        sample=lambda p, rng: float(math.exp(rng.uniform(*map(math.log, bounds(p))))),
+        tune=tune,
+        suggest=lambda p, trial: trial.suggest_float(p.name, *bounds(p), log=True),
+        check=_min_lt_max if exponents else _positive_values,
+    )
+
+
+def _q_log_uniform(exponents: bool) -> Distribution:
+    bounds = _log_range(exponents)
+
+    def sample(p: Param, rng: np.random.Generator) -> Any:
+        lo, hi = bounds(p)
+        return _clamped_quantise(p, math.exp(rng.uniform(math.log(lo), math.log(hi))), lo, hi)
+
+    def suggest(p: Param, trial: Any) -> Any:
+        lo, hi = bounds(p)
+        return _clamped_quantise(p, trial.suggest_float(p.name, lo, hi, log=True), lo, hi)
+
+    def check(p: Param) -> list[str]:
+        problems = (_min_lt_max(p) if exponents else _positive_values(p)) + _positive_q(p)
+        if not problems:
+            problems += _q_range_problems(p, *bounds(p))
+        return problems
+
+    return Distribution(
+        required=("min", "max"),
+        optional=("q",),
+        defaults={"q": 1},
+        sample=sample,
+        tune=_sample_from,
+        suggest=suggest,
+        check=check,
+    )
+
+
+def _normal(log: bool, quantised: bool) -> Distribution:
+    def law(p: Param) -> NormalDist:
+        return NormalDist(p.mu, p.sigma)
+
+    def finish(p: Param, x: float) -> Any:
+        x = math.exp(x) if log else x
+        return _quantise(p, x) if quantised else float(x)
+
+    def tune(p: Param, seed: int) -> Any:
+        from ray import tune as rt
+
+        return rt.randn(p.mu, p.sigma) if not (log or quantised) else _sample_from(p, seed)
+
+    def suggest(p: Param, trial: Any) -> Any:
+        u = trial.suggest_float(p.name, 1e-9, 1 - 1e-9)  # quantile; see module docstring
+        return finish(p, law(p).inv_cdf(u))
+
+    return Distribution(
+        required=(),
+        optional=("mu", "sigma") + (("q",) if quantised else ()),
+        defaults={"mu": 0.0, "sigma": 1.0} | ({"q": 1} if quantised else {}),
+        sample=lambda p, rng: finish(p, rng.normal(p.mu, p.sigma)),
+        tune=tune,
+        suggest=suggest,
+        check=lambda p: _positive_sigma(p) + _positive_q(p),
+    )
+
+
+DISTRIBUTIONS: dict[str, Distribution] = {
+    "constant": _constant(),
+    "categorical": _categorical(),
+    "int_uniform": _int_uniform(),
+    "uniform": _uniform(),
+    "q_uniform": _q_uniform(),
+    "log_uniform": _log_uniform(exponents=True),
+    "log_uniform_values": _log_uniform(exponents=False),
+    "q_log_uniform": _q_log_uniform(exponents=True),
+    "q_log_uniform_values": _q_log_uniform(exponents=False),
+    "inv_log_uniform": _log_uniform(exponents=True, inverse=True),
+    "inv_log_uniform_values": _log_uniform(exponents=False, inverse=True),
+    "normal": _normal(log=False, quantised=False),
+    "q_normal": _normal(log=False, quantised=True),
+    "log_normal": _normal(log=True, quantised=False),
+    "q_log_normal": _normal(log=True, quantised=True),
+}
+
+
+def infer_distribution(fields: dict[str, Any]) -> str | None:
+    """W&B's rule when ``distribution`` is omitted; None when it cannot be inferred."""
+    if "value" in fields:
+        return "constant"
+    if "values" in fields:
+        return "categorical"
+    if "min" in fields and "max" in fields:
+        return "int_uniform" if _is_int(fields["min"]) and _is_int(fields["max"]) else "uniform"
+    return None

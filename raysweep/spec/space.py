@@ -1,0 +1,54 @@
+"""A spec's whole search space: grid points, seeded samples, and its Tune and Optuna forms.
+
+Trial configs travel flat, keyed by dotted parameter name (``arch.stages.0.repeat``), which is
+what Tune, Optuna and W&B show; ``trial_config`` nests them into the loop's base config.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from raysweep import paths
+from raysweep.spec.loader import SweepSpec
+
+
+def grid_points(spec: SweepSpec) -> list[dict[str, Any]]:
+    """Every grid combination in declaration order, the last parameter varying fastest."""
+    names = [p.name for p in spec.parameters]
+    return [dict(zip(names, combo)) for combo in itertools.product(*(p.grid_values() for p in spec.parameters))]
+
+
+def sample_points(spec: SweepSpec, n: int, seed: int | None = None) -> list[dict[str, Any]]:
+    """``n`` flat configurations: the grid's first ``n`` for grid, seeded draws otherwise."""
+    if spec.method == "grid":
+        return grid_points(spec)[:n]
+    rng = np.random.default_rng(spec.seed if seed is None else seed)
+    return [{p.name: p.sample(rng) for p in spec.parameters} for _ in range(n)]
+
+
+def trial_config(spec: SweepSpec, flat: dict[str, Any]) -> dict[str, Any]:
+    """The nested config a train loop receives: base config with the trial's values set."""
+    return paths.apply_overrides(spec.base_config, flat)
+
+
+def tune_param_space(spec: SweepSpec, seed: int | None = None) -> dict[str, Any]:
+    """Tune search-space entries keyed by dotted name (for random search)."""
+    seed = spec.seed if seed is None else seed
+    return {p.name: p.tune_domain(seed) for p in spec.parameters}
+
+
+def optuna_space(spec: SweepSpec) -> Callable[[Any], dict[str, Any]]:
+    """A define-by-run function for Ray's ``OptunaSearch``.
+
+    It returns every parameter's value, so the trial gets the real value even where Optuna
+    holds a latent one (an index into non-scalar choices, a normal quantile).
+    """
+
+    def define_by_run(trial: Any) -> dict[str, Any]:
+        return {p.name: p.suggest(trial) for p in spec.parameters}
+
+    return define_by_run

@@ -1,0 +1,62 @@
+"""How ``raysweep validate`` shows a spec: a short human summary, or one JSON object."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from raysweep.spec.loader import SweepSpec
+
+
+def summary_json(spec: SweepSpec, count: int | None = None) -> dict[str, Any]:
+    """The public ``validate --json`` schema (documented in the README)."""
+    sched = spec.scheduler
+    return {
+        "method": spec.method,
+        "metric": {"name": spec.metric.name, "goal": spec.metric.goal} if spec.metric else None,
+        "parameters": {p.name: p.to_json() for p in spec.parameters},
+        "grid_size": spec.grid_size,
+        "trial_budget": spec.trial_budget(count),
+        "scheduler": None
+        if sched is None
+        else {
+            "type": sched.type,
+            "grace_period": sched.grace_period,
+            "max_t": sched.max_t,
+            "reduction_factor": sched.reduction_factor,
+            "rungs": sched.rungs,
+        },
+    }
+
+
+def _describe(fields: dict[str, Any]) -> str:
+    dist = fields.pop("distribution")
+    if dist == "constant":
+        return f"= {fields['value']!r}"
+    return f"{dist}(" + ", ".join(f"{k}={v}" for k, v in fields.items()) + ")"
+
+
+def summary_text(spec: SweepSpec, count: int | None = None) -> str:
+    data = summary_json(spec, count)
+    metric = data["metric"]
+    lines = [
+        f"sweep     {spec.name or '(unnamed)'}" + (f" — {spec.description.strip()}" if spec.description else ""),
+        f"runs      {spec.train_loop or spec.program}",
+        f"method    {spec.method}" + (" (Optuna TPE)" if spec.method == "bayes" else ""),
+        f"metric    {metric['name']} ({metric['goal']})" if metric else "metric    none",
+        "parameters",
+    ]
+    width = max((len(n) for n in data["parameters"]), default=0)
+    lines += [f"  {name:<{width}}  {_describe(dict(f))}" for name, f in data["parameters"].items()]
+    if data["grid_size"] is not None:
+        lines.append(f"grid size {data['grid_size']}")
+    budget = data["trial_budget"]
+    lines.append(f"trials    {budget if budget is not None else 'unbounded: give run_cap or --count'}")
+    sched = data["scheduler"]
+    if sched:
+        lines.append(
+            f"scheduler {sched['type']}: grace_period={sched['grace_period']}, max_t={sched['max_t']}, "
+            f"reduction_factor={sched['reduction_factor']}, rungs at iterations {sched['rungs']}"
+        )
+    else:
+        lines.append("scheduler fifo (no early stopping)")
+    return "\n".join(lines)

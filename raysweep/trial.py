@@ -1,0 +1,139 @@
+"""What a train loop sees of its trial: rank, device, where metrics and checkpoints go.
+
+A loop calls the same three functions however it runs: in the Tune trial's own process
+(1 worker), on every worker of a Ray Train ``TorchTrainer`` (2+ workers), or in plain
+Python with no Ray at all (``run_local``, for debugging and unit tests). The engine picks
+the backend before it calls the loop; the loop never needs to know which one it got.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # torch is heavy: imported only where a device is needed
+    import torch
+
+# "local" (no Ray), "tune" (1 worker, in the Tune trial process) or "train" (TorchTrainer worker)
+_backend = "local"
+_trial_dir: str | None = None
+_local_reports: list[dict[str, Any]] = []
+_local_checkpoint: str | None = None
+
+
+@dataclass(frozen=True)
+class TrialContext:
+    """Where this process stands in its trial's worker group."""
+
+    rank: int
+    local_rank: int
+    world_size: int
+    device: "torch.device"
+    trial_dir: str
+
+    @property
+    def is_main(self) -> bool:
+        """Only the main rank writes files and logs; every rank still calls ``report``."""
+        return self.rank == 0
+
+
+def set_backend(backend: str, trial_dir: str | None = None) -> None:
+    """Called by the engine before it runs a loop; loops never call it."""
+    global _backend, _trial_dir
+    if backend not in ("local", "tune", "train"):
+        raise ValueError(f"backend must be one of local, tune, train, got {backend!r}")
+    _backend, _trial_dir = backend, trial_dir
+
+
+def get_context() -> TrialContext:
+    """Rank, world size and device of the calling process."""
+    import torch
+
+    if _backend == "train":
+        import ray.train
+        import ray.train.torch
+
+        ctx = ray.train.get_context()
+        return TrialContext(
+            rank=ctx.get_world_rank(),
+            local_rank=ctx.get_local_rank(),
+            world_size=ctx.get_world_size(),
+            device=ray.train.torch.get_device(),
+            trial_dir=_trial_dir or os.getcwd(),
+        )
+    if _backend == "tune":
+        import ray
+
+        # Ray sets CUDA_VISIBLE_DEVICES to the trial's GPU, so it is always cuda:0 here.
+        device = torch.device("cuda:0" if ray.get_gpu_ids() and torch.cuda.is_available() else "cpu")
+        return TrialContext(0, 0, 1, device, _trial_dir or os.getcwd())
+    device = torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
+    return TrialContext(0, 0, 1, device, _trial_dir or os.getcwd())
+
+
+def report(metrics: Mapping[str, Any], checkpoint: str | os.PathLike | None = None) -> None:
+    """Report one iteration's metrics (every rank, the same number of times).
+
+    Args:
+        metrics: Numbers (Python or NumPy scalars, not tensors). With several workers the
+            scheduler sees the mean over ranks of every numeric metric.
+        checkpoint: A directory holding this iteration's checkpoint, usually passed by the
+            main rank only. Its contents are copied into the trial's storage before this
+            returns, so a temporary directory is fine.
+    """
+    metrics = dict(metrics)
+    if _backend == "train":
+        import ray.train
+
+        ckpt = ray.train.Checkpoint.from_directory(os.fspath(checkpoint)) if checkpoint else None
+        ray.train.report(metrics, checkpoint=ckpt)
+    elif _backend == "tune":
+        import ray.tune
+
+        ckpt = ray.tune.Checkpoint.from_directory(os.fspath(checkpoint)) if checkpoint else None
+        ray.tune.report(metrics, checkpoint=ckpt)
+    else:
+        global _local_checkpoint
+        _local_reports.append(metrics)
+        if checkpoint:
+            _local_checkpoint = tempfile.mkdtemp(prefix="raysweep_ckpt_")
+            shutil.copytree(checkpoint, _local_checkpoint, dirs_exist_ok=True)
+
+
+def get_checkpoint() -> Any:
+    """The trial's latest checkpoint (a ``ray.train.Checkpoint``), or None on a fresh start.
+
+    Use ``with get_checkpoint().as_directory() as d:`` to read it.
+    """
+    if _backend == "train":
+        import ray.train
+
+        return ray.train.get_checkpoint()
+    if _backend == "tune":
+        import ray.tune
+
+        return ray.tune.get_checkpoint()
+    if _local_checkpoint is None:
+        return None
+    from ray.train import Checkpoint
+
+    return Checkpoint.from_directory(_local_checkpoint)
+
+
+def run_local(train_fn: Callable[[dict], Any], config: dict, resume: bool = False) -> list[dict[str, Any]]:
+    """Run a loop in this process with no Ray and return what it reported.
+
+    With ``resume=True`` the loop sees the last checkpoint reported by an earlier
+    ``run_local`` call in this process, as a restarted trial would.
+    """
+    global _local_checkpoint
+    set_backend("local")
+    _local_reports.clear()
+    if not resume:
+        _local_checkpoint = None
+    train_fn(config)
+    return list(_local_reports)
