@@ -1,0 +1,140 @@
+"""The Ray cluster a sweep runs on, and how many DDP workers fit on each of its nodes.
+
+Admission control lives here. Every node advertises ``raysweep_slot`` = the DDP workers it can
+host (its GPUs, or CPUs / cpus_per_worker without GPUs). A trial holds as many slots as it has
+workers *on one node*, and holds nothing else while its workers start, so mixed 1- and
+2-worker trials queue instead of starving each other (Ray 2.60: a trial holding a CPU while
+its TorchTrainer waits for more livelocks a small node).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import ray
+
+from raysweep.errors import UserError
+
+SLOT = "raysweep_slot"
+log = logging.getLogger("raysweep")
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """Worker slots per node, and whether the workers are GPUs."""
+
+    slots_per_node: tuple[int, ...]
+    use_gpu: bool
+    cpus_per_worker: float
+    managed_slots: bool  # nodes advertise raysweep_slot (else a fallback is used)
+
+    @property
+    def largest_node(self) -> int:
+        return max(self.slots_per_node, default=0)
+
+    @property
+    def total(self) -> int:
+        return sum(self.slots_per_node)
+
+    def describe(self) -> str:
+        unit = "GPU" if self.use_gpu else "CPU worker"
+        nodes = len(self.slots_per_node)
+        return f"{self.total} {unit} slot(s) on {nodes} node(s), at most {self.largest_node} on one node"
+
+
+def slots_for(node_resources: dict[str, float], use_gpu: bool, cpus_per_worker: float) -> int:
+    if use_gpu:
+        return int(node_resources.get("GPU", 0))
+    return int(node_resources.get("CPU", 0) // cpus_per_worker)
+
+
+def start_or_connect(
+    address: str | None, use_gpu: str | bool, cpus_per_worker: float, log_dir: Path
+) -> Capacity:
+    """Start an embedded Ray (``address`` None) or join a cluster, and measure it."""
+    env = {"PYTHONPATH": os.pathsep.join(p for p in (os.getcwd(), os.environ.get("PYTHONPATH")) if p)}
+    common: dict[str, Any] = {
+        "log_to_driver": False,  # worker output stays in Ray's log files, not the terminal
+        "logging_level": logging.WARNING,
+        "runtime_env": {"env_vars": env},
+        "configure_logging": True,
+    }
+    if address:
+        try:
+            ray.init(address=address, **common)
+        except (ConnectionError, ValueError, RuntimeError) as e:
+            raise UserError(f"could not connect to the Ray cluster at {address}: {e}") from None
+    else:
+        import torch
+
+        gpus = torch.cuda.device_count() if use_gpu is not False else 0
+        cpus = os.cpu_count() or 1
+        want_gpu = gpus > 0
+        slots = gpus if want_gpu else max(1, int(cpus // cpus_per_worker))
+        ray.init(
+            num_cpus=cpus,
+            num_gpus=gpus,
+            resources={SLOT: slots},
+            include_dashboard=True,
+            dashboard_host="127.0.0.1",
+            **common,
+        )
+    return measure(use_gpu, cpus_per_worker)
+
+
+def measure(use_gpu: str | bool, cpus_per_worker: float) -> Capacity:
+    """Read the live cluster's nodes and turn them into worker slots."""
+    nodes = [n for n in ray.nodes() if n.get("Alive")]
+    has_gpu = any(n["Resources"].get("GPU", 0) > 0 for n in nodes)
+    if use_gpu is True and not has_gpu:
+        raise UserError("resources.use_gpu is true, but the Ray cluster has no GPUs")
+    gpu = has_gpu if use_gpu == "auto" else bool(use_gpu)
+    managed = all(SLOT in n["Resources"] for n in nodes)
+    if managed:
+        slots = tuple(int(n["Resources"][SLOT]) for n in nodes)
+    else:
+        slots = tuple(slots_for(n["Resources"], gpu, cpus_per_worker) for n in nodes)
+    capacity = Capacity(tuple(s for s in slots if s > 0), gpu, cpus_per_worker, managed)
+    if capacity.total == 0:
+        raise UserError(f"the Ray cluster has no room for a single worker ({cpus_per_worker} CPU each)")
+    return capacity
+
+
+def trial_bundle(num_workers: int, capacity: Capacity) -> list[dict[str, float]]:
+    """The placement-group bundle a trial holds while it runs.
+
+    One worker runs inside the trial process, so it holds the worker's CPU/GPU itself.
+    Several workers are TorchTrainer actors that request their own CPU/GPU: the trial holds
+    only their slots. A trial that can never fit holds a token amount so it starts, and
+    fails at once with an explanation (instead of pending forever).
+    """
+    if num_workers > capacity.largest_node:
+        return [{"memory": 1}]
+    gpu = 1 if capacity.use_gpu else 0
+    if num_workers == 1:
+        bundle = {"CPU": capacity.cpus_per_worker, "GPU": gpu}
+    else:
+        bundle = {}
+    if capacity.managed_slots:
+        bundle[SLOT] = num_workers
+    return [{k: v for k, v in bundle.items() if v} or {"memory": 1}]
+
+
+def concurrency_limit(capacity: Capacity, max_workers: int, requested: int | None) -> int | None:
+    """Without managed slots, allow only as many trials as fit at once at their largest size."""
+    if capacity.managed_slots:
+        return requested
+    fit = max(1, sum(s // max_workers for s in capacity.slots_per_node))
+    return min(requested, fit) if requested else fit
+
+
+def dashboard_url() -> str | None:
+    ctx = ray.get_runtime_context()
+    url = getattr(ctx, "dashboard_url", None) or ray.worker.get_dashboard_url()
+    if url and not url.startswith("http"):
+        url = f"http://{url}"
+    return url or None

@@ -1,0 +1,180 @@
+"""Trial bookkeeping and the live view: a Tune callback on the driver.
+
+It keeps ``trials.json`` in the run dir current (status, flat config, last metrics, workers,
+wall time, error) so ``show`` works during a sweep and after a killed driver, and it prints
+a compact status: counts, best so far, elapsed and an ETA.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ray.tune import Callback
+from ray.tune.stopper import Stopper
+
+from raysweep.spec import SweepSpec
+
+TRIALS_FILE = "trials.json"
+STATES = ("running", "pending", "done", "stopped", "failed")
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Write atomically: a reader (or a killed driver) never sees half a file."""
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1, default=str))
+    os.replace(tmp, path)
+
+
+def _finite(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+class SweepMonitor(Callback):
+    def __init__(self, spec: SweepSpec, run_dir: Path, budget: int, quiet: bool = False, interval_s: float = 10.0):
+        self.spec = spec
+        self.path = run_dir / TRIALS_FILE
+        self.budget = budget
+        self.quiet = quiet
+        self.interval_s = interval_s
+        self.tty = sys.stdout.isatty()
+        self.rows: dict[str, dict[str, Any]] = {}
+        if self.path.exists():  # resuming: keep what the earlier driver recorded
+            self.rows = {r["trial_id"]: r for r in json.loads(self.path.read_text())}
+        self.started = time.time()
+        self.last_print = 0.0
+        self.first_error: str | None = None
+
+    # --- bookkeeping ---
+    def _row(self, trial: Any) -> dict[str, Any]:
+        row = self.rows.setdefault(trial.trial_id, {"trial_id": trial.trial_id, "start": time.time()})
+        row["config"] = {k: v for k, v in trial.config.items()}
+        row["num_workers"] = int(trial.config.get("num_gpus", 1))
+        row["trial_dir"] = trial.local_path
+        return row
+
+    def _save(self) -> None:
+        write_json(self.path, list(self.rows.values()))
+
+    def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        row = self._row(trial)
+        row["status"] = "running"
+        self._save()
+
+    def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
+        row = self._row(trial)
+        row["status"] = "running"
+        row["iterations"] = result.get("training_iteration")
+        row["metrics"] = {k: v for k, v in result.items() if not isinstance(v, dict) and k not in ("config",)}
+        row["wall_s"] = round(time.time() - row["start"], 2)
+        self._save()
+        self._print(trials)
+
+    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        row = self._row(trial)
+        last = trial.last_result or {}
+        # A trial the scheduler stopped never sent its final ``done`` result.
+        row["status"] = "done" if last.get("done") else "stopped"
+        row["end"] = time.time()
+        row["wall_s"] = round(row["end"] - row["start"], 2)
+        self._save()
+        self._print(trials, force=True)
+
+    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        row = self._row(trial)
+        row["status"] = "failed"
+        row["end"] = time.time()
+        row["wall_s"] = round(row["end"] - row["start"], 2)
+        row["error"] = _error_text(trial)
+        self.first_error = self.first_error or row["error"]
+        self._save()
+        self._print(trials, force=True)
+
+    def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
+        self._print(trials)
+
+    # --- the view ---
+    def best(self) -> dict[str, Any] | None:
+        metric = self.spec.metric
+        if metric is None:
+            return None
+        scored = [r for r in self.rows.values() if _finite((r.get("metrics") or {}).get(metric.name))]
+        if not scored:
+            return None
+        pick = max if metric.goal == "maximize" else min
+        return pick(scored, key=lambda r: r["metrics"][metric.name])
+
+    def status_line(self, trials: list) -> str:
+        counts = dict.fromkeys(STATES, 0)
+        for r in self.rows.values():
+            counts[r.get("status", "pending")] = counts.get(r.get("status", "pending"), 0) + 1
+        counts["pending"] = sum(1 for t in trials if t.status == "PENDING")
+        elapsed = time.time() - self.started
+        finished = counts["done"] + counts["stopped"] + counts["failed"]
+        parts = [f"[{_clock(elapsed)}]", " · ".join(f"{counts[s]} {s}" for s in STATES), f"of {self.budget}"]
+        if 0 < finished < self.budget:
+            parts.append(f"ETA {_clock(elapsed / finished * (self.budget - finished))}")
+        best = self.best()
+        if best:
+            params = ", ".join(f"{k}={_short(v)}" for k, v in best["config"].items())
+            parts.append(f"| best {self.spec.metric.name}={_short(best['metrics'][self.spec.metric.name])} ({params})")
+        return " ".join(parts)
+
+    def _print(self, trials: list, force: bool = False) -> None:
+        if self.quiet:
+            return
+        now = time.time()
+        if not force and now - self.last_print < (1.0 if self.tty else self.interval_s):
+            return
+        self.last_print = now
+        line = self.status_line(trials)
+        if self.tty:
+            width = os.get_terminal_size().columns if sys.stdout.isatty() else 200
+            sys.stdout.write("\r" + line[: width - 1].ljust(width - 1))
+            if force:
+                sys.stdout.write("\n")
+        else:
+            sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
+
+class TargetStopper(Stopper):
+    """End the sweep once any trial reaches ``metric.target``."""
+
+    def __init__(self, metric: str, goal: str, target: float):
+        self.metric, self.goal, self.target = metric, goal, target
+        self.reached = False
+
+    def __call__(self, trial_id: str, result: dict) -> bool:
+        value = result.get(self.metric)
+        if _finite(value) and (value >= self.target if self.goal == "maximize" else value <= self.target):
+            self.reached = True
+        return False
+
+    def stop_all(self) -> bool:
+        return self.reached
+
+
+def _error_text(trial: Any) -> str:
+    """The last lines of the trial's error, the part a user reads first."""
+    path = Path(trial.local_path or "") / "error.txt"
+    text = path.read_text() if path.exists() else str(getattr(trial, "error_msg", "") or "unknown error")
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return "\n".join(lines[-12:])
+
+
+def _clock(seconds: float) -> str:
+    m, s = divmod(int(seconds), 60)
+    h, m = divmod(m, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m:02d}:{s:02d}"
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)

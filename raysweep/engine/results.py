@@ -1,0 +1,93 @@
+"""Reading a run dir back: ``raysweep show`` as a table, JSON or CSV. Needs no Ray."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from raysweep.engine.progress import TRIALS_FILE
+from raysweep.errors import UserError
+
+
+def resolve_run_dir(run: str | os.PathLike, storage: str | os.PathLike = "raysweep_runs") -> Path:
+    """A run dir given as a path, or a sweep name under ``storage``."""
+    for candidate in (Path(run), Path(storage) / str(run)):
+        if (candidate / "spec.json").exists():
+            return candidate.resolve()
+    raise UserError(f"no sweep found at {run!r} (looked for {run}/spec.json and {Path(storage) / str(run)}/spec.json)")
+
+
+def load_results(run_dir: Path) -> dict[str, Any]:
+    """The public ``show --json`` object: trials best first, and the best trial."""
+    spec = json.loads((run_dir / "spec.json").read_text())
+    metric = (spec.get("metric") or {}).get("name")
+    goal = (spec.get("metric") or {}).get("goal", "minimize")
+    rows = json.loads((run_dir / TRIALS_FILE).read_text()) if (run_dir / TRIALS_FILE).exists() else []
+    trials = []
+    for r in rows:
+        value = (r.get("metrics") or {}).get(metric) if metric else None
+        status = r.get("status", "pending")
+        trials.append(
+            {
+                "trial_id": r["trial_id"],
+                "status": status,
+                "config": r.get("config", {}),
+                "metric": value,
+                "iterations": r.get("iterations") or 0,
+                "num_workers": r.get("num_workers", 1),
+                "wall_s": r.get("wall_s"),
+                **({"error": r["error"]} if r.get("error") else {}),
+            }
+        )
+
+    def rank(t: dict[str, Any]) -> tuple:
+        v = t["metric"]
+        scored = isinstance(v, (int, float)) and math.isfinite(v)
+        return (not scored, (-v if goal == "maximize" else v) if scored else 0.0)
+
+    trials.sort(key=rank)
+    best = next((t for t in trials if rank(t)[0] is False), None)
+    return {"name": run_dir.name, "metric": metric, "goal": goal, "trials": trials, "best": best}
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return "" if value is None else str(value)
+
+
+def _columns(data: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    params = list(dict.fromkeys(k for t in data["trials"] for k in t["config"]))
+    header = ["trial_id", "status", *params, data["metric"] or "metric", "iterations", "num_workers", "wall_s"]
+    rows = [
+        [t["trial_id"], t["status"], *(_cell(t["config"].get(p)) for p in params), _cell(t["metric"]),
+         _cell(t["iterations"]), _cell(t["num_workers"]), _cell(t["wall_s"])]
+        for t in data["trials"]
+    ]  # fmt: skip
+    return header, rows
+
+
+def render_table(data: dict[str, Any]) -> str:
+    header, rows = _columns(data)
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
+    lines = [f"sweep {data['name']}: {len(rows)} trials, {data['metric']} ({data['goal']}), best first"]
+    lines.append("  ".join(h.ljust(w) for h, w in zip(header, widths)))
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
+    for t in data["trials"]:
+        if t.get("error"):
+            lines.append(f"\ntrial {t['trial_id']} failed:\n" + "\n".join("  " + ln for ln in t["error"].splitlines()))
+    return "\n".join(lines)
+
+
+def render_csv(data: dict[str, Any]) -> str:
+    header, rows = _columns(data)
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(header)
+    writer.writerows(rows)
+    return out.getvalue()

@@ -1,0 +1,72 @@
+"""Searchers and schedulers, chosen from the spec by name (Ray Tune's and Optuna's own objects)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ray.tune.schedulers import ASHAScheduler, FIFOScheduler, HyperBandScheduler
+from ray.tune.search.basic_variant import BasicVariantGenerator
+
+from raysweep.spec import SweepSpec, grid_points, optuna_space, tune_param_space
+
+OPTUNA_JOURNAL = "optuna.journal"
+
+
+def _grid(spec: SweepSpec, budget: int, run_dir: Path) -> tuple[Any, dict]:
+    # Our grid order, capped at the budget, fed through Tune's variant generator.
+    points = grid_points(spec)[:budget]
+    return BasicVariantGenerator(points_to_evaluate=points, random_state=spec.seed), tune_param_space(spec)
+
+
+def _random(spec: SweepSpec, budget: int, run_dir: Path) -> tuple[Any, dict]:
+    return BasicVariantGenerator(random_state=spec.seed), tune_param_space(spec)
+
+
+def _bayes(spec: SweepSpec, budget: int, run_dir: Path) -> tuple[Any, dict]:
+    import optuna
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+    from ray.tune.search.optuna import OptunaSearch
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    sampler = optuna.samplers.TPESampler(
+        seed=spec.seed,
+        n_startup_trials=spec.searcher.n_startup_trials,
+        constant_liar=spec.searcher.constant_liar,  # parallel trials don't all pick the same point
+    )
+    storage = JournalStorage(JournalFileBackend(str(run_dir / OPTUNA_JOURNAL)))
+    search = OptunaSearch(
+        space=optuna_space(spec),
+        metric=spec.metric.name,
+        mode=spec.metric.mode,
+        sampler=sampler,
+        storage=storage,
+        study_name=spec.name or "raysweep",
+    )
+    return search, {}
+
+
+SEARCHERS = {"grid": _grid, "random": _random, "bayes": _bayes}
+
+
+def build_search(spec: SweepSpec, budget: int, run_dir: Path) -> tuple[Any, dict]:
+    """The Tune search algorithm and the param_space that goes with it."""
+    return SEARCHERS[spec.method](spec, budget, run_dir)
+
+
+SCHEDULERS = {
+    "asha": lambda s: ASHAScheduler(
+        time_attr="training_iteration", grace_period=s.grace_period, max_t=s.max_t, reduction_factor=s.reduction_factor
+    ),
+    "hyperband": lambda s: HyperBandScheduler(
+        time_attr="training_iteration", max_t=s.max_t, reduction_factor=s.reduction_factor
+    ),
+}
+
+
+def build_scheduler(spec: SweepSpec) -> Any:
+    """One report is one iteration; FIFO when the spec asks for no early stopping."""
+    if spec.scheduler is None:
+        return FIFOScheduler()
+    return SCHEDULERS[spec.scheduler.type](spec.scheduler)

@@ -1,0 +1,233 @@
+"""``run_sweep`` and ``resume_sweep``: a spec becomes a Ray Tune experiment in a run dir.
+
+The run dir (``<storage>/<name>``) holds everything a sweep needs to be read or resumed:
+``spec.json`` (the resolved spec), ``run.json`` (the command's settings), Tune's experiment
+state and per-trial results, checkpoints, ``trials.json``, the Optuna journal, the W&B
+offline runs (inside the trial dirs) and ``driver.log``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import netrc
+import os
+import re
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import ray
+from ray import tune
+
+from raysweep.engine.cluster import Capacity, concurrency_limit, dashboard_url, start_or_connect
+from raysweep.engine.progress import SweepMonitor, TargetStopper, write_json
+from raysweep.engine.search import build_scheduler, build_search
+from raysweep.engine.trainable import make_trainable
+from raysweep.errors import UserError
+from raysweep.spec import SweepSpec, grid_points, sample_points
+
+log = logging.getLogger("raysweep")
+
+
+def wandb_key_configured() -> bool:
+    """A key in the environment or in ~/.netrc (never read into our files)."""
+    if os.environ.get("WANDB_API_KEY"):
+        return True
+    try:
+        return netrc.netrc().authenticators("api.wandb.ai") is not None
+    except (FileNotFoundError, netrc.NetrcParseError):
+        return False
+
+
+def _sweep_name(spec: SweepSpec, name: str | None) -> str:
+    raw = name or spec.name or Path(spec.source or "sweep").stem
+    return re.sub(r"[^\w.-]+", "-", raw).strip("-") or "sweep"
+
+
+def _possible_workers(spec: SweepSpec, budget: int) -> set[int]:
+    param = spec.param("num_gpus")
+    if param is None:
+        return {1}
+    if param.is_discrete:
+        return {int(v) for v in param.grid_values()}
+    return {int(p["num_gpus"]) for p in sample_points(spec, min(budget, 256))}
+
+
+def _check_feasible(spec: SweepSpec, capacity: Capacity, budget: int) -> None:
+    sizes = _possible_workers(spec, budget)
+    if min(sizes) > capacity.largest_node:
+        raise UserError(
+            f"num_gpus={min(sizes)} (every trial of this sweep asks at least this many) can never be placed: "
+            f"the cluster has {capacity.describe()}. DDP workers of one trial run on one node."
+        )
+    too_big = sorted(s for s in sizes if s > capacity.largest_node)
+    if too_big:
+        print(f"note: trials with num_gpus in {too_big} will fail at once: the cluster has {capacity.describe()}")
+
+
+def _setup_logging(run_dir: Path) -> None:
+    handler = logging.FileHandler(run_dir / "driver.log")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+    for name in ("ray", "ray.tune", "ray.train", "raysweep"):
+        logger = logging.getLogger(name)
+        logger.handlers = [handler]
+        logger.propagate = False
+    logging.getLogger("raysweep").setLevel(logging.INFO)
+
+
+def _callbacks(spec: SweepSpec, settings: dict[str, Any], run_dir: Path, resuming: bool) -> list[Any]:
+    callbacks: list[Any] = []
+    mode = settings["wandb"]
+    if mode != "disabled":
+        from ray.air.integrations.wandb import WandbLoggerCallback
+
+        os.environ.setdefault("WANDB_SILENT", "true")
+        callbacks.append(
+            WandbLoggerCallback(
+                project=spec.wandb.project or "raysweep",
+                entity=spec.wandb.entity,
+                group=spec.wandb.group or settings["name"],
+                mode=mode,
+                # Continue a resumed trial's W&B run instead of starting a duplicate.
+                resume="allow" if resuming else None,
+            )
+        )
+    return callbacks
+
+
+def _run(spec: SweepSpec, settings: dict[str, Any], run_dir: Path, restore: bool) -> int:
+    _setup_logging(run_dir)
+    capacity = start_or_connect(
+        settings["address"], spec.resources.use_gpu, spec.resources.cpus_per_worker, run_dir
+    )
+    budget = settings["budget"]
+    _check_feasible(spec, capacity, budget)
+    max_workers = max(_possible_workers(spec, budget))
+    limit = concurrency_limit(capacity, min(max_workers, capacity.largest_node), settings["max_concurrent"])
+
+    if not settings["quiet"]:
+        url = dashboard_url() if not settings["address"] else None
+        print(f"sweep {settings['name']}: {budget} trials, {spec.method} search, run dir {run_dir}")
+        print(f"cluster: {capacity.describe()}" + (f"; Ray dashboard {url}" if url else ""))
+        if not capacity.use_gpu:
+            print("no GPUs: each trial's num_gpus becomes that many CPU workers, DDP over gloo")
+        if not capacity.managed_slots:
+            print(f"note: the cluster's nodes don't advertise raysweep_slot; running at most {limit} trials at once")
+
+    trainable = make_trainable(spec, capacity, run_dir)
+    monitor = SweepMonitor(spec, run_dir, budget, quiet=settings["quiet"])
+    stopper = TargetStopper(spec.metric.name, spec.metric.goal, spec.metric.target) if spec.metric and spec.metric.target is not None else None
+    callbacks = [monitor] + _callbacks(spec, settings, run_dir, restore)
+
+    if restore:
+        tuner = tune.Tuner.restore(str(run_dir), trainable=trainable, resume_unfinished=True, resume_errored=True)
+    else:
+        search, param_space = build_search(spec, budget, run_dir)
+        tuner = tune.Tuner(
+            trainable,
+            param_space=param_space,
+            tune_config=tune.TuneConfig(
+                metric=spec.metric.name if spec.metric else None,
+                mode=spec.metric.mode if spec.metric else None,
+                search_alg=search,
+                scheduler=build_scheduler(spec),
+                num_samples=budget,
+                max_concurrent_trials=limit,
+            ),
+            run_config=tune.RunConfig(
+                name=run_dir.name,
+                storage_path=str(run_dir.parent),
+                callbacks=callbacks,
+                stop=stopper,
+                verbose=0,
+                failure_config=tune.FailureConfig(max_failures=spec.max_failures),
+                checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
+            ),
+        )
+    if restore:
+        # Tuner.restore keeps the original RunConfig; add this driver's callbacks to it.
+        tuner._local_tuner._run_config.callbacks = callbacks  # noqa: SLF001
+    started = time.time()
+    tuner.fit()
+    return _finish(spec, settings, run_dir, monitor, time.time() - started)
+
+
+def _finish(spec: SweepSpec, settings: dict[str, Any], run_dir: Path, monitor: SweepMonitor, wall_s: float) -> int:
+    rows = list(monitor.rows.values())
+    failed = [r for r in rows if r.get("status") == "failed"]
+    ok = [r for r in rows if r.get("status") in ("done", "stopped")]
+    if not settings["quiet"]:
+        print()
+    print(f"sweep {settings['name']} finished in {wall_s:.0f} s: {len(ok)} finished, {len(failed)} failed")
+    best = monitor.best()
+    if best:
+        print(f"best {spec.metric.name} = {best['metrics'][spec.metric.name]:.6g} from trial {best['trial_id']}: {best['config']}")
+    print(f"results: raysweep show {run_dir}")
+    if settings["wandb"] == "offline":
+        print(f"W&B offline runs: wandb sync {run_dir}/*/wandb/offline-run-*")
+    if rows and not ok:
+        print(f"every trial failed; the first error:\n{monitor.first_error or 'unknown'}")
+        return 1
+    return 0
+
+
+def run_sweep(
+    spec: SweepSpec,
+    count: int | None = None,
+    name: str | None = None,
+    storage: str | os.PathLike = "raysweep_runs",
+    address: str | None = None,
+    max_concurrent: int | None = None,
+    wandb_mode: str | None = None,
+    seed: int | None = None,
+    quiet: bool = False,
+) -> int:
+    """Run a validated spec; returns the process exit code (0 ok, 1 every trial failed)."""
+    if spec.train_loop is None:
+        raise UserError("this spec names only a program:; running W&B program scripts is not supported yet")
+    if seed is not None:
+        spec = replace(spec, seed=seed)
+    budget = spec.trial_budget(count)
+    if budget is None:
+        raise UserError(f"{spec.method} search needs a trial budget: set run_cap in the spec or pass --count N")
+    if spec.method == "grid":
+        budget = min(budget, len(grid_points(spec)))
+    name = _sweep_name(spec, name)
+    run_dir = Path(storage).resolve() / name
+    if (run_dir / "spec.json").exists():
+        raise UserError(f"{run_dir} already holds a sweep: continue it with `raysweep resume {name}`, or pick another --name")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    mode = wandb_mode or spec.wandb.mode or ("online" if wandb_key_configured() else "offline")
+    settings = {
+        "name": name,
+        "budget": budget,
+        "address": address,
+        "max_concurrent": max_concurrent or spec.max_concurrent,
+        "wandb": mode,
+        "quiet": quiet,
+    }
+    write_json(run_dir / "spec.json", spec.to_json())
+    write_json(run_dir / "run.json", settings)
+    try:
+        return _run(spec, settings, run_dir, restore=False)
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+
+
+def resume_sweep(run: str, storage: str | os.PathLike = "raysweep_runs", address: str | None = None, quiet: bool = False) -> int:
+    """Continue an interrupted sweep: finished trials stay, unfinished ones continue."""
+    from raysweep.engine.results import resolve_run_dir
+
+    run_dir = resolve_run_dir(run, storage)
+    spec = SweepSpec.from_json(json.loads((run_dir / "spec.json").read_text()))
+    settings = json.loads((run_dir / "run.json").read_text()) | {"quiet": quiet}
+    if address:
+        settings["address"] = address
+    try:
+        return _run(spec, settings, run_dir, restore=True)
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
