@@ -37,6 +37,8 @@ def set_path(config: dict, path: str, value: Any) -> None:
             else:
                 node = node[index]
         elif isinstance(node, dict):
+            if part.lstrip("-").isdigit() and part not in node:
+                raise KeyError(f"{part} indexes a list, but {where} is not a list")
             if last:
                 node[part] = value
             else:

@@ -19,6 +19,7 @@ from ray.tune import Callback
 from ray.tune.stopper import Stopper
 
 from raysweep.spec import SweepSpec
+from raysweep.spec.space import plain
 
 TRIALS_FILE = "trials.json"
 STATES = ("running", "pending", "done", "stopped", "failed")
@@ -53,7 +54,7 @@ class SweepMonitor(Callback):
     # --- bookkeeping ---
     def _row(self, trial: Any) -> dict[str, Any]:
         row = self.rows.setdefault(trial.trial_id, {"trial_id": trial.trial_id, "start": time.time()})
-        row["config"] = {k: v for k, v in trial.config.items()}
+        row["config"] = {k: plain(v) for k, v in trial.config.items()}
         row["num_workers"] = int(trial.config.get("num_gpus", 1))
         row["trial_dir"] = trial.local_path
         return row
@@ -70,7 +71,7 @@ class SweepMonitor(Callback):
         row = self._row(trial)
         row["status"] = "running"
         row["iterations"] = result.get("training_iteration")
-        row["metrics"] = {k: v for k, v in result.items() if not isinstance(v, dict) and k not in ("config",)}
+        row["metrics"] = {k: plain(v) for k, v in result.items() if not isinstance(v, dict)}
         row["wall_s"] = round(time.time() - row["start"], 2)
         self._save()
         self._print(trials)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import netrc
 import os
 import re
 import time
@@ -25,20 +24,11 @@ from raysweep.engine.cluster import Capacity, concurrency_limit, dashboard_url, 
 from raysweep.engine.progress import SweepMonitor, TargetStopper, write_json
 from raysweep.engine.search import build_scheduler, build_search
 from raysweep.engine.trainable import make_trainable
+from raysweep.engine.wandb_logging import key_configured, wandb_callback
 from raysweep.errors import UserError
 from raysweep.spec import SweepSpec, grid_points, sample_points
 
 log = logging.getLogger("raysweep")
-
-
-def wandb_key_configured() -> bool:
-    """A key in the environment or in ~/.netrc (never read into our files)."""
-    if os.environ.get("WANDB_API_KEY"):
-        return True
-    try:
-        return netrc.netrc().authenticators("api.wandb.ai") is not None
-    except (FileNotFoundError, netrc.NetrcParseError):
-        return False
 
 
 def _sweep_name(spec: SweepSpec, name: str | None) -> str:
@@ -77,24 +67,12 @@ def _setup_logging(run_dir: Path) -> None:
     logging.getLogger("raysweep").setLevel(logging.INFO)
 
 
-def _callbacks(spec: SweepSpec, settings: dict[str, Any], run_dir: Path, resuming: bool) -> list[Any]:
-    callbacks: list[Any] = []
-    mode = settings["wandb"]
-    if mode != "disabled":
-        from ray.air.integrations.wandb import WandbLoggerCallback
-
-        os.environ.setdefault("WANDB_SILENT", "true")
-        callbacks.append(
-            WandbLoggerCallback(
-                project=spec.wandb.project or "raysweep",
-                entity=spec.wandb.entity,
-                group=spec.wandb.group or settings["name"],
-                mode=mode,
-                # Continue a resumed trial's W&B run instead of starting a duplicate.
-                resume="allow" if resuming else None,
-            )
-        )
-    return callbacks
+def _callbacks(spec: SweepSpec, settings: dict[str, Any], resuming: bool) -> list[Any]:
+    if settings["wandb"] == "disabled":
+        return []
+    project = spec.wandb.project or "raysweep"
+    group = spec.wandb.group or settings["name"]
+    return [wandb_callback(project, spec.wandb.entity, group, settings["wandb"], resuming)]
 
 
 def _run(spec: SweepSpec, settings: dict[str, Any], run_dir: Path, restore: bool) -> int:
@@ -119,7 +97,7 @@ def _run(spec: SweepSpec, settings: dict[str, Any], run_dir: Path, restore: bool
     trainable = make_trainable(spec, capacity, run_dir)
     monitor = SweepMonitor(spec, run_dir, budget, quiet=settings["quiet"])
     stopper = TargetStopper(spec.metric.name, spec.metric.goal, spec.metric.target) if spec.metric and spec.metric.target is not None else None
-    callbacks = [monitor] + _callbacks(spec, settings, run_dir, restore)
+    callbacks = [monitor] + _callbacks(spec, settings, restore)
 
     if restore:
         tuner = tune.Tuner.restore(str(run_dir), trainable=trainable, resume_unfinished=True, resume_errored=True)
@@ -199,7 +177,7 @@ def run_sweep(
     if (run_dir / "spec.json").exists():
         raise UserError(f"{run_dir} already holds a sweep: continue it with `raysweep resume {name}`, or pick another --name")
     run_dir.mkdir(parents=True, exist_ok=True)
-    mode = wandb_mode or spec.wandb.mode or ("online" if wandb_key_configured() else "offline")
+    mode = wandb_mode or spec.wandb.mode or ("online" if key_configured() else "offline")
     settings = {
         "name": name,
         "budget": budget,

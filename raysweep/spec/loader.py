@@ -319,7 +319,8 @@ def _parse_param(name: str, entry: dict, problems: list[str]) -> Param | None:
     missing = [k for k in law.required if k not in fields]
     if stray:
         takes = ", ".join(allowed) or "no fields"
-        problems.append(f"{where}: {', '.join(stray)} not used by distribution {dist} (it takes {takes})")
+        hint = f"; set distribution: q_{dist}" if "q" in stray and f"q_{dist}" in DISTRIBUTIONS else ""
+        problems.append(f"{where}: {', '.join(stray)} not used by distribution {dist} (it takes {takes}){hint}")
     if missing:
         problems.append(f"{where}: distribution {dist} needs {' and '.join(missing)}")
     if stray or missing:
@@ -521,7 +522,7 @@ def parse_spec(doc: Any, source: str | None = None, base_dir: Path = Path()) -> 
         problems.append(f"command: must be a list of strings, got {command!r}")
 
     def optional(key: str, check: Callable, *args: Any) -> Any:
-        return check(doc[key], key, *args, problems) if key in doc else None
+        return check(doc[key], *args, key, problems) if key in doc else None
 
     run_cap = optional("run_cap", _int_at_least, 1)
     max_concurrent = optional("max_concurrent", _int_at_least, 1)

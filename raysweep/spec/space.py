@@ -30,9 +30,14 @@ def sample_points(spec: SweepSpec, n: int, seed: int | None = None) -> list[dict
     return [{p.name: p.sample(rng) for p in spec.parameters} for _ in range(n)]
 
 
+def plain(value: Any) -> Any:
+    """NumPy scalars (Tune's samplers return them) as Python numbers, so configs stay JSON."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
 def trial_config(spec: SweepSpec, flat: dict[str, Any]) -> dict[str, Any]:
     """The nested config a train loop receives: base config with the trial's values set."""
-    return paths.apply_overrides(spec.base_config, flat)
+    return paths.apply_overrides(spec.base_config, {k: plain(v) for k, v in flat.items()})
 
 
 def tune_param_space(spec: SweepSpec, seed: int | None = None) -> dict[str, Any]:

@@ -1,0 +1,30 @@
+# The two commands of the README: `make run` (set up, run the stages sweep) and `make test`.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: run test smoke lint clean
+
+$(BIN)/raysweep: pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	# torch first and pinned: on our machines this picks the local CPU build; unpinned
+	# torch would pull several GB of CUDA packages.
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@
+
+run: $(BIN)/raysweep
+	$(BIN)/python -m raysweep run search_spaces/stages.yaml
+
+smoke: $(BIN)/raysweep
+	$(BIN)/python -m raysweep run search_spaces/smoke.yaml --name smoke-$$(date +%s)
+
+test: $(BIN)/raysweep
+	$(BIN)/python -m pytest -q
+
+lint: $(BIN)/raysweep
+	$(BIN)/ruff check raysweep train_loops tests bench
+
+clean:
+	rm -rf $(VENV) raysweep_runs

@@ -1,0 +1,323 @@
+"""The sweep spec: loading, validation messages, distributions and their Tune/Optuna forms. No Ray runs."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import optuna
+import pytest
+import yaml
+
+from raysweep.errors import SpecError
+from raysweep.spec import DISTRIBUTIONS, Param, SweepSpec, grid_points, load_spec, parse_spec, sample_points
+from raysweep.spec.summary import summary_json
+
+ROOT = Path(__file__).resolve().parents[1]
+BASE = {"method": "random", "train_loop": "train_loops.smoke:train", "metric": {"name": "loss"}}
+
+
+def spec_of(**keys) -> SweepSpec:
+    return parse_spec(BASE | keys)
+
+
+def problems_of(doc: dict) -> list[str]:
+    with pytest.raises(SpecError) as info:
+        parse_spec(doc)
+    return info.value.problems
+
+
+# --- valid specs ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "entry, distribution, fields",
+    [
+        ({"value": 3}, "constant", {"value": 3}),
+        ({"values": [1, 2]}, "categorical", {"values": [1, 2]}),
+        ({"min": 1, "max": 4}, "int_uniform", {"min": 1, "max": 4}),
+        ({"min": 1, "max": 4.0}, "uniform", {"min": 1, "max": 4.0}),
+        ({"min": "1e-5", "max": "1e-2", "distribution": "log_uniform_values"}, "log_uniform_values", {"min": 1e-5, "max": 1e-2}),
+        ({"min": 0, "max": 1, "q": 0.25, "distribution": "q_uniform"}, "q_uniform", {"min": 0, "max": 1, "q": 0.25}),
+        ({"distribution": "normal"}, "normal", {"mu": 0.0, "sigma": 1.0}),
+        ({"values": ["a", "b"], "probabilities": [0.25, 0.75]}, "categorical", {"probabilities": [0.25, 0.75]}),
+    ],
+)
+def test_distribution_inferred_and_fields_kept(entry, distribution, fields):
+    param = spec_of(parameters={"p": entry}).param("p")
+    out = param.to_json()
+    assert out["distribution"] == distribution
+    assert {k: out[k] for k in fields} == fields
+
+
+def test_yaml_scientific_notation_is_a_number(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        "method: random\ntrain_loop: m:f\nparameters:\n  lr: {min: 1e-5, max: 1e-2, distribution: log_uniform_values}\n"
+        "  wd: {values: [1e-4, 1e-3]}\n"
+    )
+    spec = load_spec(path)
+    assert spec.param("lr").min == 1e-5 and isinstance(spec.param("lr").min, float)
+    assert spec.param("wd").values == (1e-4, 1e-3)
+
+
+def test_nested_parameters_and_dotted_names_are_the_same_path():
+    base = {"arch": {"stages": [{"repeat": 1}, {"repeat": 1}]}}
+    nested = spec_of(base_config=base, parameters={"arch": {"parameters": {"stages": {"parameters": {"1": {"parameters": {"repeat": {"values": [2, 3]}}}}}}}})
+    dotted = spec_of(base_config=base, parameters={"arch.stages.1.repeat": {"values": [2, 3]}})
+    assert nested.parameters == dotted.parameters
+    config = json.loads(json.dumps(sample_points(dotted, 1)[0]))
+    from raysweep.spec import trial_config
+
+    assert trial_config(dotted, config)["arch"]["stages"][0] == {"repeat": 1}
+    assert trial_config(dotted, config)["arch"]["stages"][1]["repeat"] in (2, 3)
+
+
+def test_early_terminate_maps_onto_asha():
+    spec = spec_of(parameters={"x": {"value": 1}}, early_terminate={"type": "hyperband", "min_iter": 3, "max_iter": 10, "s": 2, "eta": 3})
+    s = spec.scheduler
+    assert (s.type, s.grace_period, s.max_t, s.reduction_factor, s.rungs) == ("asha", 3, 10, 3, [3, 9])
+    spec = spec_of(parameters={"x": {"value": 1}}, early_terminate={"type": "hyperband", "max_iter": 27, "s": 2})
+    assert (spec.scheduler.grace_period, spec.scheduler.max_t) == (3, 27)
+
+
+def test_asha_rungs_match_ray():
+    from ray.tune.schedulers import ASHAScheduler
+
+    spec = spec_of(parameters={"x": {"value": 1}}, scheduler={"type": "asha", "grace_period": 1, "max_t": 30, "reduction_factor": 3})
+    ray_rungs = sorted(int(r[0]) for r in ASHAScheduler(grace_period=1, max_t=30, reduction_factor=3, metric="m", mode="min")._brackets[0]._rungs)
+    assert spec.scheduler.rungs == ray_rungs
+
+
+def test_spec_round_trips_through_json():
+    spec = load_spec(ROOT / "tests" / "specs" / "everything.yaml")
+    again = SweepSpec.from_json(json.loads(json.dumps(spec.to_json())))
+    assert again == spec
+
+
+# --- invalid specs: every message names its key ----------------------------------------------
+
+INVALID = [
+    ({"metrc": {"name": "x"}}, r"metrc: unknown key \(did you mean 'metric'\?\)"),
+    ({"method": "grd"}, r"method: must be one of grid, random, bayes, got 'grd' \(did you mean 'grid'\?\)"),
+    ({"metric": {"name": "x", "goal": "max"}}, r"metric.goal: must be one of minimize, maximize, got 'max'"),
+    ({"parameters": {"x": {"distribution": "gauss"}}}, r"parameters.x.distribution: unknown distribution 'gauss'"),
+    ({"early_terminate": {"type": "hyperbnd", "min_iter": 1}}, r"early_terminate.type: must be one of hyperband"),
+    ({"parameters": {"x": {"min": 3, "max": 1}}}, r"parameters.x: min < max must hold, got min=3, max=1"),
+    ({"parameters": {"x": {"min": 0, "max": 1, "distribution": "log_uniform_values"}}}, r"parameters.x: min must be > 0"),
+    ({"parameters": {"x": {"values": []}}}, r"parameters.x: values must be a non-empty list"),
+    ({"parameters": {"x": {"values": [1, 2], "probabilities": [1.0]}}}, r"probabilities must have one entry per value"),
+    ({"parameters": {"x": {"values": [1, 2], "probabilities": [0.5, 0.6]}}}, r"probabilities must sum to 1, got 1.1"),
+    ({"parameters": {"x": {"values": [1], "min": 0}}}, r"parameters.x: give either values or min/max, not both"),
+    ({"method": "grid", "parameters": {"lr": {"min": 0.1, "max": 1.0}}}, r"parameters.lr: grid search needs discrete parameters"),
+    ({"method": "bayes", "metric": None}, r"metric: required for method bayes"),
+    ({"early_terminate": {"type": "hyperband", "min_iter": 3}, "metric": None}, r"metric: required for early termination"),
+    ({"parameters": {"x": {"min": 0.0, "max": 1.0, "q": 0.5}}}, r"parameters.x: q not used by distribution uniform .*set distribution: q_uniform"),
+    ({"parameters": {"x": {"min": "abc", "max": 1}}}, r"parameters.x.min: must be a number, got 'abc'"),
+    ({"parameters": {"x": {"min": 0.5, "max": 1, "distribution": "int_uniform"}}}, r"min must be an integer for int_uniform"),
+    ({"parameters": {"x": {"distribution": "q_uniform", "min": 0.1, "max": 0.2, "q": 1}}}, r"no multiple of q=1 lies in"),
+    ({"parameters": {"a.0.b": {"value": 1}}}, r"parameters.a.0.b: 0 indexes a list, but a is not a list in base_config"),
+    ({"parameters": {"x": 3}}, r"parameters.x: must be a mapping such as"),
+    ({"train_loop": "not a loop"}, r"train_loop: must be module:function"),
+    ({"run_cap": 0}, r"run_cap: must be an integer >= 1, got 0"),
+    ({"resources": {"use_gpu": "maybe"}}, r"resources.use_gpu: must be one of auto, true, false"),
+    ({"wandb": {"mode": "offlin"}}, r"wandb.mode: must be one of offline, online, disabled, got 'offlin' \(did you mean 'offline'\?\)"),
+    ({"scheduler": {"type": "asha", "grace_period": 5, "max_t": 2}}, r"scheduler: max_t >= grace_period must hold"),
+]
+
+
+@pytest.mark.parametrize("change, message", INVALID, ids=[m[:40] for _, m in INVALID])
+def test_invalid_spec_names_key_and_value(change, message):
+    doc = BASE | {"parameters": {"x": {"value": 1}}} | change
+    doc = {k: v for k, v in doc.items() if v is not None}
+    problems = problems_of(doc)
+    assert any(__import__("re").search(message, p) for p in problems), problems
+
+
+def test_every_problem_is_reported_at_once():
+    problems = problems_of(
+        {"method": "grd", "metrc": {}, "parameters": {"a": {"values": []}, "b": {"min": 2, "max": 1}}, "seed": -1}
+    )
+    assert len(problems) >= 5, problems
+
+
+def test_list_index_must_exist_in_base_config():
+    problems = problems_of(BASE | {"base_config": {"arch": {"stages": [{}, {}]}}, "parameters": {"arch.stages.5.repeat": {"value": 1}}})
+    assert problems == ["parameters.arch.stages.5.repeat: index 5 is out of range: arch.stages has 2 items in base_config"]
+
+
+# --- distributions: samplers agree with the meaning, and with each other ------------------------
+
+N = 3000
+LAWS = {
+    "int_uniform": dict(min=1, max=4),
+    "uniform": dict(min=-1.0, max=3.0),
+    "q_uniform": dict(min=0.0, max=1.0, q=0.25),
+    "log_uniform": dict(min=-4.0, max=0.0),
+    "log_uniform_values": dict(min=1e-4, max=1e-1),
+    "q_log_uniform": dict(min=0.0, max=4.0, q=5),
+    "q_log_uniform_values": dict(min=1.0, max=100.0, q=10),
+    "inv_log_uniform": dict(min=0.0, max=3.0),
+    "inv_log_uniform_values": dict(min=0.01, max=1.0),
+    "normal": dict(mu=2.0, sigma=0.5),
+    "q_normal": dict(mu=10.0, sigma=3.0, q=2),
+    "log_normal": dict(mu=0.0, sigma=0.5),
+    "q_log_normal": dict(mu=2.0, sigma=0.3, q=1),
+    "categorical": dict(values=("a", "b", "c"), probabilities=(0.2, 0.3, 0.5)),
+}
+
+
+def numpy_draws(p: Param) -> list:
+    rng = np.random.default_rng(0)
+    return [p.sample(rng) for _ in range(N)]
+
+
+def tune_draws(p: Param) -> list:
+    domain = p.tune_domain(seed=0)
+    return list(domain.sample(config={}, size=N, random_state=np.random.default_rng(1)))
+
+
+def optuna_draws(p: Param) -> list:
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=2))
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    return [p.suggest(study.ask()) for _ in range(N)]
+
+
+def value_range(p: Param) -> tuple[float, float] | None:
+    name = p.distribution
+    if name in ("uniform", "int_uniform", "q_uniform", "log_uniform_values", "q_log_uniform_values", "inv_log_uniform_values"):
+        return p.min, p.max
+    if name in ("log_uniform", "q_log_uniform"):
+        return math.exp(p.min), math.exp(p.max)
+    if name == "inv_log_uniform":
+        return math.exp(-p.max), math.exp(-p.min)
+    return None
+
+
+@pytest.mark.parametrize("name", list(LAWS))
+@pytest.mark.parametrize("draw", [numpy_draws, tune_draws, optuna_draws], ids=["numpy", "tune", "optuna"])
+def test_samplers_obey_the_distribution(name, draw):
+    p = Param(name="p", distribution=name, **(DISTRIBUTIONS[name].defaults | LAWS[name]))
+    xs = draw(p)
+    if name == "categorical" and draw is optuna_draws:  # TPE learns its own weights
+        assert set(xs) == set(p.values)
+        return
+    if name == "categorical":
+        freq = {v: xs.count(v) / N for v in p.values}
+        assert freq == pytest.approx(dict(zip(p.values, p.probabilities)), abs=0.04)
+        return
+    arr = np.asarray(xs, dtype=float)
+    bounds = value_range(p)
+    if bounds:  # bounds are inclusive, and reached
+        assert bounds[0] - 1e-12 <= arr.min() and arr.max() <= bounds[1] + 1e-12
+    if name == "int_uniform":
+        assert all(isinstance(x, (int, np.integer)) for x in xs) and set(xs) == {1, 2, 3, 4}
+    if p.q is not None and name.startswith("q_"):
+        assert np.allclose(arr / p.q, np.round(arr / p.q))
+        if isinstance(p.q, int):
+            assert all(isinstance(x, int) for x in xs)
+    if name in ("log_uniform", "log_uniform_values", "inv_log_uniform", "inv_log_uniform_values"):
+        lo, hi = bounds  # log-uniform: the median is the geometric mean of the bounds
+        assert np.median(arr) == pytest.approx(math.sqrt(lo * hi), rel=0.15)
+    if name == "uniform":
+        assert arr.mean() == pytest.approx(1.0, abs=0.1)
+    if name == "normal":
+        assert (arr.mean(), arr.std()) == pytest.approx((2.0, 0.5), abs=0.05)
+    if name == "log_normal":
+        assert np.log(arr).mean() == pytest.approx(0.0, abs=0.05)
+
+
+def test_grid_of_the_stages_space_has_256_points_in_declaration_order():
+    spec = load_spec(ROOT / "tests" / "specs" / "stages_grid.yaml")
+    points = grid_points(spec)
+    assert spec.grid_size == len(points) == 256 == 4 * 2 * 4 * 2 * 4
+    assert len({json.dumps(p, sort_keys=True) for p in points}) == 256
+    names = list(points[0])
+    assert points[0] == dict.fromkeys(names, None) | {n: points[0][n] for n in names}
+    assert [p[names[-1]] for p in points[:4]] == [1, 2, 3, 4]  # the last parameter varies fastest
+    assert points[0][names[0]] == points[63][names[0]] != points[64][names[0]]
+
+
+def test_q_uniform_grid_is_the_multiples_inside_the_bounds():
+    p = spec_of(method="grid", parameters={"x": {"distribution": "q_uniform", "min": 0.1, "max": 1.0, "q": 0.25}}).param("x")
+    assert p.grid_values() == [0.25, 0.5, 0.75, 1.0]
+
+
+# --- the CLI as a new user meets it ----------------------------------------------------------------
+
+
+def cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "raysweep", *args], capture_output=True, text=True, cwd=cwd, timeout=120)
+
+
+def test_validate_json_schema():
+    out = cli("validate", "tests/specs/stages_grid.yaml", "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert set(data) == {"method", "metric", "parameters", "grid_size", "trial_budget", "scheduler"}
+    assert data["metric"] == {"name": "exact_accuracy", "goal": "maximize"}
+    assert data["grid_size"] == data["trial_budget"] == 256
+    assert data["parameters"]["arch.stages.0.repeat"] == {"distribution": "categorical", "values": [1, 2, 3, 4]}
+    assert data["scheduler"] == {"type": "asha", "grace_period": 3, "max_t": 10, "reduction_factor": 3, "rungs": [3, 9]}
+
+
+def test_validate_sample_prints_nested_configs():
+    out = cli("validate", "tests/specs/stages_grid.yaml", "--sample", "3")
+    configs = [json.loads(line) for line in out.stdout.splitlines()]
+    assert len(configs) == 3
+    assert [c["arch"]["stages"][2]["repeat"] for c in configs] == [1, 2, 3]
+    assert configs[0]["arch"]["stages"][2]["include_inputs"] is False  # from base_config
+
+
+def test_validate_human_summary():
+    out = cli("validate", "tests/specs/stages_grid.yaml")
+    assert "grid size 256" in out.stdout and "rungs at iterations [3, 9]" in out.stdout
+
+
+MALFORMED = {
+    "typo_key.yaml": ("methd: grid\n", r"methd: unknown key \(did you mean 'method'\?\)"),
+    "syntax.yaml": ("method: grid\nparameters:\n  x: {values: [1, 2}\n", r"YAML syntax error at line 3"),
+    "not_mapping.yaml": ("- a\n- b\n", r"must be a mapping of keys"),
+    "bad_method.yaml": ("method: sweep\n", r"method: must be one of grid, random, bayes"),
+    "bad_dist.yaml": ("parameters:\n  lr: {distribution: loguniform, min: 1, max: 2}\n", r"did you mean 'log_uniform'"),
+    "min_max.yaml": ("parameters:\n  lr: {min: 0.1, max: 0.01}\n", r"parameters.lr: min < max must hold"),
+    "log_zero.yaml": ("parameters:\n  lr: {distribution: log_uniform_values, min: 0, max: 1}\n", r"parameters.lr: min must be > 0"),
+    "empty_values.yaml": ("parameters:\n  bs: {values: []}\n", r"parameters.bs: values must be a non-empty list"),
+    "probs.yaml": ("parameters:\n  o: {values: [a, b], probabilities: [0.9, 0.3]}\n", r"probabilities must sum to 1"),
+    "grid_cont.yaml": ("method: grid\nparameters:\n  lr: {min: 0.1, max: 0.2}\n", r"parameters.lr: grid search needs discrete"),
+    "bayes_nometric.yaml": ("method: bayes\nmetric: null\n", r"metric: must be a mapping"),
+    "hb_type.yaml": ("early_terminate: {type: asha, min_iter: 2}\n", r"early_terminate.type: must be one of hyperband, got 'asha'"),
+    "values_and_min.yaml": ("parameters:\n  x: {values: [1], max: 3}\n", r"give either values or min/max, not both"),
+}
+
+
+@pytest.mark.parametrize("name", list(MALFORMED))
+def test_malformed_file_gives_one_clear_message_and_exit_2(tmp_path, name):
+    body, message = MALFORMED[name]
+    defaults = {"method": "random", "train_loop": "train_loops.smoke:train", "metric": {"name": "loss"}, "parameters": {"x": {"value": 1}}}
+    try:
+        doc = yaml.safe_load(body)
+        text = yaml.safe_dump(defaults | doc) if isinstance(doc, dict) else body
+    except yaml.YAMLError:
+        text = body
+    (tmp_path / name).write_text(text)
+    out = cli("validate", str(tmp_path / name))
+    assert out.returncode == 2
+    assert "Traceback" not in out.stderr and out.stdout == ""
+    assert __import__("re").search(message, out.stderr), out.stderr
+
+
+def test_missing_file_exits_2_without_traceback(tmp_path):
+    out = cli("validate", str(tmp_path / "nope.yaml"))
+    assert out.returncode == 2 and "file not found" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_set_overrides_keys_of_the_file():
+    out = cli("validate", "tests/specs/stages_grid.yaml", "--json", "--set", "run_cap=5",
+              "--set", "parameters.arch.stages.0.repeat.values=[1,2]")  # fmt: skip
+    data = json.loads(out.stdout)
+    assert data["trial_budget"] == 5 and data["grid_size"] == 128

@@ -1,0 +1,54 @@
+"""Read a W&B offline run file (``run-*.wandb``) back, to check what raysweep logged.
+
+wandb no longer ships a reader; the format is a LevelDB-style log of protobuf ``Record``s:
+a 7-byte file header, then 32 KiB blocks of (crc32 u32, length u16, type u8, data) chunks.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+from typing import Any
+
+from wandb.proto import wandb_internal_pb2 as pb
+
+BLOCK = 32768
+HEADER = 7
+FULL, FIRST, MIDDLE, LAST = 1, 2, 3, 4
+
+
+def records(path: Path) -> list[Any]:
+    data = Path(path).read_bytes()
+    assert data[:4] == b":W&B", f"{path} is not a W&B run file"
+    out, pos, pending = [], HEADER, b""
+    while pos + HEADER <= len(data):
+        room = BLOCK - pos % BLOCK
+        if room < HEADER:  # block trailer padding
+            pos += room
+            continue
+        _crc, length, kind = struct.unpack("<IHB", data[pos : pos + HEADER])
+        chunk = data[pos + HEADER : pos + HEADER + length]
+        pos += HEADER + length
+        if kind == 0 and length == 0:
+            continue
+        pending = chunk if kind in (FULL, FIRST) else pending + chunk
+        if kind in (FULL, LAST):
+            record = pb.Record()
+            record.ParseFromString(pending)
+            out.append(record)
+    return out
+
+
+def run_contents(path: Path) -> dict[str, Any]:
+    """History rows, config and run identity of one offline run."""
+    history, config, run = [], {}, {}
+    for r in records(path):
+        kind = r.WhichOneof("record_type")
+        if kind == "history":
+            history.append({i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in r.history.item})
+        elif kind == "config":
+            config.update({i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in r.config.update})
+        elif kind == "run":
+            run = {"id": r.run.run_id, "group": r.run.run_group, "project": r.run.project}
+    return {"history": history, "config": config, "run": run}
