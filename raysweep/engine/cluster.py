@@ -67,7 +67,14 @@ def start_or_connect(
         try:
             ray.init(address=address, **common)
         except (ConnectionError, ValueError, RuntimeError) as e:
-            raise UserError(f"could not connect to the Ray cluster at {address}: {e}") from None
+            hint = ""
+            if address != "auto" and os.environ.get("RAY_AUTH_MODE") is None:
+                hint = (
+                    "\nIf the cluster uses token authentication (Ray's default for clusters started "
+                    "with `ray start`), set RAY_AUTH_MODE=token; the token is read from "
+                    "~/.ray/auth_token or RAY_AUTH_TOKEN."
+                )
+            raise UserError(f"could not connect to the Ray cluster at {address}: {e}{hint}") from None
     else:
         import torch
 

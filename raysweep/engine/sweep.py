@@ -23,7 +23,7 @@ from ray import tune
 from raysweep.engine.cluster import Capacity, concurrency_limit, dashboard_url, start_or_connect
 from raysweep.engine.progress import SweepMonitor, TargetStopper, write_json
 from raysweep.engine.search import build_scheduler, build_search
-from raysweep.engine.trainable import make_trainable
+from raysweep.engine.trainable import import_loop, make_trainable
 from raysweep.engine.wandb_logging import key_configured, wandb_callback
 from raysweep.errors import UserError
 from raysweep.spec import SweepSpec, grid_points, sample_points
@@ -165,6 +165,10 @@ def run_sweep(
     """Run a validated spec; returns the process exit code (0 ok, 1 every trial failed)."""
     if spec.train_loop is None:
         raise UserError("this spec names only a program:; running W&B program scripts is not supported yet")
+    try:
+        import_loop(spec.train_loop)  # a typo here is the user's, and should not cost a cluster start
+    except ImportError as e:
+        raise UserError(str(e)) from None
     if seed is not None:
         spec = replace(spec, seed=seed)
     budget = spec.trial_budget(count)

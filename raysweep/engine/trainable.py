@@ -10,6 +10,8 @@ from __future__ import annotations
 import importlib
 import math
 import numbers
+import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -30,6 +32,8 @@ class InfeasibleTrial(RuntimeError):
 def import_loop(path: str) -> Callable[[dict], Any]:
     """Resolve ``module:function``; only such imports are ever run as train loops."""
     module_name, _, func_name = path.partition(":")
+    if os.getcwd() not in sys.path:  # loops live in the project the sweep is run from
+        sys.path.insert(0, os.getcwd())
     try:
         return getattr(importlib.import_module(module_name), func_name)
     except (ImportError, AttributeError) as e:

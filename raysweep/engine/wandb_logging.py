@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import netrc
 import os
+from pathlib import Path
 from typing import Any
 
-from ray.air.integrations.wandb import WandbLoggerCallback, _get_wandb_project
+from ray.air.integrations.wandb import WandbLoggerCallback, _get_wandb_project, _WandbLoggingActor
 
 
 def key_configured() -> bool:
@@ -24,7 +25,25 @@ def key_configured() -> bool:
         return False
 
 
+class _FlushingLoggingActor(_WandbLoggingActor):
+    """Wait for wandb's writer process before returning: Ray kills this actor right after."""
+
+    def run(self) -> None:
+        super().run()
+        import wandb
+
+        wandb.teardown()
+
+
 class SweepWandbCallback(WandbLoggerCallback):
+    _logger_actor_cls = _FlushingLoggingActor
+
+    def _start_logging_actor(self, trial: Any, exclude_results: list[str], **wandb_init_kwargs: Any) -> None:
+        # Write straight into the trial's dir in the run dir. Ray's default (the session's
+        # staging dir, synced at trial end) races with the last trial's final W&B writes.
+        Path(trial.path).mkdir(parents=True, exist_ok=True)
+        super()._start_logging_actor(trial, exclude_results, dir=trial.path, **wandb_init_kwargs)
+
     def setup(self, *args: Any, **kwargs: Any) -> None:
         if self.kwargs.get("mode") == "online":
             return super().setup(*args, **kwargs)
@@ -39,3 +58,4 @@ def wandb_callback(project: str, entity: str | None, group: str, mode: str, resu
     if resuming:
         kwargs["resume"] = "allow"  # continue a resumed trial's run instead of duplicating it
     return SweepWandbCallback(project=project, group=group, **kwargs)
+

@@ -1,0 +1,58 @@
+"""Shared fixtures: a real local Ray cluster started with ``ray start``, and the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+RAY = str(Path(sys.executable).with_name("ray"))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    """A one-node Ray cluster (2 CPUs, 2 raysweep worker slots), shared by a test module."""
+    port = free_port()
+    subprocess.run(
+        [RAY, "start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1", "--num-cpus=2",
+         "--resources", json.dumps({"raysweep_slot": 2}), "--include-dashboard=false", "--disable-usage-stats"],
+        check=True, capture_output=True, cwd=ROOT,
+    )  # fmt: skip
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        subprocess.run([RAY, "stop", "--force"], capture_output=True)
+
+
+def write_spec(path: Path, **doc) -> Path:
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def raysweep(*args: str, timeout: float = 600, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    """Run the CLI as a user would; output captured, never a shell."""
+    # The test cluster keeps Ray's token authentication on; an explicit --address needs this.
+    env = os.environ | {"PYTHONPATH": str(ROOT), "WANDB_SILENT": "true", "RAY_AUTH_MODE": "token"}
+    env.pop("WANDB_API_KEY", None)
+    return subprocess.run(
+        [sys.executable, "-m", "raysweep", *args], capture_output=True, text=True, cwd=cwd, timeout=timeout, env=env
+    )
+
+
+def show(run_dir: Path) -> dict:
+    out = raysweep("show", str(run_dir), "--json")
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)

@@ -1,0 +1,176 @@
+"""The engine on a real local Ray cluster: search, scheduling, sizing, failures, resume, W&B."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, raysweep, show, write_spec
+from wandb_records import run_contents
+
+pytestmark = pytest.mark.ray
+
+LOOP = "tests.engine_loops:echo"
+
+
+def sweep(tmp_path: Path, name: str = "s", **doc) -> Path:
+    base = {"name": name, "metric": {"name": "score", "goal": "minimize"}, "train_loop": LOOP}
+    return write_spec(tmp_path / f"{name}.yaml", **(base | doc))
+
+
+def run(spec: Path, cluster: str, *flags: str) -> subprocess.CompletedProcess:
+    return raysweep("run", str(spec), "--address", cluster, "--storage", str(spec.parent / "runs"), *flags)
+
+
+def test_grid_runs_its_grid_and_logs_every_trial_to_wandb(tmp_path, ray_cluster):
+    spec = sweep(tmp_path, method="grid", base_config={"epochs": 2}, parameters={"x": {"values": [0.1, 0.3, 0.5]}})
+    out = run(spec, ray_cluster, "--wandb", "offline")
+    assert out.returncode == 0, out.stderr
+    data = show(tmp_path / "runs" / "s")
+    assert sorted(t["config"]["x"] for t in data["trials"]) == [0.1, 0.3, 0.5]
+    assert all(t["status"] == "done" and t["iterations"] == 2 for t in data["trials"])
+    assert data["best"]["config"]["x"] == 0.3
+    assert data["best"]["metric"] == pytest.approx(0.5)  # (0.3-0.3)^2 + 1/2
+    assert "wandb sync" in out.stdout
+
+    runs = sorted((tmp_path / "runs" / "s").glob("*/wandb/offline-run-*/*.wandb"))
+    assert len(runs) == 3
+    by_id = {t["trial_id"]: t for t in data["trials"]}
+    for path in runs:
+        logged = run_contents(path)
+        trial = by_id[logged["run"]["id"]]
+        assert logged["run"]["group"] == "s"
+        assert logged["config"]["x"] == trial["config"]["x"]
+        assert [h["score"] for h in logged["history"]] == pytest.approx(
+            [(trial["config"]["x"] - 0.3) ** 2 + 1 / e for e in (1, 2)]
+        )
+
+
+def test_bayes_uses_optuna_and_keeps_its_journal(tmp_path, ray_cluster):
+    import optuna
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    spec = sweep(
+        tmp_path, name="b", method="bayes", run_cap=4, base_config={"epochs": 2},
+        parameters={"x": {"min": 0.0, "max": 1.0}}, searcher={"n_startup_trials": 2},
+    )  # fmt: skip
+    out = run(spec, ray_cluster, "--wandb", "disabled")
+    assert out.returncode == 0, out.stderr
+    data = show(tmp_path / "runs" / "b")
+    assert len(data["trials"]) == 4 and all(t["status"] == "done" for t in data["trials"])
+    storage = JournalStorage(JournalFileBackend(str(tmp_path / "runs" / "b" / "optuna.journal")))
+    study = optuna.load_study(study_name="b", storage=storage)
+    finished = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert sorted(t.params["x"] for t in finished) == pytest.approx(sorted(t["config"]["x"] for t in data["trials"]))
+    assert sorted(t.value for t in finished) == pytest.approx(sorted(t["metric"] for t in data["trials"]))
+
+
+def test_asha_stops_poor_trials_at_rungs(tmp_path, ray_cluster):
+    xs = [0.3, 0.35, 2.0, 0.32, 3.0, 2.5]  # good trials first, so the poor ones meet a full rung
+    spec = sweep(
+        tmp_path, name="a", method="grid", base_config={"epochs": 9}, max_concurrent=1,
+        parameters={"x": {"values": xs}},
+        scheduler={"type": "asha", "grace_period": 1, "max_t": 9, "reduction_factor": 3},
+    )  # fmt: skip
+    out = run(spec, ray_cluster, "--wandb", "disabled")
+    assert out.returncode == 0, out.stderr
+    trials = {t["config"]["x"]: t for t in show(tmp_path / "runs" / "a")["trials"]}
+    stopped = [t for t in trials.values() if t["status"] == "stopped"]
+    assert stopped, trials
+    assert {t["iterations"] for t in stopped} <= {1, 3}
+    assert trials[0.3]["status"] == "done" and trials[0.3]["iterations"] == 9
+    assert all(trials[x]["status"] == "stopped" for x in (2.0, 3.0, 2.5))
+
+
+def test_searched_num_gpus_sizes_each_trial_and_averages_over_ranks(tmp_path, ray_cluster):
+    spec = sweep(
+        tmp_path, name="g", method="grid", base_config={"epochs": 2},
+        parameters={"x": {"values": [0.1, 0.2]}, "num_gpus": {"values": [1, 2]}},
+    )  # fmt: skip
+    out = run(spec, ray_cluster, "--wandb", "disabled")
+    assert out.returncode == 0, out.stderr + out.stdout
+    assert "no GPUs: each trial's num_gpus becomes that many CPU workers" in out.stdout
+    rows = json.loads((tmp_path / "runs" / "g" / "trials.json").read_text())
+    assert len(rows) == 4 and all(r["status"] == "done" for r in rows)
+    for r in rows:
+        n = r["config"]["num_gpus"]
+        assert r["num_workers"] == n
+        assert r["metrics"]["world_size"] == n
+        assert r["metrics"]["rank"] == pytest.approx((n - 1) / 2)  # mean of ranks 0..n-1
+
+
+def test_infeasible_num_gpus(tmp_path, ray_cluster):
+    spec = sweep(tmp_path, name="i", method="grid", parameters={"num_gpus": {"value": 4}})
+    started = time.time()
+    out = run(spec, ray_cluster, "--wandb", "disabled")
+    assert out.returncode == 2 and time.time() - started < 60
+    assert "num_gpus=4" in out.stderr and "2 CPU worker slot(s)" in out.stderr and "Traceback" not in out.stderr
+
+    spec = sweep(tmp_path, name="i2", method="grid", base_config={"epochs": 1}, parameters={"num_gpus": {"values": [3, 1]}})
+    out = run(spec, ray_cluster, "--wandb", "disabled")
+    assert out.returncode == 0, out.stderr
+    trials = {t["config"]["num_gpus"]: t for t in show(tmp_path / "runs" / "i2")["trials"]}
+    assert trials[1]["status"] == "done"
+    assert trials[3]["status"] == "failed" and "num_gpus=3 can never be placed" in trials[3]["error"]
+
+
+def test_every_trial_failing_exits_1_with_the_first_error(tmp_path, ray_cluster):
+    spec = sweep(tmp_path, name="f", method="grid", base_config={"epochs": 2, "fail_at": 1}, parameters={"x": {"values": [1, 2]}})
+    out = run(spec, ray_cluster, "--wandb", "disabled")
+    assert out.returncode == 1
+    assert "every trial failed" in out.stdout and "planned failure at epoch 1" in out.stdout
+    data = show(tmp_path / "runs" / "f")
+    assert [t["status"] for t in data["trials"]] == ["failed", "failed"]
+
+
+def test_unknown_train_loop_is_a_user_error(tmp_path, ray_cluster):
+    spec = sweep(tmp_path, name="u", method="grid", train_loop="tests.engine_loops:nope", parameters={"x": {"value": 1}})
+    out = run(spec, ray_cluster)
+    assert out.returncode == 2 and "tests.engine_loops:nope" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_driver_killed_mid_sweep_then_resume_completes_the_budget(tmp_path, ray_cluster):
+    spec = sweep(
+        tmp_path, name="k", method="grid", base_config={"epochs": 3, "sleep": 1.0},
+        parameters={"x": {"values": [0.0, 0.1, 0.2, 0.3, 0.4, 0.5]}},
+    )  # fmt: skip
+    storage = tmp_path / "runs"
+    cmd = [sys.executable, "-m", "raysweep", "run", str(spec), "--address", ray_cluster, "--storage", str(storage), "--wandb", "disabled"]
+    driver = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    trials_file = storage / "k" / "trials.json"
+    deadline = time.time() + 300
+    done_before: dict = {}
+    while time.time() < deadline:
+        if trials_file.exists():
+            try:
+                rows = json.loads(trials_file.read_text())
+            except json.JSONDecodeError:
+                rows = []
+            done_before = {r["trial_id"]: r for r in rows if r.get("status") == "done"}
+            if len(done_before) >= 2:
+                break
+        time.sleep(0.5)
+    driver.send_signal(signal.SIGKILL)
+    driver.wait()
+    assert 2 <= len(done_before) < 6
+
+    out = raysweep("resume", "k", "--storage", str(storage), "--address", ray_cluster)
+    assert out.returncode == 0, out.stderr
+    data = show(storage / "k")
+    assert len(data["trials"]) == 6
+    assert all(t["status"] == "done" and t["iterations"] == 3 for t in data["trials"])
+    assert sorted(t["config"]["x"] for t in data["trials"]) == [0.0, 0.1, 0.2, 0.3, 0.4, 0.5]
+    for trial_id, before in done_before.items():
+        results = (Path(before["trial_dir"]) / "result.json").read_text().splitlines()
+        assert [json.loads(r)["epoch"] for r in results] == [1, 2, 3]  # not run again
+    for t in data["trials"]:  # unfinished trials continued from their checkpoint: no epoch twice
+        trial_dir = json.loads((storage / "k" / "trials.json").read_text())
+        row = next(r for r in trial_dir if r["trial_id"] == t["trial_id"])
+        epochs = [json.loads(r)["epoch"] for r in (Path(row["trial_dir"]) / "result.json").read_text().splitlines()]
+        assert epochs[-1] == 3 and len(epochs) == len(set(epochs))
