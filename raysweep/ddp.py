@@ -208,7 +208,9 @@ def to_device(batch: Any, device: torch.device) -> Any:
     return batch.to(device, non_blocking=True) if isinstance(batch, torch.Tensor) else batch
 
 
-def sync_grads(model: nn.Module, micro_step: int, grad_accum: int, last: bool = False) -> contextlib.AbstractContextManager:
+def sync_grads(
+    model: nn.Module, micro_step: int, grad_accum: int, last: bool = False
+) -> contextlib.AbstractContextManager:
     """Context for one micro-batch's backward: no all-reduce except on the step's last micro-batch.
 
     ``micro_step`` counts from 0 within the epoch; ``last`` forces a sync (an epoch's short tail).
@@ -328,4 +330,3 @@ def load_checkpoint(
     elif seed is not None:
         _seed_all(seed + rank + state["epoch"])
     return state["epoch"], state["extra"]
-

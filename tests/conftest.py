@@ -42,13 +42,17 @@ def write_spec(path: Path, **doc) -> Path:
     return path
 
 
-def raysweep(*args: str, timeout: float = 600, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    """Run the CLI as a user would; output captured, never a shell."""
+def cli_env() -> dict[str, str]:
     # The test cluster keeps Ray's token authentication on; an explicit --address needs this.
     env = os.environ | {"PYTHONPATH": str(ROOT), "WANDB_SILENT": "true", "RAY_AUTH_MODE": "token"}
     env.pop("WANDB_API_KEY", None)
+    return env
+
+
+def raysweep(*args: str, timeout: float = 600, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    """Run the CLI as a user would; output captured, never a shell."""
     return subprocess.run(
-        [sys.executable, "-m", "raysweep", *args], capture_output=True, text=True, cwd=cwd, timeout=timeout, env=env
+        [sys.executable, "-m", "raysweep", *args], capture_output=True, text=True, cwd=cwd, timeout=timeout, env=cli_env()
     )
 
 

@@ -10,8 +10,10 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, raysweep, show, write_spec
+from conftest import ROOT, cli_env, raysweep, show, write_spec
 from wandb_records import run_contents
+
+from raysweep.engine.progress import TRIALS_FILE, read_trials
 
 pytestmark = pytest.mark.ray
 
@@ -96,7 +98,7 @@ def test_searched_num_gpus_sizes_each_trial_and_averages_over_ranks(tmp_path, ra
     out = run(spec, ray_cluster, "--wandb", "disabled")
     assert out.returncode == 0, out.stderr + out.stdout
     assert "no GPUs: each trial's num_gpus becomes that many CPU workers" in out.stdout
-    rows = json.loads((tmp_path / "runs" / "g" / "trials.json").read_text())
+    rows = read_trials(tmp_path / "runs" / "g" / TRIALS_FILE)
     assert len(rows) == 4 and all(r["status"] == "done" for r in rows)
     for r in rows:
         n = r["config"]["num_gpus"]
@@ -142,16 +144,14 @@ def test_driver_killed_mid_sweep_then_resume_completes_the_budget(tmp_path, ray_
     )  # fmt: skip
     storage = tmp_path / "runs"
     cmd = [sys.executable, "-m", "raysweep", "run", str(spec), "--address", ray_cluster, "--storage", str(storage), "--wandb", "disabled"]
-    driver = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    trials_file = storage / "k" / "trials.json"
+    driver = subprocess.Popen(cmd, cwd=ROOT, env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    trials_file = storage / "k" / TRIALS_FILE
     deadline = time.time() + 300
     done_before: dict = {}
     while time.time() < deadline:
+        assert driver.poll() is None, driver.stderr.read()
         if trials_file.exists():
-            try:
-                rows = json.loads(trials_file.read_text())
-            except json.JSONDecodeError:
-                rows = []
+            rows = read_trials(trials_file)
             done_before = {r["trial_id"]: r for r in rows if r.get("status") == "done"}
             if len(done_before) >= 2:
                 break
@@ -170,7 +170,6 @@ def test_driver_killed_mid_sweep_then_resume_completes_the_budget(tmp_path, ray_
         results = (Path(before["trial_dir"]) / "result.json").read_text().splitlines()
         assert [json.loads(r)["epoch"] for r in results] == [1, 2, 3]  # not run again
     for t in data["trials"]:  # unfinished trials continued from their checkpoint: no epoch twice
-        trial_dir = json.loads((storage / "k" / "trials.json").read_text())
-        row = next(r for r in trial_dir if r["trial_id"] == t["trial_id"])
+        row = next(r for r in read_trials(storage / "k" / TRIALS_FILE) if r["trial_id"] == t["trial_id"])
         epochs = [json.loads(r)["epoch"] for r in (Path(row["trial_dir"]) / "result.json").read_text().splitlines()]
         assert epochs[-1] == 3 and len(epochs) == len(set(epochs))

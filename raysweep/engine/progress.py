@@ -1,6 +1,6 @@
 """Trial bookkeeping and the live view: a Tune callback on the driver.
 
-It keeps ``trials.json`` in the run dir current (status, flat config, last metrics, workers,
+It keeps ``trials.jsonl`` in the run dir current (status, flat config, last metrics, workers,
 wall time, error) so ``show`` works during a sweep and after a killed driver, and it prints
 a compact status: counts, best so far, elapsed and an ETA.
 """
@@ -21,15 +21,28 @@ from ray.tune.stopper import Stopper
 from raysweep.spec import SweepSpec
 from raysweep.spec.space import plain
 
-TRIALS_FILE = "trials.json"
+# Not *.json: Tune copies a run dir's top-level .json files into its staging dir on restore and
+# syncs them back later, which would overwrite this file with the stale copy.
+TRIALS_FILE = "trials.jsonl"
 STATES = ("running", "pending", "done", "stopped", "failed")
 
 
 def write_json(path: Path, data: Any) -> None:
     """Write atomically: a reader (or a killed driver) never sees half a file."""
+    _replace(path, json.dumps(data, indent=1, default=str))
+
+
+def _replace(path: Path, text: str) -> None:
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=1, default=str))
+    tmp.write_text(text)
     os.replace(tmp, path)
+
+
+def read_trials(path: Path) -> list[dict[str, Any]]:
+    """The rows of a run dir's trials file (one JSON object per line)."""
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def _finite(x: Any) -> bool:
@@ -39,14 +52,15 @@ def _finite(x: Any) -> bool:
 class SweepMonitor(Callback):
     def __init__(self, spec: SweepSpec, run_dir: Path, budget: int, quiet: bool = False, interval_s: float = 10.0):
         self.spec = spec
+        self.stopped_by_scheduler: set[str] = set()  # the scheduler's own record, when it keeps one
         self.path = run_dir / TRIALS_FILE
         self.budget = budget
         self.quiet = quiet
         self.interval_s = interval_s
         self.tty = sys.stdout.isatty()
         self.rows: dict[str, dict[str, Any]] = {}
-        if self.path.exists():  # resuming: keep what the earlier driver recorded
-            self.rows = {r["trial_id"]: r for r in json.loads(self.path.read_text())}
+        # resuming: keep what the earlier driver recorded
+        self.rows = {r["trial_id"]: r for r in read_trials(self.path)}
         self.started = time.time()
         self.last_print = 0.0
         self.first_error: str | None = None
@@ -60,7 +74,7 @@ class SweepMonitor(Callback):
         return row
 
     def _save(self) -> None:
-        write_json(self.path, list(self.rows.values()))
+        _replace(self.path, "".join(json.dumps(r, default=str) + "\n" for r in self.rows.values()))
 
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         row = self._row(trial)
@@ -78,9 +92,7 @@ class SweepMonitor(Callback):
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         row = self._row(trial)
-        last = trial.last_result or {}
-        # A trial the scheduler stopped never sent its final ``done`` result.
-        row["status"] = "done" if last.get("done") else "stopped"
+        row["status"] = "stopped" if trial.trial_id in self.stopped_by_scheduler else "done"
         row["end"] = time.time()
         row["wall_s"] = round(row["end"] - row["start"], 2)
         self._save()

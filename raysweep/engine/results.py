@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from raysweep.engine.progress import TRIALS_FILE
+from raysweep.engine.progress import TRIALS_FILE, read_trials
 from raysweep.errors import UserError
 
 
@@ -27,7 +27,7 @@ def load_results(run_dir: Path) -> dict[str, Any]:
     spec = json.loads((run_dir / "spec.json").read_text())
     metric = (spec.get("metric") or {}).get("name")
     goal = (spec.get("metric") or {}).get("goal", "minimize")
-    rows = json.loads((run_dir / TRIALS_FILE).read_text()) if (run_dir / TRIALS_FILE).exists() else []
+    rows = read_trials(run_dir / TRIALS_FILE)
     trials = []
     for r in rows:
         value = (r.get("metrics") or {}).get(metric) if metric else None

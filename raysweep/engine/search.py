@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ray.tune.schedulers import ASHAScheduler, FIFOScheduler, HyperBandScheduler
+from ray.tune.schedulers import ASHAScheduler, FIFOScheduler, HyperBandScheduler, TrialScheduler
 from ray.tune.search.basic_variant import BasicVariantGenerator
 
 from raysweep.spec import SweepSpec, grid_points, optuna_space, tune_param_space
@@ -55,11 +55,36 @@ def build_search(spec: SweepSpec, budget: int, run_dir: Path) -> tuple[Any, dict
     return SEARCHERS[spec.method](spec, budget, run_dir)
 
 
+class StopRecorder:
+    """Mixed into a Tune scheduler: remembers the trials it stopped, so ``show`` can tell
+    a trial stopped early from one that ran to its end (Tune marks both TERMINATED)."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.stopped: set[str] = set()
+        self.max_t = kwargs["max_t"]
+
+    def on_trial_result(self, tune_controller: Any, trial: Any, result: dict) -> str:
+        decision = super().on_trial_result(tune_controller, trial, result)
+        # At max_t the scheduler says STOP too: that trial ran its course.
+        if decision == TrialScheduler.STOP and result.get("training_iteration", 0) < self.max_t:
+            self.stopped.add(trial.trial_id)
+        return decision
+
+
+class RecordingASHA(StopRecorder, ASHAScheduler):
+    pass
+
+
+class RecordingHyperBand(StopRecorder, HyperBandScheduler):
+    pass
+
+
 SCHEDULERS = {
-    "asha": lambda s: ASHAScheduler(
+    "asha": lambda s: RecordingASHA(
         time_attr="training_iteration", grace_period=s.grace_period, max_t=s.max_t, reduction_factor=s.reduction_factor
     ),
-    "hyperband": lambda s: HyperBandScheduler(
+    "hyperband": lambda s: RecordingHyperBand(
         time_attr="training_iteration", max_t=s.max_t, reduction_factor=s.reduction_factor
     ),
 }

@@ -2,7 +2,7 @@
 
 The run dir (``<storage>/<name>``) holds everything a sweep needs to be read or resumed:
 ``spec.json`` (the resolved spec), ``run.json`` (the command's settings), Tune's experiment
-state and per-trial results, checkpoints, ``trials.json``, the Optuna journal, the W&B
+state and per-trial results, checkpoints, ``trials.jsonl``, the Optuna journal, the W&B
 offline runs (inside the trial dirs) and ``driver.log``.
 """
 
@@ -99,6 +99,8 @@ def _run(spec: SweepSpec, settings: dict[str, Any], run_dir: Path, restore: bool
     stopper = TargetStopper(spec.metric.name, spec.metric.goal, spec.metric.target) if spec.metric and spec.metric.target is not None else None
     callbacks = [monitor] + _callbacks(spec, settings, restore)
 
+    scheduler = build_scheduler(spec)
+    monitor.stopped_by_scheduler = getattr(scheduler, "stopped", set())
     if restore:
         tuner = tune.Tuner.restore(str(run_dir), trainable=trainable, resume_unfinished=True, resume_errored=True)
     else:
@@ -110,7 +112,7 @@ def _run(spec: SweepSpec, settings: dict[str, Any], run_dir: Path, restore: bool
                 metric=spec.metric.name if spec.metric else None,
                 mode=spec.metric.mode if spec.metric else None,
                 search_alg=search,
-                scheduler=build_scheduler(spec),
+                scheduler=scheduler,
                 num_samples=budget,
                 max_concurrent_trials=limit,
             ),
@@ -125,8 +127,11 @@ def _run(spec: SweepSpec, settings: dict[str, Any], run_dir: Path, restore: bool
             ),
         )
     if restore:
-        # Tuner.restore keeps the original RunConfig; add this driver's callbacks to it.
+        # Tuner.restore keeps the original RunConfig and scheduler: attach this driver's
+        # callbacks, and read stops from the restored scheduler.
         tuner._local_tuner._run_config.callbacks = callbacks  # noqa: SLF001
+        restored = tuner._local_tuner._tune_config.scheduler  # noqa: SLF001
+        monitor.stopped_by_scheduler = getattr(restored, "stopped", set())
     started = time.time()
     tuner.fit()
     return _finish(spec, settings, run_dir, monitor, time.time() - started)

@@ -151,12 +151,22 @@ def _clamped_quantise(p: Param, x: float, lo: float, hi: float) -> float | int:
     return _quantise(p, k * p.q)
 
 
+class _Draw:
+    """Draws one parameter from its own seeded generator (picklable, for Tune's state)."""
+
+    def __init__(self, param: Param, seed: int):
+        self.param = param
+        self.rng = np.random.default_rng([seed, _stable_hash(param.name)])
+
+    def __call__(self, _config: Any) -> Any:
+        return self.param.sample(self.rng)
+
+
 def _sample_from(p: Param, seed: int) -> Any:
-    """A Tune ``sample_from`` entry with its own seeded generator, for laws Tune lacks."""
+    """A Tune ``sample_from`` entry, for the laws Tune has no exact domain for."""
     from ray import tune
 
-    rng = np.random.default_rng([seed, _stable_hash(p.name)])
-    return tune.sample_from(lambda _config: p.sample(rng))
+    return tune.sample_from(_Draw(p, seed))
 
 
 def _stable_hash(name: str) -> int:

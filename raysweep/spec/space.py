@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from raysweep import paths
+from raysweep.spec.distributions import Param
 from raysweep.spec.loader import SweepSpec
 
 
@@ -46,14 +47,19 @@ def tune_param_space(spec: SweepSpec, seed: int | None = None) -> dict[str, Any]
     return {p.name: p.tune_domain(seed) for p in spec.parameters}
 
 
-def optuna_space(spec: SweepSpec) -> Callable[[Any], dict[str, Any]]:
-    """A define-by-run function for Ray's ``OptunaSearch``.
+class OptunaSpace:
+    """A define-by-run space for Ray's ``OptunaSearch`` (a class, so Tune can pickle it).
 
     It returns every parameter's value, so the trial gets the real value even where Optuna
     holds a latent one (an index into non-scalar choices, a normal quantile).
     """
 
-    def define_by_run(trial: Any) -> dict[str, Any]:
-        return {p.name: p.suggest(trial) for p in spec.parameters}
+    def __init__(self, params: tuple[Param, ...]):
+        self.params = params
 
-    return define_by_run
+    def __call__(self, trial: Any) -> dict[str, Any]:
+        return {p.name: p.suggest(trial) for p in self.params}
+
+
+def optuna_space(spec: SweepSpec) -> Callable[[Any], dict[str, Any]]:
+    return OptunaSpace(spec.parameters)

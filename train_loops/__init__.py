@@ -1,0 +1,1 @@
+"""Example train loops: each a flat ``train(config: dict)`` that raysweep sweeps run."""
