@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # torch is heavy: imported only where a device is needed
 # "local" (no Ray), "tune" (1 worker, in the Tune trial process) or "train" (TorchTrainer worker)
 _backend = "local"
 _trial_dir: str | None = None
+_metric: str | None = None  # the spec's metric.name: every report must carry it
 _local_reports: list[dict[str, Any]] = []
 _local_checkpoint: str | None = None
 
@@ -41,12 +42,17 @@ class TrialContext:
         return self.rank == 0
 
 
-def set_backend(backend: str, trial_dir: str | None = None) -> None:
+def set_backend(backend: str, trial_dir: str | None = None, metric: str | None = None) -> None:
     """Called by the engine before it runs a loop; loops never call it."""
-    global _backend, _trial_dir
+    global _backend, _trial_dir, _metric
     if backend not in ("local", "tune", "train"):
         raise ValueError(f"backend must be one of local, tune, train, got {backend!r}")
-    _backend, _trial_dir = backend, trial_dir
+    _backend, _trial_dir, _metric = backend, trial_dir, metric
+
+
+def backend() -> str:
+    """Which runner called the loop: "local", "tune" (1 worker) or "train" (TorchTrainer)."""
+    return _backend
 
 
 def get_context() -> TrialContext:
@@ -86,6 +92,12 @@ def report(metrics: Mapping[str, Any], checkpoint: str | os.PathLike | None = No
             returns, so a temporary directory is fine.
     """
     metrics = dict(metrics)
+    if _metric is not None and _metric not in metrics:
+        # Without this the scheduler would never see the metric and the sweep would learn nothing.
+        raise ValueError(
+            f"the sweep's metric {_metric!r} (metric.name in the spec) is missing from this report; "
+            f"it reported: {', '.join(sorted(metrics)) or 'nothing'}"
+        )
     if _backend == "train":
         import ray.train
 

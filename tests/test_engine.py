@@ -17,7 +17,7 @@ from raysweep.engine.progress import TRIALS_FILE, read_trials
 
 pytestmark = pytest.mark.ray
 
-LOOP = "tests.engine_loops:echo"
+LOOP = "train_loops.smoke:train"
 
 
 def sweep(tmp_path: Path, name: str = "s", **doc) -> Path:
@@ -123,7 +123,7 @@ def test_infeasible_num_gpus(tmp_path, ray_cluster):
 
 
 def test_every_trial_failing_exits_1_with_the_first_error(tmp_path, ray_cluster):
-    spec = sweep(tmp_path, name="f", method="grid", base_config={"epochs": 2, "fail_at": 1}, parameters={"x": {"values": [1, 2]}})
+    spec = sweep(tmp_path, name="f", method="grid", base_config={"epochs": 2, "fail_at_epoch": 1}, parameters={"x": {"values": [1, 2]}})
     out = run(spec, ray_cluster, "--wandb", "disabled")
     assert out.returncode == 1
     assert "every trial failed" in out.stdout and "planned failure at epoch 1" in out.stdout
@@ -132,9 +132,9 @@ def test_every_trial_failing_exits_1_with_the_first_error(tmp_path, ray_cluster)
 
 
 def test_unknown_train_loop_is_a_user_error(tmp_path, ray_cluster):
-    spec = sweep(tmp_path, name="u", method="grid", train_loop="tests.engine_loops:nope", parameters={"x": {"value": 1}})
+    spec = sweep(tmp_path, name="u", method="grid", train_loop="train_loops.smoke:nope", parameters={"x": {"value": 1}})
     out = run(spec, ray_cluster)
-    assert out.returncode == 2 and "tests.engine_loops:nope" in out.stderr and "Traceback" not in out.stderr
+    assert out.returncode == 2 and "train_loops.smoke:nope" in out.stderr and "Traceback" not in out.stderr
 
 
 def test_driver_killed_mid_sweep_then_resume_completes_the_budget(tmp_path, ray_cluster):
@@ -166,10 +166,18 @@ def test_driver_killed_mid_sweep_then_resume_completes_the_budget(tmp_path, ray_
     assert len(data["trials"]) == 6
     assert all(t["status"] == "done" and t["iterations"] == 3 for t in data["trials"])
     assert sorted(t["config"]["x"] for t in data["trials"]) == [0.0, 0.1, 0.2, 0.3, 0.4, 0.5]
-    for trial_id, before in done_before.items():
+    for before in done_before.values():
         results = (Path(before["trial_dir"]) / "result.json").read_text().splitlines()
         assert [json.loads(r)["epoch"] for r in results] == [1, 2, 3]  # not run again
     for t in data["trials"]:  # unfinished trials continued from their checkpoint: no epoch twice
         row = next(r for r in read_trials(storage / "k" / TRIALS_FILE) if r["trial_id"] == t["trial_id"])
         epochs = [json.loads(r)["epoch"] for r in (Path(row["trial_dir"]) / "result.json").read_text().splitlines()]
         assert epochs[-1] == 3 and len(epochs) == len(set(epochs))
+
+
+def test_a_metric_the_loop_never_reports_fails_with_the_names_it_did_report(tmp_path, ray_cluster):
+    spec = sweep(tmp_path, name="m", method="grid", metric={"name": "val/loss"}, parameters={"x": {"value": 1.0}})
+    out = run(spec, ray_cluster, "--wandb", "disabled")
+    assert out.returncode == 1
+    assert "the sweep's metric 'val/loss' (metric.name in the spec) is missing from this report" in out.stdout
+    assert "epoch, rank, samples_per_sec, score, world_size" in out.stdout

@@ -15,7 +15,6 @@ import yaml
 
 from raysweep.errors import SpecError
 from raysweep.spec import DISTRIBUTIONS, Param, SweepSpec, grid_points, load_spec, parse_spec, sample_points
-from raysweep.spec.summary import summary_json
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE = {"method": "random", "train_loop": "train_loops.smoke:train", "metric": {"name": "loss"}}

@@ -48,7 +48,8 @@ def train(config: dict) -> None:
         metrics = {
             "score": score(cfg.x, epoch),
             "epoch": epoch,
-            "rank": ctx.rank,
+            "rank": ctx.rank,  # the scheduler sees the mean over ranks: (world_size - 1) / 2
+            "world_size": ctx.world_size,
             "samples_per_sec": 1.0 / max(time.perf_counter() - t0, 1e-9),
         }
         if ctx.is_main:

@@ -57,7 +57,7 @@ class RankMeanReportCallback(TuneReportCallback):
             detail = "; ".join(f"rank {r}: {', '.join(k)}" for r, k in enumerate(keys))
             raise ValueError(f"ranks reported different metric names in the same report ({detail})")
         merged = dict(metrics[0])
-        for key, value in merged.items():
+        for key in merged:
             if all(isinstance(m[key], numbers.Real) and not isinstance(m[key], bool) for m in metrics):
                 merged[key] = math.fsum(float(m[key]) for m in metrics) / len(metrics)
         super().after_report(run_context, [merged], checkpoint)
@@ -65,7 +65,7 @@ class RankMeanReportCallback(TuneReportCallback):
 
 def _train_worker(loop_args: dict[str, Any]) -> None:
     """Entry point on every TorchTrainer worker."""
-    trial.set_backend("train", loop_args["trial_dir"])
+    trial.set_backend("train", loop_args["trial_dir"], loop_args["metric"])
     import_loop(loop_args["train_loop"])(loop_args["config"])
 
 
@@ -78,10 +78,11 @@ def run_trial(flat_config: dict[str, Any], spec: SweepSpec, capacity: Capacity, 
             "DDP workers of one trial run on one node."
         )
     config = trial_config(spec, flat_config)
+    metric = spec.metric.name if spec.metric else None
     ctx = tune.get_context()
     trial_dir = ctx.get_trial_dir()
     if workers == 1:
-        trial.set_backend("tune", trial_dir)
+        trial.set_backend("tune", trial_dir, metric)
         import_loop(spec.train_loop)(config)
         return
 
@@ -91,7 +92,7 @@ def run_trial(flat_config: dict[str, Any], spec: SweepSpec, capacity: Capacity, 
     node_id = ray.get_runtime_context().get_node_id()
     trainer = TorchTrainer(
         _train_worker,
-        train_loop_config={"train_loop": spec.train_loop, "config": config, "trial_dir": trial_dir},
+        train_loop_config={"train_loop": spec.train_loop, "config": config, "trial_dir": trial_dir, "metric": metric},
         scaling_config=ScalingConfig(
             num_workers=workers,
             use_gpu=capacity.use_gpu,
