@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from raysweep.spec.loader import SweepSpec
@@ -31,8 +32,8 @@ def summary_json(spec: SweepSpec, count: int | None = None) -> dict[str, Any]:
 def _describe(fields: dict[str, Any]) -> str:
     dist = fields.pop("distribution")
     if dist == "constant":
-        return f"= {fields['value']!r}"
-    return f"{dist}(" + ", ".join(f"{k}={v}" for k, v in fields.items()) + ")"
+        return f"= {json.dumps(fields['value'])}"
+    return f"{dist}(" + ", ".join(f"{k}={json.dumps(v)}" for k, v in fields.items()) + ")"
 
 
 def summary_text(spec: SweepSpec, count: int | None = None) -> str:
