@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import ray
@@ -52,9 +51,7 @@ def slots_for(node_resources: dict[str, float], use_gpu: bool, cpus_per_worker: 
     return int(node_resources.get("CPU", 0) // cpus_per_worker)
 
 
-def start_or_connect(
-    address: str | None, use_gpu: str | bool, cpus_per_worker: float, log_dir: Path
-) -> Capacity:
+def start_or_connect(address: str | None, use_gpu: str | bool, cpus_per_worker: float) -> Capacity:
     """Start an embedded Ray (``address`` None) or join a cluster, and measure it."""
     env = {"PYTHONPATH": os.pathsep.join(p for p in (os.getcwd(), os.environ.get("PYTHONPATH")) if p)}
     common: dict[str, Any] = {

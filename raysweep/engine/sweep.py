@@ -45,8 +45,7 @@ def _possible_workers(spec: SweepSpec, budget: int) -> set[int]:
     return {int(p["num_gpus"]) for p in sample_points(spec, min(budget, 256))}
 
 
-def _check_feasible(spec: SweepSpec, capacity: Capacity, budget: int) -> None:
-    sizes = _possible_workers(spec, budget)
+def _check_feasible(sizes: set[int], capacity: Capacity) -> None:
     if min(sizes) > capacity.largest_node:
         raise UserError(
             f"num_gpus={min(sizes)} (every trial of this sweep asks at least this many) can never be placed: "
@@ -77,13 +76,11 @@ def _callbacks(spec: SweepSpec, settings: dict[str, Any], resuming: bool) -> lis
 
 def _run(spec: SweepSpec, settings: dict[str, Any], run_dir: Path, restore: bool) -> int:
     _setup_logging(run_dir)
-    capacity = start_or_connect(
-        settings["address"], spec.resources.use_gpu, spec.resources.cpus_per_worker, run_dir
-    )
+    capacity = start_or_connect(settings["address"], spec.resources.use_gpu, spec.resources.cpus_per_worker)
     budget = settings["budget"]
-    _check_feasible(spec, capacity, budget)
-    max_workers = max(_possible_workers(spec, budget))
-    limit = concurrency_limit(capacity, min(max_workers, capacity.largest_node), settings["max_concurrent"])
+    sizes = _possible_workers(spec, budget)
+    _check_feasible(sizes, capacity)
+    limit = concurrency_limit(capacity, min(max(sizes), capacity.largest_node), settings["max_concurrent"])
 
     if not settings["quiet"]:
         url = dashboard_url() if not settings["address"] else None
@@ -99,11 +96,14 @@ def _run(spec: SweepSpec, settings: dict[str, Any], run_dir: Path, restore: bool
     stopper = TargetStopper(spec.metric.name, spec.metric.goal, spec.metric.target) if spec.metric and spec.metric.target is not None else None
     callbacks = [monitor] + _callbacks(spec, settings, restore)
 
-    scheduler = build_scheduler(spec)
-    monitor.stopped_by_scheduler = getattr(scheduler, "stopped", set())
     if restore:
         tuner = tune.Tuner.restore(str(run_dir), trainable=trainable, resume_unfinished=True, resume_errored=True)
+        # Tuner.restore keeps the original RunConfig and scheduler: attach this driver's
+        # callbacks, and read stops from the restored scheduler.
+        tuner._local_tuner._run_config.callbacks = callbacks  # noqa: SLF001
+        scheduler = tuner._local_tuner._tune_config.scheduler  # noqa: SLF001
     else:
+        scheduler = build_scheduler(spec)
         search, param_space = build_search(spec, budget, run_dir)
         tuner = tune.Tuner(
             trainable,
@@ -126,12 +126,7 @@ def _run(spec: SweepSpec, settings: dict[str, Any], run_dir: Path, restore: bool
                 checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
             ),
         )
-    if restore:
-        # Tuner.restore keeps the original RunConfig and scheduler: attach this driver's
-        # callbacks, and read stops from the restored scheduler.
-        tuner._local_tuner._run_config.callbacks = callbacks  # noqa: SLF001
-        restored = tuner._local_tuner._tune_config.scheduler  # noqa: SLF001
-        monitor.stopped_by_scheduler = getattr(restored, "stopped", set())
+    monitor.stopped_by_scheduler = getattr(scheduler, "stopped", set())
     started = time.time()
     tuner.fit()
     return _finish(spec, settings, run_dir, monitor, time.time() - started)
