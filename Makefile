@@ -20,7 +20,11 @@ run: $(BIN)/raysweep
 smoke: $(BIN)/raysweep
 	$(BIN)/python -m raysweep run search_spaces/smoke.yaml --name smoke-$$(date +%s)
 
-test: $(BIN)/raysweep
+# Debian's Chromium: the report tests open the HTML in it, and `report --png` (kaleido) drives it.
+/usr/bin/chromium:
+	apt-get update -qq && apt-get install -y -qq chromium
+
+test: $(BIN)/raysweep /usr/bin/chromium
 	$(BIN)/python -m pytest -q
 
 lint: $(BIN)/raysweep

@@ -1,4 +1,4 @@
-"""``raysweep validate | run | show | resume``: the command line.
+"""``raysweep validate | run | show | resume | report``: the command line.
 
 User mistakes (``UserError``) become one paragraph on stderr and exit code 2; no traceback.
 Ray and torch are imported only by the commands that need them, so ``validate`` is quick.
@@ -68,6 +68,16 @@ def _show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _report(args: argparse.Namespace) -> int:
+    from raysweep.engine.results import resolve_run_dir
+    from raysweep.sweep_report import build_report
+
+    run_dir = resolve_run_dir(args.run, args.storage)
+    out = build_report(run_dir, args.output or run_dir / "report.html", png_dir=args.png)
+    print(f"report written to {out}" + (f"; PNGs in {args.png}" if args.png else ""))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="raysweep", description="W&B-style sweeps on Ray Tune, each trial a DDP job.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -108,6 +118,13 @@ def build_parser() -> argparse.ArgumentParser:
     fmt.add_argument("--json", action="store_true", help="one JSON object (schema in the README)")
     fmt.add_argument("--csv", action="store_true", help="CSV, one row per trial")
     p.set_defaults(func=_show)
+
+    p = sub.add_parser("report", help="write a self-contained HTML report of a sweep (opens offline)")
+    p.add_argument("run", help="run name or run dir")
+    p.add_argument("--storage", default="raysweep_runs")
+    p.add_argument("-o", "--output", metavar="FILE.html", help="where to write it (default: RUN_DIR/report.html)")
+    p.add_argument("--png", metavar="DIR", help="also write each figure as a PNG here (needs Chrome/Chromium)")
+    p.set_defaults(func=_report)
     return parser
 
 

@@ -1,0 +1,472 @@
+"""``raysweep report``: one self-contained HTML page about a sweep, readable offline.
+
+(Named ``sweep_report``: a ``raysweep.report`` module would shadow the loops' ``raysweep.report``.)
+
+It reads only the run dir (``spec.json``, ``trials.jsonl``, each trial's ``result.json`` and,
+for bayes, ``optuna.journal``), so it works after the sweep, during it, and with no Ray.
+plotly.js is inlined once in the page's head: the file opens with no network. ``png_dir``
+also writes every figure as a PNG through kaleido, which drives a local Chrome/Chromium.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from raysweep.engine.progress import STATES, TRIALS_FILE, read_trials
+from raysweep.engine.results import load_results
+from raysweep.errors import UserError
+from raysweep.spec import SweepSpec
+
+OPTUNA_JOURNAL = "optuna.journal"  # the name raysweep.engine.search writes; not imported (that pulls in Ray)
+TOP = 10
+PLOTLY_CONFIG = {"displaylogo": False, "responsive": True}
+STOP_MARK = "stopped by the scheduler"
+
+
+def build_report(run_dir: str | Path, out_html: str | Path, png_dir: str | Path | None = None) -> Path:
+    """Write the report of the sweep in ``run_dir`` to ``out_html``; returns its path.
+
+    With ``png_dir``, each figure is also written there as ``<name>.png``. A missing browser
+    for that is a ``UserError`` (the HTML is written first either way).
+    """
+    import plotly.offline
+
+    run_dir = Path(run_dir)
+    sweep = load_sweep(run_dir)
+    sections = figures(sweep)
+    body = [summary_html(sweep), table_html(sweep)]
+    for name, title, fig, note in sections:
+        body.append(f'<section id="{name}"><h2>{html.escape(title)}</h2>')
+        if note:
+            body.append(f'<p class="note">{html.escape(note)}</p>')
+        if fig is not None:
+            body.append(
+                fig.to_html(full_html=False, include_plotlyjs=False, config=PLOTLY_CONFIG, div_id=f"fig-{name}")
+            )
+        body.append("</section>")
+    page = PAGE.format(
+        title=html.escape(f"raysweep report: {sweep['name']}"),
+        plotlyjs=plotly.offline.get_plotlyjs(),
+        body="\n".join(body),
+    )
+    out = Path(out_html)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(page, encoding="utf-8")
+    if png_dir is not None:
+        write_pngs({name: fig for name, _, fig, _ in sections if fig is not None}, Path(png_dir))
+    return out
+
+
+# --- reading the run dir -----------------------------------------------------------------
+
+
+def load_sweep(run_dir: Path) -> dict[str, Any]:
+    """Everything the report shows, from the run dir: spec, trials (best first), histories."""
+    spec = SweepSpec.from_json(json.loads((run_dir / "spec.json").read_text()))
+    data = load_results(run_dir)
+    rows = {r["trial_id"]: r for r in read_trials(run_dir / TRIALS_FILE)}
+    histories = {tid: _history(r.get("trial_dir")) for tid, r in rows.items()}
+    return {**data, "spec": spec, "run_dir": run_dir, "rows": rows, "histories": histories}
+
+
+def _history(trial_dir: str | None) -> list[dict[str, Any]]:
+    path = Path(trial_dir or "") / "result.json"
+    if not trial_dir or not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:  # a line being written while the sweep runs
+            continue
+    return out
+
+
+def _finite(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _label(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _short(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else _label(value)
+
+
+def _varying_params(sweep: dict[str, Any], trials: list[dict[str, Any]]) -> list[str]:
+    """The swept parameters that take more than one value among ``trials``, in spec order."""
+    names = [p.name for p in sweep["spec"].parameters]
+    names += [k for t in trials for k in t["config"] if k not in names]
+    return [n for n in dict.fromkeys(names) if len({_label(t["config"].get(n)) for t in trials}) > 1]
+
+
+# --- HTML parts ----------------------------------------------------------------------------
+
+
+def summary_html(sweep: dict[str, Any]) -> str:
+    spec, trials, best = sweep["spec"], sweep["trials"], sweep["best"]
+    counts = Counter(t["status"] for t in trials)
+    status = ", ".join(f"{counts[s]} {s}" for s in STATES if counts[s]) or "no trials yet"
+    starts = [r["start"] for r in sweep["rows"].values() if _finite(r.get("start"))]
+    ends = [
+        r.get("end") or r["start"] + (r.get("wall_s") or 0) for r in sweep["rows"].values() if _finite(r.get("start"))
+    ]
+    items = [
+        ("sweep", f"{sweep['name']} ({spec.method})"),
+        ("metric", f"{sweep['metric']} ({sweep['goal']})" if sweep["metric"] else "none"),
+        ("trials", f"{len(trials)}: {status}"),
+        ("scheduler", _scheduler_text(spec)),
+    ]
+    if starts:
+        items.append(("ran", f"{_when(min(starts))} for {_duration(max(ends) - min(starts))}"))
+    if best:
+        config = ", ".join(f"{k}={_short(v)}" for k, v in best["config"].items())
+        items.append(("best", f"{sweep['metric']} = {best['metric']:.6g} (trial {best['trial_id']}: {config})"))
+    rows = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in items)
+    return f'<section id="summary"><h2>Summary</h2><table class="summary">{rows}</table></section>'
+
+
+def table_html(sweep: dict[str, Any]) -> str:
+    top = [t for t in sweep["trials"] if _finite(t["metric"])][:TOP]
+    if not top:
+        return (
+            '<section id="best"><h2>Best trials</h2><p class="note">No trial has reported the metric yet.</p></section>'
+        )
+    params = list(dict.fromkeys(k for t in top for k in t["config"]))
+    header = ["#", "trial", "status", *params, sweep["metric"], "iterations", "workers", "wall s"]
+    rows = []
+    for i, t in enumerate(top, 1):
+        cells = [
+            i,
+            t["trial_id"],
+            t["status"],
+            *(t["config"].get(p, "") for p in params),
+            t["metric"],
+            t["iterations"],
+            t["num_workers"],
+            t["wall_s"],
+        ]
+        rows.append(
+            "<tr>" + "".join(f"<td>{html.escape(_short(c) if c is not None else '')}</td>" for c in cells) + "</tr>"
+        )
+    head = "".join(f"<th>{html.escape(str(h))}</th>" for h in header)
+    title = f"Best trials (top {len(top)}, best first)"
+    return f'<section id="best"><h2>{title}</h2><table class="trials"><tr>{head}</tr>{"".join(rows)}</table></section>'
+
+
+def _scheduler_text(spec: SweepSpec) -> str:
+    s = spec.scheduler
+    if s is None:
+        return "fifo (no early stopping)"
+    return f"{s.type}: grace_period={s.grace_period}, max_t={s.max_t}, reduction_factor={s.reduction_factor}, rungs {s.rungs}"
+
+
+def _when(ts: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+
+
+def _duration(seconds: float) -> str:
+    m, s = divmod(int(round(seconds)), 60)
+    h, m = divmod(m, 60)
+    return f"{h}h {m:02d}m {s:02d}s" if h else f"{m}m {s:02d}s"
+
+
+# --- figures -------------------------------------------------------------------------------
+
+
+def figures(sweep: dict[str, Any]) -> list[tuple[str, str, Any, str]]:
+    """(name, title, figure or None, note) for every section with a plot."""
+    out = []
+    for name, title, build in FIGURES:
+        fig, note = build(sweep)
+        if fig is not None:
+            fig.update_layout(template="plotly_white", font={"size": 13}, margin={"t": 50, "r": 30})
+        out.append((name, title, fig, note))
+    return out
+
+
+def parallel_figure(sweep: dict[str, Any]) -> tuple[Any, str]:
+    import plotly.graph_objects as go
+
+    metric = sweep["metric"]
+    scored = [t for t in sweep["trials"] if _finite(t["metric"])]
+    if not metric or not scored:
+        return None, "No trial has reported the metric yet."
+    params = _varying_params(sweep, scored) or list(scored[0]["config"])
+    dims = []
+    for name in params:
+        values = [t["config"].get(name) for t in scored]
+        if all(_finite(v) for v in values):
+            dims.append({"label": name, "values": values})
+        else:  # categorical or bool: an index per choice, in the spec's order where it has one
+            choices = _choices(sweep["spec"], name, values)
+            dims.append({"label": name, "values": [choices.index(_label(v)) for v in values],
+                         "tickvals": list(range(len(choices))), "ticktext": choices, "range": [0, max(len(choices) - 1, 1)]})  # fmt: skip
+    values = [t["metric"] for t in scored]
+    dims.append({"label": metric, "values": values})
+    line = {"color": values, "colorscale": "Viridis", "reversescale": sweep["goal"] == "minimize", "showscale": True,
+            "colorbar": {"title": {"text": metric}}}  # fmt: skip
+    fig = go.Figure(go.Parcoords(dimensions=dims, line=line, labelangle=-15 if len(dims) > 5 else 0))
+    fig.update_layout(height=460, margin={"l": 80, "t": 90, "b": 40})
+    note = f"{len(scored)} trials with a metric; brighter lines are better ({sweep['goal']})."
+    return fig, note
+
+
+def _choices(spec: SweepSpec, name: str, values: list[Any]) -> list[str]:
+    declared = [_label(v) for v in (spec.param(name).values or ())] if spec.param(name) is not None else []
+    seen = {_label(v) for v in values}
+    return [c for c in declared if c in seen] + sorted(seen - set(declared))
+
+
+def importance_figure(sweep: dict[str, Any]) -> tuple[Any, str]:
+    import optuna
+    import plotly.graph_objects as go
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study, source = _study(sweep)
+    if study is None:
+        return None, source
+    finished = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    params = [
+        p
+        for p in dict.fromkeys(k for t in finished for k in t.params)
+        if len({repr(t.params.get(p)) for t in finished}) > 1
+    ]
+    if len(finished) < 2 or len(params) < 2:
+        return (
+            None,
+            f"Skipped: needs 2+ finished trials and 2+ varying parameters (has {len(finished)} and {len(params)}).",
+        )
+    evaluator = optuna.importance.FanovaImportanceEvaluator(seed=0)
+    try:
+        importances = optuna.importance.get_param_importances(study, evaluator=evaluator, params=params)
+    except RuntimeError as e:  # fANOVA on trials that all scored the same: "zero total variance"
+        return None, f"Skipped: Optuna could not rank the parameters ({e})."
+    names = list(importances)[::-1]  # most important on top
+    values = [importances[n] for n in names]
+    fig = go.Figure(go.Bar(x=values, y=names, orientation="h", marker_color="#4c78a8", text=[f"{v:.3f}" for v in values],
+                           textposition="outside", cliponaxis=False))  # fmt: skip
+    fig.update_layout(
+        height=140 + 40 * len(names),
+        xaxis={"title": "importance (fANOVA, sums to 1)", "range": [0, 1.08]},
+        yaxis={"ticksuffix": "  "},
+        margin={"l": 160},
+    )
+    return fig, f"Optuna's get_param_importances over {len(finished)} finished trials, from {source}."
+
+
+def _study(sweep: dict[str, Any]) -> tuple[Any, str]:
+    """The sweep's Optuna study: its journal when there is one, else one built from finished trials."""
+    import optuna
+
+    journal = sweep["run_dir"] / OPTUNA_JOURNAL
+    if journal.exists():
+        from optuna.storages import JournalStorage
+        from optuna.storages.journal import JournalFileBackend
+
+        storage = JournalStorage(JournalFileBackend(str(journal)))
+        names = optuna.get_all_study_names(storage)
+        name = sweep["spec"].name if sweep["spec"].name in names else (names[0] if names else None)
+        if name is not None:
+            return optuna.load_study(study_name=name, storage=storage), f"the sweep's study ({OPTUNA_JOURNAL})"
+    if not sweep["metric"]:
+        return None, "Skipped: the sweep has no metric."
+    finished = [t for t in sweep["trials"] if t["status"] in ("done", "stopped") and _finite(t["metric"])]
+    params = _varying_params(sweep, finished)
+    study = optuna.create_study(direction=sweep["goal"])
+    dists = {name: _distribution(sweep["spec"], name, [t["config"].get(name) for t in finished]) for name in params}
+    for t in finished:
+        values = {n: _label(t["config"].get(n)) if isinstance(d, optuna.distributions.CategoricalDistribution) else t["config"].get(n)
+                  for n, d in dists.items()}  # fmt: skip
+        study.add_trial(optuna.trial.create_trial(params=values, distributions=dists, value=t["metric"]))
+    return study, "a study built from the finished trials"
+
+
+def _distribution(spec: SweepSpec, name: str, values: list[Any]) -> Any:
+    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+
+    param = spec.param(name)
+    kind = param.distribution if param is not None else ""
+    if kind == "categorical" or not all(_finite(v) for v in values):
+        return CategoricalDistribution(_choices(spec, name, values))
+    low, high = min(values), max(values)
+    log = "log" in kind and low > 0
+    if all(isinstance(v, int) for v in values):
+        return IntDistribution(int(low), int(high), log=log)
+    return FloatDistribution(float(low), float(high), log=log)
+
+
+def curves_figure(sweep: dict[str, Any]) -> tuple[Any, str]:
+    import plotly.graph_objects as go
+
+    metric = sweep["metric"]
+    fig = go.Figure()
+    stopped_x, stopped_y, stopped_text = [], [], []
+    for t in sweep["trials"]:
+        points = [(r["training_iteration"], r[metric]) for r in sweep["histories"].get(t["trial_id"], [])
+                  if metric and _finite(r.get(metric)) and "training_iteration" in r]  # fmt: skip
+        if not points:
+            continue
+        config = ", ".join(f"{k}={_short(v)}" for k, v in t["config"].items())
+        fig.add_trace(go.Scatter(
+            x=[p[0] for p in points], y=[p[1] for p in points], mode="lines+markers", marker={"size": 5},
+            name=f"{t['trial_id']} ({config})"[:60], legendgroup="trials",
+            hovertemplate=f"{t['trial_id']} [{t['status']}]<br>{html.escape(config)}<br>iteration %{{x}}: %{{y:.4g}}<extra></extra>",
+        ))  # fmt: skip
+        if t["status"] == "stopped":
+            stopped_x.append(points[-1][0])
+            stopped_y.append(points[-1][1])
+            stopped_text.append(t["trial_id"])
+    if not fig.data:
+        return None, "No learning curves yet: no trial's result.json holds the metric."
+    if stopped_x:
+        fig.add_trace(go.Scatter(
+            x=stopped_x, y=stopped_y, text=stopped_text, mode="markers", name=STOP_MARK,
+            marker={"symbol": "x", "size": 13, "color": "#d62728", "line": {"width": 1, "color": "#7f0000"}},
+            hovertemplate="%{text} stopped at iteration %{x}<extra></extra>",
+        ))  # fmt: skip
+    sched = sweep["spec"].scheduler
+    rungs = sched.rungs if sched is not None else []
+    for r in rungs:
+        fig.add_vline(
+            x=r, line={"dash": "dot", "color": "#888"}, annotation_text=f"rung {r}", annotation_position="top"
+        )
+    many = len(fig.data) > 16
+    fig.update_layout(
+        height=480, xaxis_title="training_iteration", yaxis_title=metric, showlegend=not many,
+        legend={"font": {"size": 11}}, margin={"t": 60},
+    )  # fmt: skip
+    if many:  # keep the stop marker's meaning visible without a legend of every trial
+        fig.update_traces(showlegend=False)
+    note = f"Every trial's {metric} per report"
+    note += f"; dotted lines are the {sched.type} rungs {rungs}" if rungs else ""
+    note += (
+        f"; a red X marks each of the {len(stopped_x)} trials {STOP_MARK} at its last iteration." if stopped_x else "."
+    )
+    return fig, note
+
+
+def best_so_far_figure(sweep: dict[str, Any]) -> tuple[Any, str]:
+    import plotly.graph_objects as go
+
+    metric, maximize = sweep["metric"], sweep["goal"] == "maximize"
+    starts = [r["start"] for r in sweep["rows"].values() if _finite(r.get("start"))]
+    if not metric or not starts:
+        return None, "No trial has reported the metric yet."
+    t0 = min(starts)
+    events = []  # (seconds since the sweep started, value, trial)
+    for tid, history in sweep["histories"].items():
+        start = sweep["rows"][tid].get("start")
+        for r in history:
+            if _finite(r.get(metric)):
+                at = (
+                    start + r["time_total_s"]
+                    if _finite(start) and _finite(r.get("time_total_s"))
+                    else r.get("timestamp", t0)
+                )
+                events.append((at - t0, r[metric], tid))
+    if not events:
+        return None, "No trial has reported the metric yet."
+    events.sort()
+    best, xs, ys = None, [], []
+    for at, value, _ in events:
+        best = value if best is None else (max(best, value) if maximize else min(best, value))
+        xs.append(at)
+        ys.append(best)
+    fig = go.Figure([
+        go.Scatter(x=[e[0] for e in events], y=[e[1] for e in events], text=[e[2] for e in events], mode="markers",
+                   name="each report", marker={"size": 5, "color": "#bbb"}, hovertemplate="%{text}: %{y:.4g} at %{x:.1f}s<extra></extra>"),
+        go.Scatter(x=xs, y=ys, mode="lines", line={"shape": "hv", "width": 3, "color": "#2ca02c"}, name="best so far"),
+    ])  # fmt: skip
+    fig.update_layout(height=420, xaxis_title="wall time since the sweep started (s)", yaxis_title=metric)
+    return fig, f"The best {metric} reported by any trial so far ({sweep['goal']}), against wall time."
+
+
+def throughput_figure(sweep: dict[str, Any]) -> tuple[Any, str]:
+    import plotly.graph_objects as go
+
+    workers, speeds, ids = [], [], []
+    for t in sweep["trials"]:
+        values = sorted(
+            r["samples_per_sec"] for r in sweep["histories"].get(t["trial_id"], []) if _finite(r.get("samples_per_sec"))
+        )
+        if values:
+            workers.append(int(t["num_workers"] or 1))
+            speeds.append(values[len(values) // 2])  # the median report: robust to a slow first one
+            ids.append(t["trial_id"])
+    if not speeds:
+        return None, "Skipped: the train loop does not report samples_per_sec."
+    fig = go.Figure(go.Box(x=workers, y=speeds, text=ids, boxpoints="all", jitter=0.3, pointpos=0, width=0.5, whiskerwidth=0.3,
+                           marker={"color": "#9467bd", "size": 7}, fillcolor="rgba(148,103,189,0.15)", name="trials",
+                           hovertemplate="%{text}: %{y:.4g} samples/s<extra></extra>"))  # fmt: skip
+    spread = max(speeds) / max(min(speeds), 1e-12)
+    fig.update_layout(
+        height=400,
+        xaxis={
+            "title": "workers (DDP ranks)",
+            "tickvals": sorted(set(workers)),
+            "range": [min(workers) - 0.8, max(workers) + 0.8],
+        },
+        yaxis={"title": "samples/sec (median report)", "type": "log" if spread > 30 else "linear"},
+        showlegend=False,
+    )
+    return fig, f"Each trial's median samples_per_sec against its number of DDP workers ({len(speeds)} trials)."
+
+
+FIGURES = (  # (name, section title, builder): the report's plots, in page order
+    ("parallel", "Parameters against the metric", parallel_figure),
+    ("importance", "Parameter importance", importance_figure),
+    ("curves", "Learning curves", curves_figure),
+    ("best_so_far", "Best so far against wall time", best_so_far_figure),
+    ("throughput", "Throughput against workers", throughput_figure),
+)
+
+
+def write_pngs(figs: dict[str, Any], png_dir: Path) -> list[Path]:
+    """Each figure as ``png_dir/<name>.png`` (kaleido, which needs Chrome or Chromium)."""
+    import plotly.io as pio
+
+    png_dir.mkdir(parents=True, exist_ok=True)
+    paths = [png_dir / f"{name}.png" for name in figs]
+    try:
+        pio.write_images(list(figs.values()), paths, width=1100, height=[f.layout.height or 500 for f in figs.values()])
+    except Exception as e:  # kaleido raises its own types, and RuntimeError/OSError from the browser
+        raise UserError(
+            f"--png: could not export PNGs with kaleido ({type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else 'no message'}). "
+            "kaleido drives a local Chrome or Chromium: install one (Debian: `apt-get install chromium`) "
+            "or point BROWSER_PATH at it. The HTML report was written."
+        ) from None
+    return paths
+
+
+PAGE = """<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>{title}</title>
+<style>
+body {{ font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 24px auto; max-width: 1200px; color: #222; padding: 0 16px; }}
+h1 {{ font-size: 1.6em; margin-bottom: 4px; }}
+h2 {{ font-size: 1.2em; margin: 28px 0 6px; border-bottom: 1px solid #ddd; padding-bottom: 4px; }}
+table {{ border-collapse: collapse; font-size: 0.92em; }}
+th, td {{ padding: 4px 10px; text-align: left; border-bottom: 1px solid #eee; vertical-align: top; }}
+table.trials th {{ background: #f4f4f4; }}
+table.trials td {{ font-variant-numeric: tabular-nums; }}
+table.summary th {{ color: #555; font-weight: 600; }}
+.note {{ color: #555; font-size: 0.92em; margin: 4px 0 8px; }}
+</style>
+<script type="text/javascript">{plotlyjs}</script>
+</head>
+<body>
+<h1>{title}</h1>
+{body}
+</body>
+</html>
+"""
