@@ -97,9 +97,9 @@ def measure(use_gpu: str | bool, cpus_per_worker: float) -> Capacity:
     if use_gpu is True and not has_gpu:
         raise UserError("resources.use_gpu is true, but the Ray cluster has no GPUs")
     gpu = has_gpu if use_gpu == "auto" else bool(use_gpu)
-    managed = all(SLOT in n["Resources"] for n in nodes)
+    managed = any(SLOT in n["Resources"] for n in nodes)  # nodes without it host no workers
     if managed:
-        slots = tuple(int(n["Resources"][SLOT]) for n in nodes)
+        slots = tuple(int(n["Resources"].get(SLOT, 0)) for n in nodes)
     else:
         slots = tuple(slots_for(n["Resources"], gpu, cpus_per_worker) for n in nodes)
     capacity = Capacity(tuple(s for s in slots if s > 0), gpu, cpus_per_worker, managed)
