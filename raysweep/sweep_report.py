@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import html
 import json
-import math
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from raysweep.engine.progress import STATES, TRIALS_FILE, read_trials
+from raysweep.engine.progress import STATES, TRIALS_FILE, finite_number, read_trials
 from raysweep.engine.results import load_results
 from raysweep.errors import UserError
 from raysweep.spec import SweepSpec
@@ -88,10 +87,6 @@ def _history(trial_dir: str | None) -> list[dict[str, Any]]:
     return out
 
 
-def _finite(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-
-
 def _label(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
@@ -114,9 +109,9 @@ def summary_html(sweep: dict[str, Any]) -> str:
     spec, trials, best = sweep["spec"], sweep["trials"], sweep["best"]
     counts = Counter(t["status"] for t in trials)
     status = ", ".join(f"{counts[s]} {s}" for s in STATES if counts[s]) or "no trials yet"
-    starts = [r["start"] for r in sweep["rows"].values() if _finite(r.get("start"))]
+    starts = [r["start"] for r in sweep["rows"].values() if finite_number(r.get("start"))]
     ends = [
-        r.get("end") or r["start"] + (r.get("wall_s") or 0) for r in sweep["rows"].values() if _finite(r.get("start"))
+        r.get("end") or r["start"] + (r.get("wall_s") or 0) for r in sweep["rows"].values() if finite_number(r.get("start"))
     ]
     items = [
         ("sweep", f"{sweep['name']} ({spec.method})"),
@@ -134,7 +129,7 @@ def summary_html(sweep: dict[str, Any]) -> str:
 
 
 def table_html(sweep: dict[str, Any]) -> str:
-    top = [t for t in sweep["trials"] if _finite(t["metric"])][:TOP]
+    top = [t for t in sweep["trials"] if finite_number(t["metric"])][:TOP]
     if not top:
         return (
             '<section id="best"><h2>Best trials</h2><p class="note">No trial has reported the metric yet.</p></section>'
@@ -196,14 +191,14 @@ def parallel_figure(sweep: dict[str, Any]) -> tuple[Any, str]:
     import plotly.graph_objects as go
 
     metric = sweep["metric"]
-    scored = [t for t in sweep["trials"] if _finite(t["metric"])]
+    scored = [t for t in sweep["trials"] if finite_number(t["metric"])]
     if not metric or not scored:
         return None, "No trial has reported the metric yet."
     params = _varying_params(sweep, scored) or list(scored[0]["config"])
     dims = []
     for name in params:
         values = [t["config"].get(name) for t in scored]
-        if all(_finite(v) for v in values):
+        if all(finite_number(v) for v in values):
             dims.append({"label": name, "values": values})
         else:  # categorical or bool: an index per choice, in the spec's order where it has one
             choices = _choices(sweep["spec"], name, values)
@@ -278,7 +273,7 @@ def _study(sweep: dict[str, Any]) -> tuple[Any, str]:
             return optuna.load_study(study_name=name, storage=storage), f"the sweep's study ({OPTUNA_JOURNAL})"
     if not sweep["metric"]:
         return None, "Skipped: the sweep has no metric."
-    finished = [t for t in sweep["trials"] if t["status"] in ("done", "stopped") and _finite(t["metric"])]
+    finished = [t for t in sweep["trials"] if t["status"] in ("done", "stopped") and finite_number(t["metric"])]
     params = _varying_params(sweep, finished)
     study = optuna.create_study(direction=sweep["goal"])
     dists = {name: _distribution(sweep["spec"], name, [t["config"].get(name) for t in finished]) for name in params}
@@ -294,7 +289,7 @@ def _distribution(spec: SweepSpec, name: str, values: list[Any]) -> Any:
 
     param = spec.param(name)
     kind = param.distribution if param is not None else ""
-    if kind == "categorical" or not all(_finite(v) for v in values):
+    if kind == "categorical" or not all(finite_number(v) for v in values):
         return CategoricalDistribution(_choices(spec, name, values))
     low, high = min(values), max(values)
     log = "log" in kind and low > 0
@@ -311,7 +306,7 @@ def curves_figure(sweep: dict[str, Any]) -> tuple[Any, str]:
     stopped_x, stopped_y, stopped_text = [], [], []
     for t in sweep["trials"]:
         points = [(r["training_iteration"], r[metric]) for r in sweep["histories"].get(t["trial_id"], [])
-                  if metric and _finite(r.get(metric)) and "training_iteration" in r]  # fmt: skip
+                  if metric and finite_number(r.get(metric)) and "training_iteration" in r]  # fmt: skip
         if not points:
             continue
         config = ", ".join(f"{k}={_short(v)}" for k, v in t["config"].items())
@@ -357,7 +352,7 @@ def best_so_far_figure(sweep: dict[str, Any]) -> tuple[Any, str]:
     import plotly.graph_objects as go
 
     metric, maximize = sweep["metric"], sweep["goal"] == "maximize"
-    starts = [r["start"] for r in sweep["rows"].values() if _finite(r.get("start"))]
+    starts = [r["start"] for r in sweep["rows"].values() if finite_number(r.get("start"))]
     if not metric or not starts:
         return None, "No trial has reported the metric yet."
     t0 = min(starts)
@@ -365,10 +360,10 @@ def best_so_far_figure(sweep: dict[str, Any]) -> tuple[Any, str]:
     for tid, history in sweep["histories"].items():
         start = sweep["rows"][tid].get("start")
         for r in history:
-            if _finite(r.get(metric)):
+            if finite_number(r.get(metric)):
                 at = (
                     start + r["time_total_s"]
-                    if _finite(start) and _finite(r.get("time_total_s"))
+                    if finite_number(start) and finite_number(r.get("time_total_s"))
                     else r.get("timestamp", t0)
                 )
                 events.append((at - t0, r[metric], tid))
@@ -395,7 +390,7 @@ def throughput_figure(sweep: dict[str, Any]) -> tuple[Any, str]:
     workers, speeds, ids = [], [], []
     for t in sweep["trials"]:
         values = sorted(
-            r["samples_per_sec"] for r in sweep["histories"].get(t["trial_id"], []) if _finite(r.get("samples_per_sec"))
+            r["samples_per_sec"] for r in sweep["histories"].get(t["trial_id"], []) if finite_number(r.get("samples_per_sec"))
         )
         if values:
             workers.append(int(t["num_workers"] or 1))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -45,7 +46,8 @@ def read_trials(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def _finite(x: Any) -> bool:
+def finite_number(x: Any) -> bool:
+    """A real number a metric can be ranked by (not a bool, NaN or inf)."""
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
@@ -90,23 +92,22 @@ class SweepMonitor(Callback):
         self._save()
         self._print(trials)
 
-    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+    def _end(self, trials: list, trial: Any, status: str, error: str | None = None) -> None:
         row = self._row(trial)
-        row["status"] = "stopped" if trial.trial_id in self.stopped_by_scheduler else "done"
+        row["status"] = status
         row["end"] = time.time()
         row["wall_s"] = round(row["end"] - row["start"], 2)
+        if error:
+            row["error"] = error
+            self.first_error = self.first_error or error
         self._save()
         self._print(trials, force=True)
 
+    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self._end(trials, trial, "stopped" if trial.trial_id in self.stopped_by_scheduler else "done")
+
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        row = self._row(trial)
-        row["status"] = "failed"
-        row["end"] = time.time()
-        row["wall_s"] = round(row["end"] - row["start"], 2)
-        row["error"] = _error_text(trial)
-        self.first_error = self.first_error or row["error"]
-        self._save()
-        self._print(trials, force=True)
+        self._end(trials, trial, "failed", _error_text(trial))
 
     def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
         self._print(trials)
@@ -116,7 +117,7 @@ class SweepMonitor(Callback):
         metric = self.spec.metric
         if metric is None:
             return None
-        scored = [r for r in self.rows.values() if _finite((r.get("metrics") or {}).get(metric.name))]
+        scored = [r for r in self.rows.values() if finite_number((r.get("metrics") or {}).get(metric.name))]
         if not scored:
             return None
         pick = max if metric.goal == "maximize" else min
@@ -147,7 +148,7 @@ class SweepMonitor(Callback):
         self.last_print = now
         line = self.status_line(trials)
         if self.tty:
-            width = os.get_terminal_size().columns if sys.stdout.isatty() else 200
+            width = shutil.get_terminal_size().columns
             sys.stdout.write("\r" + line[: width - 1].ljust(width - 1))
             if force:
                 sys.stdout.write("\n")
@@ -165,7 +166,7 @@ class TargetStopper(Stopper):
 
     def __call__(self, trial_id: str, result: dict) -> bool:
         value = result.get(self.metric)
-        if _finite(value) and (value >= self.target if self.goal == "maximize" else value <= self.target):
+        if finite_number(value) and (value >= self.target if self.goal == "maximize" else value <= self.target):
             self.reached = True
         return False
 

@@ -5,12 +5,11 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
 import os
 from pathlib import Path
 from typing import Any
 
-from raysweep.engine.progress import TRIALS_FILE, read_trials
+from raysweep.engine.progress import TRIALS_FILE, finite_number, read_trials
 from raysweep.errors import UserError
 
 
@@ -47,7 +46,7 @@ def load_results(run_dir: Path) -> dict[str, Any]:
 
     def rank(t: dict[str, Any]) -> tuple:
         v = t["metric"]
-        scored = isinstance(v, (int, float)) and math.isfinite(v)
+        scored = finite_number(v)
         return (not scored, (-v if goal == "maximize" else v) if scored else 0.0)
 
     trials.sort(key=rank)
