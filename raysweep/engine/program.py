@@ -1,0 +1,234 @@
+"""Run a W&B ``program:`` script, unchanged, as every DDP worker of a trial.
+
+Every worker of the trial (the Tune trial itself for one worker, each TorchTrainer worker
+for more) starts the spec's ``command`` (W&B's default ``${env} ${interpreter} ${program}
+${args}``) with the environment torchrun would give it: RANK, LOCAL_RANK, WORLD_SIZE,
+LOCAL_WORLD_SIZE, MASTER_ADDR and a MASTER_PORT free for this trial, plus the devices Ray
+assigned (CUDA_VISIBLE_DEVICES is inherited from the Ray worker). The trial's parameters
+reach ``wandb.config`` on every rank the way ``wandb agent`` hands them over: a config file
+named by WANDB_SWEEP_PARAM_PATH.
+
+Metrics: what the script logs with ``wandb.log`` (teed by ``program_hook/sitecustomize.py``)
+or reports with ``raysweep.report`` goes to ``metrics/<attempt>.rank<R>.jsonl`` in the trial
+dir. Every rank reads *rank 0's* file (a trial's workers share one node) and reports each line that
+carries the spec's metric, merged with the latest value of every other key, so all ranks
+report the same number of times and the scheduler sees rank 0's values as they are logged.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from raysweep.spec.space import plain
+from raysweep.trial import METRIC_ENV, METRICS_FILE_ENV, MetricError, check_metric
+
+DEFAULT_COMMAND = ("${env}", "${interpreter}", "${program}", "${args}")
+GRACE_S = 10.0  # SIGTERM, then SIGKILL this much later (W&B's agent waits 30 s)
+POLL_S = 0.2
+_TAIL_LINES = 20
+
+
+class ProgramFailed(RuntimeError):
+    """The script exited non-zero; the message carries the tail of its stderr."""
+
+
+class ProgramHung(RuntimeError):
+    """The script logged nothing for report_timeout_s."""
+
+
+def render_command(
+    command: tuple[str, ...] | None, program: str, params: Mapping[str, Any], args_json_file: str
+) -> list[str]:
+    """The argv of one trial, rendered exactly as ``wandb agent`` renders it.
+
+    W&B's own functions format the values (``--lr=0.001``, ``--flag=True``, ...);
+    ``${interpreter}`` is this Python rather than ``python`` from PATH.
+    """
+    from wandb.sdk.launch.sweeps import utils as sweep_utils
+
+    macros = sweep_utils.create_sweep_command_args({"args": {k: {"value": plain(v)} for k, v in params.items()}})
+    macros |= {
+        "env": ["/usr/bin/env"],
+        "interpreter": [sys.executable],
+        "program": [program],
+        "args_json_file": [args_json_file],
+    }
+    argv: list[str] = []
+    for chunk in sweep_utils.create_sweep_command(list(command or DEFAULT_COMMAND)):  # fills ${envvar:NAME}
+        chunk = str(chunk)
+        if chunk.startswith("${") and chunk.endswith("}"):
+            argv += macros.get(chunk[2:-1]) or []
+        else:
+            argv.append(chunk)
+    return argv
+
+
+def write_param_files(trial_dir: Path, trial_id: str, params: Mapping[str, Any]) -> tuple[Path, Path]:
+    """The YAML config ``wandb.init`` reads (as under ``wandb agent``) and the ``${args_json_file}``."""
+    from wandb.sdk.lib import config_util
+
+    values = {k: plain(v) for k, v in params.items()}
+    sweep_dir = trial_dir / "wandb" / "sweep-raysweep"
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    yaml_path, json_path = sweep_dir / f"config-{trial_id}.yaml", sweep_dir / f"config-{trial_id}.json"
+    config_util.save_config_file_from_dict(str(yaml_path), {k: {"value": v} for k, v in values.items()})
+    json_path.write_text(json.dumps(values))
+    return yaml_path, json_path
+
+
+def script_env(job: Mapping[str, Any], rank: int, local_rank: int, world_size: int, master: tuple[str, int]) -> dict[str, str]:
+    """torchrun's variables, W&B's sweep variables, and where metrics go."""
+    trial_dir = Path(job["trial_dir"])
+    hook = str(Path(__file__).with_name("program_hook"))
+    pythonpath = os.pathsep.join(p for p in (hook, os.environ.get("PYTHONPATH")) if p)
+    env = dict(os.environ) | {
+        "RANK": str(rank),
+        "LOCAL_RANK": str(local_rank),
+        "WORLD_SIZE": str(world_size),
+        "LOCAL_WORLD_SIZE": str(world_size),  # a trial's workers share one node
+        "GROUP_RANK": "0",
+        "MASTER_ADDR": master[0],
+        "MASTER_PORT": str(master[1]),
+        "PYTHONPATH": pythonpath,
+        "PYTHONUNBUFFERED": "1",
+        METRICS_FILE_ENV: str(metrics_file(trial_dir, job["attempt"], rank)),
+        METRIC_ENV: job["metric"] or "",
+        "WANDB_SWEEP_PARAM_PATH": job["param_file"],
+        "WANDB_RESUME": "allow",  # a restarted trial continues its W&B run
+        "WANDB_RUN_GROUP": job["group"],
+        "WANDB_PROJECT": job["project"],
+        "WANDB_DIR": str(trial_dir),
+        "WANDB_MODE": job["wandb_mode"],
+    }
+    if rank == 0:  # the trial's W&B run; other ranks that call wandb.init get runs of their own in the group
+        env["WANDB_RUN_ID"] = job["trial_id"]
+    else:
+        env.pop("WANDB_RUN_ID", None)
+    if job.get("entity"):
+        env["WANDB_ENTITY"] = job["entity"]
+    return env
+
+
+def metrics_file(trial_dir: Path, attempt: str, rank: int) -> Path:
+    """One file per rank and attempt: a restarted worker group never reads the last attempt's lines."""
+    return trial_dir / "metrics" / f"{attempt}.rank{rank}.jsonl"
+
+
+class RankZeroMetrics:
+    """Reads rank 0's metrics file as it grows and turns its lines into reports."""
+
+    def __init__(self, path: Path, metric: str | None):
+        self.path, self.metric = path, metric
+        self.offset = 0
+        self.latest: dict[str, Any] = {}
+        self.seen_keys: set[str] = set()
+        self.reports = 0
+        self.end_code: int | None = None  # rank 0's exit code, once its runner wrote it
+
+    def new_reports(self) -> list[dict[str, Any]]:
+        if not self.path.exists():
+            return []
+        with open(self.path, "rb") as f:
+            f.seek(self.offset)
+            data = f.read()
+        complete = data[: data.rfind(b"\n") + 1]  # a line still being written waits for the next poll
+        self.offset += len(complete)
+        out = []
+        for line in complete.decode().splitlines():
+            entry = json.loads(line)
+            if "end" in entry:
+                self.end_code = entry["end"]
+                continue
+            metrics = entry["metrics"]
+            self.seen_keys |= set(metrics)
+            self.latest |= metrics
+            if self.metric is None or self.metric in metrics:
+                out.append(dict(self.latest))
+        self.reports += len(out)
+        return out
+
+
+def _tail(path: Path) -> str:
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    return "\n".join(lines[-_TAIL_LINES:])
+
+
+def _exit_text(code: int) -> str:
+    if code > 128 and code - 128 in signal.Signals._value2member_map_:
+        return f"was killed by {signal.Signals(code - 128).name}"
+    return f"exited with code {code}"
+
+
+def run_program(
+    job: Mapping[str, Any],
+    rank: int,
+    local_rank: int,
+    world_size: int,
+    master: tuple[str, int],
+    report: Callable[[dict[str, Any]], None],
+) -> None:
+    """Run the script as one rank of the trial and report rank 0's metrics until it ends."""
+    trial_dir = Path(job["trial_dir"])
+    argv = render_command(job["command"], job["program"], job["params"], job["args_json_file"])
+    env = script_env(job, rank, local_rank, world_size, master)
+    metrics_file(trial_dir, job["attempt"], rank).parent.mkdir(parents=True, exist_ok=True)
+    stderr_path = trial_dir / f"stderr.rank{rank}.log"
+    with open(trial_dir / f"stdout.rank{rank}.log", "ab") as out, open(stderr_path, "ab") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "raysweep.engine.supervise", str(GRACE_S), str(os.getpid()), "--", *argv],
+            cwd=job["workdir"], env=env, stdout=out, stderr=err,
+        )  # fmt: skip
+    metrics = RankZeroMetrics(metrics_file(trial_dir, job["attempt"], 0), job["metric"])
+    timeout = job.get("report_timeout_s")
+    last_progress = time.monotonic()
+    code: int | None = None
+    try:
+        while True:
+            code = proc.poll() if code is None else code
+            for m in metrics.new_reports():
+                check_metric(m, job["metric"])
+                report(m)
+                last_progress = time.monotonic()
+            if code is not None and code != 0:
+                raise ProgramFailed(
+                    f"program {job['program']} {_exit_text(code)} on rank {rank} of {world_size}; "
+                    f"the end of its stderr ({stderr_path}):\n{_tail(stderr_path)}"
+                )
+            if rank == 0 and code is not None:
+                break
+            if rank > 0 and metrics.end_code is not None:
+                break  # rank 0's script ended: so does this rank, whatever its script does
+            if timeout and time.monotonic() - last_progress > timeout:
+                raise ProgramHung(
+                    f"watchdog: program {job['program']} logged no {job['metric'] or 'metric'} for {timeout:g} s "
+                    f"(report_timeout_s) after {metrics.reports} report(s) on rank {rank} of {world_size}; "
+                    "the trial was ended as hung"
+                )
+            time.sleep(POLL_S)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)  # the supervisor ends the script's process group
+            try:
+                proc.wait(GRACE_S + 5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        if rank == 0:
+            with open(metrics.path, "a") as f:
+                f.write(json.dumps({"end": code if code is not None else -1}) + "\n")
+    if rank == 0 and job["metric"] and metrics.reports == 0:
+        logged = ", ".join(sorted(metrics.seen_keys)) or "nothing"
+        raise MetricError(
+            f"program {job['program']} finished without logging the sweep's metric {job['metric']!r} "
+            f"(metric.name in the spec) with wandb.log or raysweep.report; it logged: {logged}"
+        )

@@ -1,0 +1,90 @@
+"""Loaded by every Python that raysweep starts for a ``program:`` script (it is first on PYTHONPATH).
+
+It tees what the script logs with ``wandb.log`` (more precisely ``Run.log``, and ``NoopRun.log``
+in disabled mode) into the JSON-lines file named by RAYSWEEP_METRICS_FILE, which the trial
+reads live and reports to the scheduler. wandb itself is untouched and imported only if the
+script imports it: a post-import hook patches the class when its module is first loaded. The interpreter's own
+``sitecustomize`` (if any) is still run.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import json
+import os
+import sys
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+# module -> the run class whose ``log`` is teed (disabled mode's NoopRun overrides Run.log)
+_TARGETS = {"wandb.sdk.wandb_run": "Run", "wandb.sdk.lib.noop_run": "NoopRun"}
+
+
+def _numbers(data):
+    """The plain numbers of a wandb.log dict (images, tables, histograms are skipped)."""
+    out = {}
+    for key, value in data.items():
+        if hasattr(value, "item") and getattr(value, "ndim", 0) == 0:
+            try:
+                value = value.item()
+            except (TypeError, ValueError, RuntimeError):
+                continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        out[str(key)] = value  # NaN stays NaN: the trial fails on it with a sentence
+    return out
+
+
+def _patch(module) -> None:
+    run_cls = getattr(module, _TARGETS[module.__name__])
+    original = run_cls.log
+    path = os.environ["RAYSWEEP_METRICS_FILE"]
+
+    def log(self, data, *args, **kwargs):
+        result = original(self, data, *args, **kwargs)
+        if isinstance(data, dict):
+            numbers = _numbers(data)
+            if numbers:
+                with open(path, "a") as f:
+                    f.write(json.dumps({"source": "wandb", "metrics": numbers}) + "\n")
+        return result
+
+    log.__wrapped__ = original
+    run_cls.log = log
+
+
+class _Loader(importlib.abc.Loader):
+    def __init__(self, inner):
+        self.inner = inner
+
+    def create_module(self, spec):
+        return self.inner.create_module(spec)
+
+    def exec_module(self, module):
+        self.inner.exec_module(module)
+        _patch(module)
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    def find_spec(self, fullname, path, target=None):
+        if fullname not in _TARGETS:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)  # the real module
+        if spec is not None and spec.loader is not None:
+            spec.loader = _Loader(spec.loader)
+        return spec
+
+
+def _chain_original() -> None:
+    """Run the sitecustomize this one shadows (Debian's, a virtualenv's), if there is one."""
+    rest = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
+    if spec is not None and spec.loader is not None:
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+
+
+if os.environ.get("RAYSWEEP_METRICS_FILE"):
+    sys.meta_path.insert(0, _Finder())
+_chain_original()
