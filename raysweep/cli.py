@@ -1,4 +1,4 @@
-"""``raysweep validate | run | show | resume | report``: the command line.
+"""``raysweep validate | run | slurm | show | resume | report``: the command line.
 
 User mistakes (``UserError``) become one paragraph on stderr and exit code 2; no traceback.
 Ray and torch are imported only by the commands that need them, so ``validate`` is quick.
@@ -30,10 +30,14 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from raysweep.engine.cluster import check_embedded_only, select_gpus
     from raysweep.engine.sweep import run_sweep
     from raysweep.spec import load_spec
 
     spec = load_spec(args.spec, args.set)
+    check_embedded_only(args.address, args.gpus, args.dashboard_host)
+    if args.gpus is not None:
+        select_gpus(args.gpus)  # a GPU that isn't there is an error now, not deep in a worker
     return run_sweep(
         spec,
         count=args.count,
@@ -44,7 +48,47 @@ def _run(args: argparse.Namespace) -> int:
         wandb_mode=args.wandb,
         seed=args.seed,
         quiet=args.quiet,
+        gpus=args.gpus,
+        dashboard_host=args.dashboard_host,
     )
+
+
+def _slurm(args: argparse.Namespace) -> int:
+    import re
+    import shlex
+    from pathlib import Path
+
+    from raysweep.slurm import SlurmJob, render
+    from raysweep.spec import load_spec
+
+    for flag in ("--address", "--gpus", "--dashboard-host"):
+        if any(a == flag or a.startswith(flag + "=") for a in args.run_args):
+            raise UserError(f"the batch script starts its own Ray and passes --address; leave {flag} out of the arguments after --")
+    run_args = build_parser().parse_args(["run", args.spec, *args.run_args])  # bad run flags: exit 2 now
+    spec = load_spec(args.spec, run_args.set)
+    name = args.job_name or spec.name or Path(args.spec).stem
+    job = SlurmJob(
+        spec=args.spec,
+        run_args=tuple(args.run_args),
+        nodes=args.nodes,
+        gpus_per_node=args.gpus_per_node,
+        cpus_per_node=args.cpus_per_node,
+        cpus_per_worker=spec.resources.cpus_per_worker,
+        time=args.time,
+        partition=args.partition,
+        account=args.account,
+        job_name=re.sub(r"[^\w.-]+", "-", name).strip("-") or "raysweep",
+        port=args.port,
+        sbatch=tuple(args.sbatch),
+    )
+    script = render(job, shlex.join(["raysweep", *args.argv]))
+    if not args.output:
+        sys.stdout.write(script)
+        return 0
+    Path(args.output).write_text(script)
+    Path(args.output).chmod(0o755)
+    print(f"wrote {args.output}; submit it from this directory: sbatch {shlex.quote(args.output)}")
+    return 0
 
 
 def _resume(args: argparse.Namespace) -> int:
@@ -101,7 +145,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, help="seed for the searcher and the trials")
     p.add_argument("--set", action="append", default=[], metavar="PATH=VALUE", help="override a key of the file")
     p.add_argument("--quiet", action="store_true", help="print only the final summary")
+    p.add_argument("--gpus", metavar="I,J,...", help="the Ray started here uses only these GPUs, e.g. 0,1")
+    p.add_argument(
+        "--dashboard-host", metavar="HOST",
+        help="where the Ray dashboard started here listens (default 127.0.0.1; 0.0.0.0 exposes it, with a warning)",
+    )  # fmt: skip
     p.set_defaults(func=_run)
+
+    p = sub.add_parser(
+        "slurm", help="write a SLURM batch script: Ray on the job's nodes, then the sweep",
+        description="Write a SLURM batch script that starts Ray on every node of the job and runs the sweep "
+        "against it. Arguments after -- are passed to `raysweep run`.",
+    )  # fmt: skip
+    p.add_argument("spec", help="sweep YAML file (a path relative to where the job is submitted)")
+    p.add_argument("--nodes", type=int, default=1, help="nodes (default 1)")
+    p.add_argument("--gpus-per-node", type=int, default=0, metavar="G", help="GPUs per node (default 0: CPU workers)")
+    p.add_argument("--cpus-per-node", type=int, metavar="C", help="CPUs per node (default: SLURM's default)")
+    p.add_argument("--time", metavar="D-HH:MM:SS", help="the job's time limit")
+    p.add_argument("--partition", help="SLURM partition")
+    p.add_argument("--account", help="SLURM account")
+    p.add_argument("--job-name", help="SLURM job name (default: the sweep's name)")
+    p.add_argument("--port", type=int, default=6379, help="the Ray head's port (default 6379)")
+    p.add_argument("--sbatch", action="append", default=[], metavar="OPT", help="an #SBATCH option, e.g. --sbatch=--qos=high")
+    p.add_argument("-o", "--output", metavar="FILE", help="write the script here (default: stdout)")
+    p.set_defaults(func=_slurm, run_args=[])
 
     p = sub.add_parser("resume", help="continue an interrupted sweep")
     p.add_argument("run", help="run name or run dir")
@@ -129,7 +196,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    run_args: list[str] = []
+    if argv[:1] == ["slurm"] and "--" in argv:  # `raysweep slurm SPEC [flags] -- [run flags]`
+        cut = argv.index("--")
+        argv, run_args = argv[:cut], argv[cut + 1 :]
     args = build_parser().parse_args(argv)
+    if args.command == "slurm":
+        args.run_args, args.argv = run_args, argv + (["--", *run_args] if run_args else [])
     for flag in ("count", "max_concurrent", "sample", "top"):
         value = getattr(args, flag, None)
         if value is not None and value < 1:

@@ -24,17 +24,28 @@ def free_port() -> int:
 
 @pytest.fixture(scope="module")
 def ray_cluster():
-    """A one-node Ray cluster (2 CPUs, 2 raysweep worker slots), shared by a test module."""
+    """A one-node Ray cluster (2 CPUs, 2 raysweep worker slots), shared by a test module.
+
+    With its dashboard, as clusters have by default: Ray Train cleans up the worker group of a
+    trial the scheduler stopped through the dashboard's State API.
+    """
     port = free_port()
     subprocess.run(
         [RAY, "start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1", "--num-cpus=2",
-         "--resources", json.dumps({"raysweep_slot": 2}), "--include-dashboard=false", "--disable-usage-stats"],
+         "--resources", json.dumps({"raysweep_slot": 2}), "--dashboard-host=127.0.0.1",
+         f"--dashboard-port={free_port()}", "--disable-usage-stats"],
         check=True, capture_output=True, cwd=ROOT,
     )  # fmt: skip
     try:
         yield f"127.0.0.1:{port}"
     finally:
         subprocess.run([RAY, "stop", "--force"], capture_output=True)
+
+
+def screenshot_path(tmp_path: Path, name: str) -> Path:
+    """Where a browser test saves its screenshot: ``docs/`` with RAYSWEEP_DOCS_SCREENSHOTS=1
+    (to refresh the README's pictures), else the test's tmp dir, so a test run leaves the tree clean."""
+    return ROOT / "docs" / name if os.environ.get("RAYSWEEP_DOCS_SCREENSHOTS") == "1" else tmp_path / name
 
 
 def write_spec(path: Path, **doc) -> Path:

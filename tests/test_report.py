@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, raysweep, show, write_spec
+from conftest import ROOT, raysweep, screenshot_path, show, write_spec
 
 from raysweep.spec import load_spec
 from raysweep.sweep_report import FIGURES, build_report, figures, load_sweep
@@ -125,7 +125,7 @@ def test_bayes_journal_holds_every_finished_trial_and_feeds_importance(sweeps):
 
 
 @pytest.mark.ray
-def test_report_renders_in_an_offline_chromium(sweeps):
+def test_report_renders_in_an_offline_chromium(sweeps, tmp_path):
     from playwright.sync_api import sync_playwright
 
     browser_path = chromium()
@@ -162,7 +162,7 @@ def test_report_renders_in_an_offline_chromium(sweeps):
                 assert page.locator(".js-plotly-plot .parcoords .axis").count() == 3  # x, sleep, score
                 assert errors == [] and blocked == [], (errors, blocked)
                 if name == "a":
-                    page.screenshot(path=str(ROOT / "docs" / "report.png"), full_page=True)
+                    page.screenshot(path=str(screenshot_path(tmp_path, "report.png")), full_page=True)
                 page.close()
         finally:
             browser.close()

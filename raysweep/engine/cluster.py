@@ -9,8 +9,10 @@ its TorchTrainer waits for more livelocks a small node).
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +21,7 @@ import ray
 from raysweep.errors import UserError
 
 SLOT = "raysweep_slot"
+LOOPBACK = "127.0.0.1"
 log = logging.getLogger("raysweep")
 
 
@@ -51,8 +54,57 @@ def slots_for(node_resources: dict[str, float], use_gpu: bool, cpus_per_worker: 
     return int(node_resources.get("CPU", 0) // cpus_per_worker)
 
 
-def start_or_connect(address: str | None, use_gpu: str | bool, cpus_per_worker: float) -> Capacity:
-    """Start an embedded Ray (``address`` None) or join a cluster, and measure it."""
+def parse_gpu_set(text: str, device_count: int) -> tuple[int, ...]:
+    """``--gpus 0,1,3`` as GPU indices, checked against the ``device_count`` GPUs present.
+
+    Indices count the GPUs this process sees (after any CUDA_VISIBLE_DEVICES already set),
+    the way torch and ``nvidia-smi`` number them.
+    """
+    parts = [p.strip() for p in text.split(",")]
+    if not parts or not all(p.isdigit() for p in parts):
+        raise UserError(f"--gpus must be comma-separated GPU indices such as 0,1,2,3, got {text!r}")
+    gpus = tuple(int(p) for p in parts)
+    twice = sorted({g for g in gpus if gpus.count(g) > 1})
+    if twice:
+        raise UserError(f"--gpus {text} names GPU {twice[0]} twice; list each GPU once")
+    if device_count == 0:
+        raise UserError(
+            f"--gpus {text} needs GPUs, but this machine has none that CUDA can see; "
+            "leave --gpus out to run each trial's workers on CPUs"
+        )
+    missing = [g for g in gpus if g >= device_count]
+    if missing:
+        present = "GPU 0" if device_count == 1 else f"GPUs 0-{device_count - 1}"
+        raise UserError(f"--gpus {text}: GPU {missing[0]} does not exist; this machine has {device_count} ({present})")
+    return gpus
+
+
+def cuda_visible_devices(gpus: tuple[int, ...], inherited: str | None) -> str:
+    """CUDA_VISIBLE_DEVICES for the embedded Ray: ``gpus`` index the devices already visible."""
+    visible = [d.strip() for d in inherited.split(",")] if inherited else None
+    return ",".join(visible[g] if visible else str(g) for g in gpus)
+
+
+def select_gpus(text: str) -> tuple[int, ...]:
+    """``--gpus`` checked against the GPUs torch sees on this machine."""
+    import torch
+
+    return parse_gpu_set(text, torch.cuda.device_count())
+
+
+def start_or_connect(
+    address: str | None,
+    use_gpu: str | bool,
+    cpus_per_worker: float,
+    gpus: str | None = None,
+    dashboard_host: str | None = None,
+) -> Capacity:
+    """Start an embedded Ray (``address`` None) or join a cluster, and measure it.
+
+    Args:
+        gpus: ``--gpus`` (embedded only): the GPUs the embedded Ray may use, e.g. ``"0,1"``.
+        dashboard_host: where the embedded Ray's dashboard listens (default loopback only).
+    """
     env = {"PYTHONPATH": os.pathsep.join(p for p in (os.getcwd(), os.environ.get("PYTHONPATH")) if p)}
     common: dict[str, Any] = {
         "log_to_driver": False,  # worker output stays in Ray's log files, not the terminal
@@ -60,7 +112,9 @@ def start_or_connect(address: str | None, use_gpu: str | bool, cpus_per_worker: 
         "runtime_env": {"env_vars": env},
         "configure_logging": True,
     }
+    address = address or os.environ.get("RAY_ADDRESS") or None  # set for `ray job submit` entrypoints
     if address:
+        check_embedded_only(address, gpus, dashboard_host)
         try:
             ray.init(address=address, **common)
         except (ConnectionError, ValueError, RuntimeError) as e:
@@ -75,19 +129,62 @@ def start_or_connect(address: str | None, use_gpu: str | bool, cpus_per_worker: 
     else:
         import torch
 
-        gpus = torch.cuda.device_count() if use_gpu is not False else 0
+        if gpus is not None:
+            if use_gpu is False:
+                raise UserError(f"--gpus {gpus} selects GPUs, but the spec sets resources.use_gpu: false")
+            selected = select_gpus(gpus)
+            # The embedded raylet inherits this and hands out only these devices.
+            os.environ["CUDA_VISIBLE_DEVICES"] = cuda_visible_devices(selected, os.environ.get("CUDA_VISIBLE_DEVICES"))
+            n_gpus = len(selected)
+        else:
+            n_gpus = torch.cuda.device_count() if use_gpu is not False else 0
         cpus = os.cpu_count() or 1
-        want_gpu = gpus > 0
-        slots = gpus if want_gpu else max(1, int(cpus // cpus_per_worker))
+        slots = n_gpus if n_gpus > 0 else max(1, int(cpus // cpus_per_worker))
+        host = dashboard_host or LOOPBACK
+        warning = exposure_warning(host)
+        if warning:
+            print(warning, file=sys.stderr)
         ray.init(
+            address="local",  # a new Ray even if `ray start` left one running on this machine
             num_cpus=cpus,
-            num_gpus=gpus,
+            num_gpus=n_gpus,
             resources={SLOT: slots},
             include_dashboard=True,
-            dashboard_host="127.0.0.1",
+            dashboard_host=host,
             **common,
         )
     return measure(use_gpu, cpus_per_worker)
+
+
+def exposure_warning(dashboard_host: str) -> str | None:
+    """The warning printed when the embedded Ray's dashboard listens beyond this machine."""
+    try:
+        if ipaddress.ip_address(dashboard_host).is_loopback:
+            return None
+    except ValueError:  # a host name
+        if dashboard_host == "localhost":
+            return None
+    return (
+        f"warning: the Ray dashboard listens on {dashboard_host}, so other machines can reach it; "
+        "token authentication stays on, and anyone holding the token (~/.ray/auth_token) can "
+        "see and control this cluster and run code on it"
+    )
+
+
+def check_embedded_only(address: str | None, gpus: str | None, dashboard_host: str | None) -> None:
+    """``--gpus`` and ``--dashboard-host`` shape the cluster raysweep starts; an existing one has its own."""
+    if not address:
+        return
+    if gpus is not None:
+        raise UserError(
+            f"--gpus {gpus} confines the Ray that raysweep starts here; with --address {address} each node's "
+            "GPUs are what it was started with (e.g. CUDA_VISIBLE_DEVICES=0,1 ray start --num-gpus=2 ...)"
+        )
+    if dashboard_host is not None:
+        raise UserError(
+            f"--dashboard-host {dashboard_host} applies to the Ray that raysweep starts here; with --address "
+            f"{address} the dashboard is the cluster's (ray start --head --dashboard-host ...)"
+        )
 
 
 def measure(use_gpu: str | bool, cpus_per_worker: float) -> Capacity:

@@ -1,0 +1,158 @@
+"""``raysweep slurm``: a SLURM batch script that starts Ray on its nodes and runs one sweep.
+
+The script is a plain template (below) with ``@NAME@`` holes, so what it does can be read
+top to bottom: Ray's head on the first node of the allocation, a Ray worker on each other node,
+every node advertising ``raysweep_slot`` (its GPUs, or CPUs / cpus_per_worker), a wait until all
+nodes joined, then ``python -m raysweep run SPEC --address HEAD:PORT``, then ``ray stop``.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from raysweep.errors import UserError
+
+TEMPLATE = r"""#!/bin/bash
+# One raysweep sweep as a SLURM job, written by:
+#   @COMMAND@
+# Submit it from the project directory (train loops are imported from there): sbatch FILE
+# The first node runs Ray's head, every other node a Ray worker; each node advertises
+# raysweep_slot = its GPUs (without GPUs: its CPUs / cpus_per_worker, @CPUS_PER_WORKER@). One task
+# per node, so the per-task CPUs and GPUs below are per node; srun steps inherit them.
+#SBATCH --job-name=@JOB_NAME@
+#SBATCH --nodes=@NODES@
+#SBATCH --ntasks-per-node=1
+@SBATCH_LINES@
+
+set -uo pipefail
+cd "${SLURM_SUBMIT_DIR:-$PWD}"
+
+BIN=${RAYSWEEP_BIN:-@BIN@}  # the virtualenv with raysweep and ray, on every node
+PORT=@PORT@
+# Ray's token authentication stays on: every node and the sweep read the token from
+# ~/.ray/auth_token (the head writes one on its first start if there is none), and $HOME is
+# shared by the nodes of a cluster. Keep that file private: it grants control of the cluster.
+export RAY_AUTH_MODE=token
+
+nodes=($(scontrol show hostnames "$SLURM_JOB_NODELIST"))
+head=${nodes[0]}
+head_ip=$(srun --nodes=1 --ntasks=1 -w "$head" hostname --ip-address | awk '{print $1}')
+gpus=${SLURM_GPUS_ON_NODE:-0}  # read on the first node: the job's nodes are alike
+cpus=${SLURM_CPUS_ON_NODE:-$(nproc)}
+slots=$(awk -v g="$gpus" -v c="$cpus" 'BEGIN { print (g > 0 ? g : int(c / @CPUS_PER_WORKER@)) }')
+echo "raysweep: Ray head on $head ($head_ip:$PORT), ${#nodes[@]} node(s), $slots slot(s) each"
+
+# start_node NODE [ray start options]: one Ray node that blocks, as a background srun step.
+start_node() {
+    local node=$1
+    shift
+    srun --nodes=1 --ntasks=1 -w "$node" "$BIN/ray" start --block --disable-usage-stats \
+        --num-cpus="$cpus" --num-gpus="$gpus" --resources="{\"raysweep_slot\": $slots}" "$@" &
+}
+
+# When the script ends (the sweep finished or failed, or the job was cancelled): ray stop.
+cleanup() {
+    "$BIN/ray" stop >/dev/null 2>&1
+    kill $(jobs -p) 2>/dev/null
+    wait
+}
+trap cleanup EXIT
+
+start_node "$head" --head --node-ip-address="$head_ip" --port="$PORT" --dashboard-host=127.0.0.1
+for node in "${nodes[@]:1}"; do
+    start_node "$node" --address="$head_ip:$PORT"
+done
+
+# Wait until every node has joined (Ray's head first, then the workers).
+"$BIN/python" - "$head_ip:$PORT" "${#nodes[@]}" <<'EOF' || exit 1
+import sys, time
+import ray
+
+address, want = sys.argv[1], int(sys.argv[2])
+deadline = time.time() + @START_TIMEOUT@
+while True:
+    try:
+        ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+        break
+    except Exception as e:  # the head is still starting
+        if time.time() > deadline:
+            sys.exit(f"raysweep: the Ray head at {address} did not start: {e}")
+        time.sleep(2)
+while (alive := sum(n["Alive"] for n in ray.nodes())) < want:
+    if time.time() > deadline:
+        sys.exit(f"raysweep: only {alive} of {want} Ray nodes started within @START_TIMEOUT@ s")
+    time.sleep(2)
+EOF
+
+"$BIN/python" -m raysweep run @RUN_ARGS@ --address "$head_ip:$PORT"
+"""
+
+
+@dataclass(frozen=True)
+class SlurmJob:
+    """What the batch script asks SLURM for, and the sweep it runs."""
+
+    spec: str
+    run_args: tuple[str, ...] = ()
+    nodes: int = 1
+    gpus_per_node: int = 0
+    cpus_per_node: int | None = None
+    cpus_per_worker: float = 1.0
+    time: str | None = None
+    partition: str | None = None
+    account: str | None = None
+    job_name: str = "raysweep"
+    port: int = 6379
+    sbatch: tuple[str, ...] = field(default_factory=tuple)  # more #SBATCH options, verbatim
+    bin_dir: str = str(Path(sys.executable).parent)
+    start_timeout_s: int = 300
+
+
+def sbatch_lines(job: SlurmJob) -> list[str]:
+    lines = []
+    if job.cpus_per_node:
+        lines.append(f"--cpus-per-task={job.cpus_per_node}")
+    if job.gpus_per_node:
+        lines.append(f"--gpus-per-task={job.gpus_per_node}")
+    if job.time:
+        lines.append(f"--time={job.time}")
+    if job.partition:
+        lines.append(f"--partition={job.partition}")
+    if job.account:
+        lines.append(f"--account={job.account}")
+    lines.append(f"--output={job.job_name}-%j.out")
+    lines += job.sbatch
+    return [f"#SBATCH {line}" for line in lines]
+
+
+def render(job: SlurmJob, command: str) -> str:
+    """The batch script for ``job``; ``command`` is the command line that wrote it (a comment)."""
+    if job.nodes < 1:
+        raise UserError(f"--nodes must be >= 1, got {job.nodes}")
+    if job.gpus_per_node < 0:
+        raise UserError(f"--gpus-per-node must be >= 0, got {job.gpus_per_node}")
+    if job.cpus_per_node is not None and job.cpus_per_node < 1:
+        raise UserError(f"--cpus-per-node must be >= 1, got {job.cpus_per_node}")
+    bad = [o for o in job.sbatch if not o.startswith("--")]
+    if bad:
+        raise UserError(f"--sbatch takes sbatch options such as --sbatch=--qos=high, got {bad[0]!r}")
+    cpw = job.cpus_per_worker
+    values = {
+        "COMMAND": command,
+        "JOB_NAME": job.job_name,
+        "NODES": str(job.nodes),
+        "SBATCH_LINES": "\n".join(sbatch_lines(job)),
+        "BIN": shlex.quote(job.bin_dir),
+        "PORT": str(job.port),
+        "CPUS_PER_WORKER": str(int(cpw)) if cpw == math.floor(cpw) else str(cpw),
+        "START_TIMEOUT": str(job.start_timeout_s),
+        "RUN_ARGS": shlex.join([job.spec, *job.run_args]),
+    }
+    script = TEMPLATE
+    for key, value in values.items():
+        script = script.replace(f"@{key}@", value)
+    return script

@@ -1,0 +1,139 @@
+"""``raysweep slurm``: the batch script it writes, and that script run for real on this machine.
+
+No SLURM here: ``scontrol`` and ``srun`` are small shims on PATH (``srun`` drops its options
+and runs the command on this machine), with the SLURM_* variables of a one-node job set. The
+script then really starts a Ray head, runs a sweep against it and stops Ray.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import psutil
+import pytest
+from conftest import ROOT, cli_env, free_port, raysweep, show, write_spec
+
+SMOKE = "search_spaces/smoke.yaml"
+
+SRUN = """#!/bin/bash
+# srun stand-in: drop srun's options (-w NODE takes a value), run the command on this machine.
+while [[ $# -gt 0 && $1 == -* ]]; do
+    case $1 in -w | --nodelist) shift 2 ;; *) shift ;; esac
+done
+exec "$@"
+"""
+SCONTROL = """#!/bin/bash
+# scontrol stand-in: `scontrol show hostnames a,b` prints a and b, one a line.
+[[ $1 == show && $2 == hostnames ]] && tr ',' '\\n' <<< "$3"
+"""
+
+
+def test_script_for_two_gpu_nodes(tmp_path):
+    out = raysweep(
+        "slurm", SMOKE, "--nodes", "2", "--gpus-per-node", "4", "--cpus-per-node", "32", "--time", "2:00:00",
+        "--partition", "gpu", "--sbatch=--qos=high", "-o", str(tmp_path / "job.sbatch"), "--", "--count", "3", "--wandb", "offline",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    script = (tmp_path / "job.sbatch").read_text()
+    assert subprocess.run(["bash", "-n", str(tmp_path / "job.sbatch")], capture_output=True).returncode == 0
+    assert os.access(tmp_path / "job.sbatch", os.X_OK)
+    lines = script.splitlines()
+    for expected in [
+        "#!/bin/bash",
+        "#SBATCH --job-name=smoke",
+        "#SBATCH --nodes=2",
+        "#SBATCH --ntasks-per-node=1",
+        "#SBATCH --cpus-per-task=32",
+        "#SBATCH --gpus-per-task=4",
+        "#SBATCH --time=2:00:00",
+        "#SBATCH --partition=gpu",
+        "#SBATCH --qos=high",
+        "#SBATCH --output=smoke-%j.out",
+        "export RAY_AUTH_MODE=token",
+        'nodes=($(scontrol show hostnames "$SLURM_JOB_NODELIST"))',
+        "gpus=${SLURM_GPUS_ON_NODE:-0}  # read on the first node: the job's nodes are alike",
+        "cpus=${SLURM_CPUS_ON_NODE:-$(nproc)}",
+        'start_node "$head" --head --node-ip-address="$head_ip" --port="$PORT" --dashboard-host=127.0.0.1',
+        '    start_node "$node" --address="$head_ip:$PORT"',
+        '"$BIN/python" -m raysweep run search_spaces/smoke.yaml --count 3 --wandb offline --address "$head_ip:$PORT"',
+        "trap cleanup EXIT",
+        '    "$BIN/ray" stop >/dev/null 2>&1',
+    ]:
+        assert expected in lines, expected
+    assert f"BIN=${{RAYSWEEP_BIN:-{os.path.dirname(sys.executable)}}}" in script
+    assert '--resources="{\\"raysweep_slot\\": $slots}"' in script
+    assert 'srun --nodes=1 --ntasks=1 -w "$node" "$BIN/ray" start --block' in script
+    assert "~/.ray/auth_token" in script and "$HOME is\n# shared" in script
+
+
+def test_script_to_stdout_uses_the_specs_cpus_per_worker(tmp_path):
+    spec = write_spec(
+        tmp_path / "half.yaml", name="half sweep", method="grid", train_loop="train_loops.smoke:train",
+        parameters={"x": {"value": 1}}, resources={"cpus_per_worker": 2},
+    )  # fmt: skip
+    out = raysweep("slurm", str(spec))
+    assert out.returncode == 0, out.stderr
+    assert "#SBATCH --job-name=half-sweep" in out.stdout and "#SBATCH --nodes=1" in out.stdout
+    assert "int(c / 2)" in out.stdout and "--gpus-per-task" not in out.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--", "--address", "auto"], "leave --address out of the arguments after --"),
+        (["--", "--gpus=0"], "leave --gpus out"),
+        (["--nodes", "0"], "--nodes must be >= 1, got 0"),
+        (["--sbatch", "qos=high"], "--sbatch takes sbatch options such as --sbatch=--qos=high, got 'qos=high'"),
+        (["--", "--set", "method=grud"], "method"),
+    ],
+)
+def test_refusals_are_one_sentence_and_exit_2(args, message):
+    out = raysweep("slurm", SMOKE, *args)
+    assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr
+
+
+def test_a_bad_run_flag_is_refused_when_the_script_is_written():
+    out = raysweep("slurm", SMOKE, "--", "--cuont", "3")
+    assert out.returncode == 2 and "--cuont" in out.stderr
+
+
+def _ray_processes() -> list[psutil.Process]:
+    found = []
+    for p in psutil.process_iter(["name", "cmdline"]):
+        if p.info["name"] in ("raylet", "gcs_server") or any("ray/_private/workers" in c for c in p.info["cmdline"] or []):
+            found.append(p)
+    return found
+
+
+@pytest.mark.ray
+def test_the_script_starts_ray_runs_the_sweep_and_stops_ray(tmp_path):
+    shims = tmp_path / "bin"
+    shims.mkdir()
+    for name, text in (("srun", SRUN), ("scontrol", SCONTROL)):
+        (shims / name).write_text(text)
+        (shims / name).chmod(0o755)
+    storage = tmp_path / "runs"
+    port = free_port()
+    out = raysweep(
+        "slurm", SMOKE, "--port", str(port), "-o", str(tmp_path / "job.sbatch"),
+        "--", "--count", "2", "--storage", str(storage), "--wandb", "disabled",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    env = cli_env() | {
+        "PATH": f"{shims}{os.pathsep}{os.environ['PATH']}",
+        "SLURM_JOB_NODELIST": "node001",
+        "SLURM_JOB_NUM_NODES": "1",
+        "SLURM_CPUS_ON_NODE": "2",
+        "SLURM_SUBMIT_DIR": str(ROOT),
+    }
+    env.pop("RAY_AUTH_MODE")  # the script sets it
+    job = subprocess.run(["bash", str(tmp_path / "job.sbatch")], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=400)
+    assert job.returncode == 0, job.stdout + job.stderr
+    assert "raysweep: Ray head on node001" in job.stdout and "1 node(s), 2 slot(s) each" in job.stdout
+    assert "cluster: 2 CPU worker slot(s) on 1 node(s)" in job.stdout
+    assert "sweep smoke finished" in job.stdout and "2 finished, 0 failed" in job.stdout
+    trials = show(storage / "smoke")["trials"]
+    assert sorted(t["config"]["x"] for t in trials) == [0.1, 0.3] and all(t["status"] == "done" for t in trials)
+    assert _ray_processes() == []  # the script's `ray stop` ended the cluster it started
