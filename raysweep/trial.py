@@ -1,13 +1,17 @@
 """What a train loop sees of its trial: rank, device, where metrics and checkpoints go.
 
 A loop calls the same three functions however it runs: in the Tune trial's own process
-(1 worker), on every worker of a Ray Train ``TorchTrainer`` (2+ workers), or in plain
-Python with no Ray at all (``run_local``, for debugging and unit tests). The engine picks
-the backend before it calls the loop; the loop never needs to know which one it got.
+(1 worker), on every worker of a Ray Train ``TorchTrainer`` (2+ workers), inside a
+``program:`` script that raysweep launched (the environment says so), or in plain Python
+with no Ray at all (``run_local``, for debugging and unit tests). The engine picks the
+backend before it calls the loop; the loop never needs to know which one it got.
 """
 
 from __future__ import annotations
 
+import json
+import math
+import numbers
 import os
 import shutil
 import tempfile
@@ -18,10 +22,17 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # torch is heavy: imported only where a device is needed
     import torch
 
-# "local" (no Ray), "tune" (1 worker, in the Tune trial process) or "train" (TorchTrainer worker)
-_backend = "local"
+# Set by raysweep in the environment of a program: script; its reports go to this file.
+METRICS_FILE_ENV = "RAYSWEEP_METRICS_FILE"
+METRIC_ENV = "RAYSWEEP_METRIC"
+BACKENDS = ("local", "tune", "train", "program")
+
+# "local" (no Ray), "tune" (1 worker, in the Tune trial process), "train" (TorchTrainer worker)
+# or "program" (a script launched by raysweep)
+_backend = "program" if os.environ.get(METRICS_FILE_ENV) else "local"
 _trial_dir: str | None = None
-_metric: str | None = None  # the spec's metric.name: every report must carry it
+_metric: str | None = os.environ.get(METRIC_ENV) or None  # the spec's metric.name: every report carries it
+_watchdog: Any = None  # a ReportWatchdog while the engine runs a loop with report_timeout_s
 _local_reports: list[dict[str, Any]] = []
 _local_checkpoint: str | None = None
 
@@ -42,16 +53,16 @@ class TrialContext:
         return self.rank == 0
 
 
-def set_backend(backend: str, trial_dir: str | None = None, metric: str | None = None) -> None:
+def set_backend(backend: str, trial_dir: str | None = None, metric: str | None = None, watchdog: Any = None) -> None:
     """Called by the engine before it runs a loop; loops never call it."""
-    global _backend, _trial_dir, _metric
-    if backend not in ("local", "tune", "train"):
-        raise ValueError(f"backend must be one of local, tune, train, got {backend!r}")
-    _backend, _trial_dir, _metric = backend, trial_dir, metric
+    global _backend, _trial_dir, _metric, _watchdog
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    _backend, _trial_dir, _metric, _watchdog = backend, trial_dir, metric, watchdog
 
 
 def backend() -> str:
-    """Which runner called the loop: "local", "tune" (1 worker) or "train" (TorchTrainer)."""
+    """Which runner called the loop: "local", "tune" (1 worker), "train" (TorchTrainer) or "program"."""
     return _backend
 
 
@@ -77,6 +88,11 @@ def get_context() -> TrialContext:
         # Ray sets CUDA_VISIBLE_DEVICES to the trial's GPU, so it is always cuda:0 here.
         device = torch.device("cuda:0" if ray.get_gpu_ids() and torch.cuda.is_available() else "cpu")
         return TrialContext(0, 0, 1, device, _trial_dir or os.getcwd())
+    if _backend == "program":  # the torchrun variables raysweep set for this worker
+        local_rank = int(os.environ.get("LOCAL_RANK", 0))
+        device = torch.device(f"cuda:{local_rank}" if torch.cuda.is_available() else "cpu")
+        trial_dir = os.path.dirname(os.path.dirname(os.environ[METRICS_FILE_ENV]))  # <trial>/metrics/<file>
+        return TrialContext(int(os.environ.get("RANK", 0)), local_rank, int(os.environ.get("WORLD_SIZE", 1)), device, trial_dir)
     device = torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
     return TrialContext(0, 0, 1, device, _trial_dir or os.getcwd())
 
@@ -92,12 +108,7 @@ def report(metrics: Mapping[str, Any], checkpoint: str | os.PathLike | None = No
             returns, so a temporary directory is fine.
     """
     metrics = dict(metrics)
-    if _metric is not None and _metric not in metrics:
-        # Without this the scheduler would never see the metric and the sweep would learn nothing.
-        raise ValueError(
-            f"the sweep's metric {_metric!r} (metric.name in the spec) is missing from this report; "
-            f"it reported: {', '.join(sorted(metrics)) or 'nothing'}"
-        )
+    check_metric(metrics, _metric)
     if _backend == "train":
         import ray.train
 
@@ -108,12 +119,56 @@ def report(metrics: Mapping[str, Any], checkpoint: str | os.PathLike | None = No
 
         ckpt = ray.tune.Checkpoint.from_directory(os.fspath(checkpoint)) if checkpoint else None
         ray.tune.report(metrics, checkpoint=ckpt)
+    elif _backend == "program":
+        with open(os.environ[METRICS_FILE_ENV], "a") as f:  # read live by the trial (engine/program.py)
+            f.write(json.dumps({"source": "report", "metrics": _plain_numbers(metrics)}) + "\n")
     else:
         global _local_checkpoint
         _local_reports.append(metrics)
         if checkpoint:
             _local_checkpoint = tempfile.mkdtemp(prefix="raysweep_ckpt_")
             shutil.copytree(checkpoint, _local_checkpoint, dirs_exist_ok=True)
+    if _watchdog is not None:
+        _watchdog.beat()
+
+
+class MetricError(ValueError):
+    """A report the sweep cannot use: its metric is missing or not a finite number."""
+
+
+def check_metric(metrics: Mapping[str, Any], metric: str | None) -> None:
+    """The spec's metric must be in every report and finite.
+
+    A missing metric would leave the scheduler blind (it never prunes, the searcher learns
+    nothing); NaN or inf would rank a diverged trial. Either fails the trial with this
+    sentence, and the searcher records the trial as failed.
+    """
+    if metric is None:
+        return
+    if metric not in metrics:
+        raise MetricError(
+            f"the sweep's metric {metric!r} (metric.name in the spec) is missing from this report; "
+            f"it reported: {', '.join(sorted(metrics)) or 'nothing'}"
+        )
+    value = metrics[metric]
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise MetricError(f"the sweep's metric {metric!r} must be a number, got {value!r} ({type(value).__name__})")
+    if not math.isfinite(value):
+        raise MetricError(
+            f"the sweep's metric {metric!r} is {value} (the trial diverged); the trial is failed so that "
+            "the searcher records it as failed instead of ranking it"
+        )
+
+
+def _plain_numbers(metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """JSON-safe metrics: NumPy and 0-d torch scalars become Python numbers, NaN stays NaN."""
+    out = {}
+    for key, value in metrics.items():
+        if hasattr(value, "item") and getattr(value, "ndim", 0) == 0:
+            value = value.item()
+        if isinstance(value, (bool, int, float, str)) or value is None:
+            out[key] = value
+    return out
 
 
 def get_checkpoint() -> Any:

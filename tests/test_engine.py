@@ -53,6 +53,18 @@ def test_grid_runs_its_grid_and_logs_every_trial_to_wandb(tmp_path, ray_cluster)
         )
 
 
+@pytest.mark.parametrize("method", ["grid", "random", "bayes"])
+def test_max_concurrent_holds_for_every_method(tmp_path, ray_cluster, method):
+    spec = sweep(tmp_path, name=f"c{method}", method=method, run_cap=3, base_config={"epochs": 1, "sleep": 0.5},
+                 parameters={"x": {"values": [0.1, 0.2, 0.3]}})  # fmt: skip
+    out = run(spec, ray_cluster, "--wandb", "disabled", "--max-concurrent", "1")
+    assert out.returncode == 0, out.stderr
+    rows = sorted(read_trials(tmp_path / "runs" / f"c{method}" / TRIALS_FILE), key=lambda r: r["start"])
+    assert len(rows) == 3
+    for earlier, later in zip(rows, rows[1:]):
+        assert later["start"] >= earlier["end"], rows  # one trial at a time: the cluster has room for two
+
+
 def test_bayes_uses_optuna_and_keeps_its_journal(tmp_path, ray_cluster):
     import optuna
     from optuna.storages import JournalStorage
@@ -143,7 +155,7 @@ def test_driver_killed_mid_sweep_then_resume_completes_the_budget(tmp_path, ray_
         parameters={"x": {"values": [0.0, 0.1, 0.2, 0.3, 0.4, 0.5]}},
     )  # fmt: skip
     storage = tmp_path / "runs"
-    cmd = [sys.executable, "-m", "raysweep", "run", str(spec), "--address", ray_cluster, "--storage", str(storage), "--wandb", "disabled"]
+    cmd = [sys.executable, "-m", "raysweep", "run", str(spec), "--address", ray_cluster, "--storage", str(storage), "--wandb", "offline"]
     driver = subprocess.Popen(cmd, cwd=ROOT, env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     trials_file = storage / "k" / TRIALS_FILE
     deadline = time.time() + 300
@@ -177,6 +189,10 @@ def test_driver_killed_mid_sweep_then_resume_completes_the_budget(tmp_path, ray_
         assert max(r["training_iteration"] for r in results) == 3
         if t["trial_id"] in done_before:
             assert epochs[:3] == [1, 2, 3]
+        # W&B: a resumed trial continues its own run (same id), it does not start a second one
+        logged = [run_contents(f) for f in Path(row["trial_dir"]).glob("wandb/offline-run-*/*.wandb")]
+        assert logged and {r["run"]["id"] for r in logged} == {t["trial_id"]}
+        assert sorted({h["epoch"] for r in logged for h in r["history"]}) == [1, 2, 3]
 
 
 def test_a_metric_the_loop_never_reports_fails_with_the_names_it_did_report(tmp_path, ray_cluster):
@@ -184,4 +200,4 @@ def test_a_metric_the_loop_never_reports_fails_with_the_names_it_did_report(tmp_
     out = run(spec, ray_cluster, "--wandb", "disabled")
     assert out.returncode == 1
     assert "the sweep's metric 'val/loss' (metric.name in the spec) is missing from this report" in out.stdout
-    assert "epoch, rank, samples_per_sec, score, world_size" in out.stdout
+    assert "epoch, rank, resumed_from, samples_per_sec, score, world_size" in out.stdout

@@ -49,6 +49,7 @@ def run_contents(path: Path) -> dict[str, Any]:
             history.append({i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in r.history.item})
         elif kind == "config":
             config.update({i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in r.config.update})
-        elif kind == "run":
+        elif kind == "run":  # the config given to wandb.init travels inside the run record
             run = {"id": r.run.run_id, "group": r.run.run_group, "project": r.run.project}
+            config.update({i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in r.run.config.update})
     return {"history": history, "config": config, "run": run}

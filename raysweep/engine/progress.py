@@ -19,6 +19,7 @@ from typing import Any
 from ray.tune import Callback
 from ray.tune.stopper import Stopper
 
+from raysweep.engine.watchdog import read_explanation
 from raysweep.spec import SweepSpec
 from raysweep.spec.space import plain
 
@@ -72,7 +73,7 @@ class SweepMonitor(Callback):
         row = self.rows.setdefault(trial.trial_id, {"trial_id": trial.trial_id, "start": time.time()})
         row["config"] = {k: plain(v) for k, v in trial.config.items()}
         row["num_workers"] = int(trial.config.get("num_gpus", 1))
-        row["trial_dir"] = trial.local_path
+        row["trial_dir"] = trial.path  # in the run dir (trial.local_path is Ray's session staging copy)
         return row
 
     def _save(self) -> None:
@@ -175,7 +176,14 @@ class TargetStopper(Stopper):
 
 
 def _error_text(trial: Any) -> str:
-    """The last lines of the trial's error, the part a user reads first."""
+    """The last lines of the trial's error, the part a user reads first.
+
+    A trial the watchdog ended died with its process; its explanation is in the trial dir.
+    """
+    for trial_dir in (trial.path, trial.local_path):
+        explanation = read_explanation(trial_dir or "")
+        if explanation:
+            return explanation
     path = Path(trial.local_path or "") / "error.txt"
     text = path.read_text() if path.exists() else str(getattr(trial, "error_msg", "") or "unknown error")
     lines = [ln for ln in text.strip().splitlines() if ln.strip()]

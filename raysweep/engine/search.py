@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from ray.tune.schedulers import ASHAScheduler, FIFOScheduler, HyperBandScheduler, TrialScheduler
+from ray.tune.search import ConcurrencyLimiter
 from ray.tune.search.basic_variant import BasicVariantGenerator
 
 from raysweep.spec import SweepSpec, grid_points, optuna_space, tune_param_space
@@ -13,17 +14,22 @@ from raysweep.spec import SweepSpec, grid_points, optuna_space, tune_param_space
 OPTUNA_JOURNAL = "optuna.journal"
 
 
-def _grid(spec: SweepSpec, budget: int, run_dir: Path) -> tuple[Any, dict]:
+# Tune ignores TuneConfig(max_concurrent_trials) for a BasicVariantGenerator it is handed (it
+# only wraps Searchers in a ConcurrencyLimiter), so grid and random take the limit themselves.
+
+
+def _grid(spec: SweepSpec, budget: int, run_dir: Path, max_concurrent: int | None) -> tuple[Any, dict]:
     # Our grid order, capped at the budget, fed through Tune's variant generator.
     points = grid_points(spec)[:budget]
-    return BasicVariantGenerator(points_to_evaluate=points, random_state=spec.seed), tune_param_space(spec)
+    search = BasicVariantGenerator(points_to_evaluate=points, random_state=spec.seed, max_concurrent=max_concurrent or 0)
+    return search, tune_param_space(spec)
 
 
-def _random(spec: SweepSpec, budget: int, run_dir: Path) -> tuple[Any, dict]:
-    return BasicVariantGenerator(random_state=spec.seed), tune_param_space(spec)
+def _random(spec: SweepSpec, budget: int, run_dir: Path, max_concurrent: int | None) -> tuple[Any, dict]:
+    return BasicVariantGenerator(random_state=spec.seed, max_concurrent=max_concurrent or 0), tune_param_space(spec)
 
 
-def _bayes(spec: SweepSpec, budget: int, run_dir: Path) -> tuple[Any, dict]:
+def _bayes(spec: SweepSpec, budget: int, run_dir: Path, max_concurrent: int | None) -> tuple[Any, dict]:
     import optuna
     from optuna.storages import JournalStorage
     from optuna.storages.journal import JournalFileBackend
@@ -44,15 +50,17 @@ def _bayes(spec: SweepSpec, budget: int, run_dir: Path) -> tuple[Any, dict]:
         storage=storage,
         study_name=spec.name or "raysweep",
     )
+    if max_concurrent:
+        search = ConcurrencyLimiter(search, max_concurrent=max_concurrent)
     return search, {}
 
 
 SEARCHERS = {"grid": _grid, "random": _random, "bayes": _bayes}
 
 
-def build_search(spec: SweepSpec, budget: int, run_dir: Path) -> tuple[Any, dict]:
-    """The Tune search algorithm and the param_space that goes with it."""
-    return SEARCHERS[spec.method](spec, budget, run_dir)
+def build_search(spec: SweepSpec, budget: int, run_dir: Path, max_concurrent: int | None = None) -> tuple[Any, dict]:
+    """The Tune search algorithm, limited to ``max_concurrent`` trials at once, and its param_space."""
+    return SEARCHERS[spec.method](spec, budget, run_dir, max_concurrent)
 
 
 class StopRecorder:

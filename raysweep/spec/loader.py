@@ -26,6 +26,13 @@ GOALS = ("minimize", "maximize")
 SCHEDULERS = ("asha", "hyperband", "fifo")
 WANDB_MODES = ("offline", "online", "disabled")
 USE_GPU = ("auto", True, False)
+# W&B's command macros (wandb/sdk/launch/sweeps/utils.py), plus ${envvar:NAME}
+COMMAND_MACROS = (
+    "env", "interpreter", "program", "args", "args_no_hyphens", "args_no_boolean_flags", "args_json",
+    "args_json_file", "args_no_equals", "args_append_hydra", "args_override_hydra",
+)  # fmt: skip
+_MACRO = re.compile(r"\$\{([^}]*)\}")
+_ENVVAR = re.compile(r"envvar:[A-Za-z0-9_]+")
 
 
 @dataclass(frozen=True)
@@ -97,11 +104,17 @@ class SweepSpec:
     max_concurrent: int | None = None
     max_failures: int = 0
     report_timeout_s: float | None = None
+    reuse_actors: bool = True  # trials of one size run one after another in the same Tune actor process
     seed: int = 0
     resources: Resources = Resources()
     searcher: Searcher = Searcher()
     wandb: WandbSettings = WandbSettings()
     source: str | None = None
+
+    @property
+    def runs_program(self) -> bool:
+        """Trials run the W&B ``program:`` script (a ``train_loop`` takes precedence)."""
+        return self.train_loop is None and self.program is not None
 
     def param(self, name: str) -> Param | None:
         return next((p for p in self.parameters if p.name == name), None)
@@ -478,7 +491,7 @@ TOP_LEVEL = (
     "name", "description", "project", "entity",
     # raysweep's own
     "train_loop", "base_config", "scheduler", "searcher", "max_concurrent", "resources",
-    "max_failures", "report_timeout_s", "wandb", "seed",
+    "max_failures", "report_timeout_s", "reuse_actors", "wandb", "seed",
 )  # fmt: skip
 
 
@@ -520,6 +533,14 @@ def parse_spec(doc: Any, source: str | None = None, base_dir: Path = Path()) -> 
     command = doc.get("command")
     if command is not None and (not isinstance(command, list) or not all(isinstance(c, str) for c in command)):
         problems.append(f"command: must be a list of strings, got {command!r}")
+    elif command is not None:
+        for i, chunk in enumerate(command):
+            for name in _MACRO.findall(chunk):
+                if name not in COMMAND_MACROS and not _ENVVAR.fullmatch(name):
+                    problems.append(
+                        f"command.{i}: unknown macro ${{{name}}}{_did_you_mean(name, COMMAND_MACROS)}; "
+                        f"W&B's macros are {', '.join('${' + m + '}' for m in COMMAND_MACROS)} and ${{envvar:NAME}}"
+                    )
 
     def optional(key: str, check: Callable, *args: Any) -> Any:
         return check(doc[key], *args, key, problems) if key in doc else None
@@ -529,6 +550,7 @@ def parse_spec(doc: Any, source: str | None = None, base_dir: Path = Path()) -> 
     max_failures = optional("max_failures", _int_at_least, 0)
     seed = optional("seed", _int_at_least, 0)
     report_timeout_s = optional("report_timeout_s", _positive)
+    reuse_actors = optional("reuse_actors", _bool)
     for key in ("name", "description", "project", "entity"):
         optional(key, _text)
 
@@ -574,6 +596,7 @@ def parse_spec(doc: Any, source: str | None = None, base_dir: Path = Path()) -> 
         max_concurrent=max_concurrent,
         max_failures=max_failures or 0,
         report_timeout_s=report_timeout_s,
+        reuse_actors=reuse_actors is not False,
         seed=seed or 0,
         resources=resources,
         searcher=searcher,

@@ -1,0 +1,195 @@
+"""Faults with real processes and real signals, on a real ``ray start`` cluster.
+
+A killed Train worker, a loop that raises, a diverging metric, a hung rank, ranks that report
+different numbers of times, and a 200-trial sweep: the sweep goes on, nothing finished is
+lost, and every failure has a sentence. (The killed driver and resume live in test_engine.)
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from conftest import ROOT, cli_env, raysweep, show, write_spec
+
+from raysweep.engine.progress import TRIALS_FILE, read_trials
+
+pytestmark = pytest.mark.ray
+
+LOOP = "train_loops.smoke:train"
+
+
+def sweep(tmp_path: Path, name: str, **doc) -> Path:
+    base = {"name": name, "metric": {"name": "score", "goal": "minimize"}, "train_loop": LOOP, "method": "grid"}
+    return write_spec(tmp_path / f"{name}.yaml", **(base | doc))
+
+
+def run(spec: Path, cluster: str, *flags: str) -> subprocess.CompletedProcess:
+    return raysweep("run", str(spec), "--address", cluster, "--storage", str(spec.parent / "runs"), "--wandb", "disabled", *flags)
+
+
+def start(spec: Path, cluster: str) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "raysweep", "run", str(spec), "--address", cluster,
+           "--storage", str(spec.parent / "runs"), "--wandb", "disabled"]  # fmt: skip
+    return subprocess.Popen(cmd, cwd=ROOT, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def results(run_dir: Path, trial_id: str) -> list[dict]:
+    row = next(r for r in read_trials(run_dir / TRIALS_FILE) if r["trial_id"] == trial_id)
+    return [json.loads(line) for line in (Path(row["trial_dir"]) / "result.json").read_text().splitlines()]
+
+
+def train_workers() -> list[psutil.Process]:
+    return [p for p in psutil.process_iter(["name", "cmdline"]) if "RayTrainWorker" in " ".join(p.info["cmdline"] or [])]
+
+
+def test_a_killed_train_worker_restarts_from_its_checkpoint(tmp_path, ray_cluster):
+    spec = sweep(
+        tmp_path, "wk", max_failures=1, base_config={"epochs": 6, "sleep": 1.5},
+        parameters={"x": {"value": 0.3}, "num_gpus": {"value": 2}},
+    )  # fmt: skip
+    driver = start(spec, ray_cluster)
+    trials_file = tmp_path / "runs" / "wk" / TRIALS_FILE
+    deadline = time.time() + 240
+    while time.time() < deadline:  # wait until the trial has reported (and checkpointed) 2 epochs
+        assert driver.poll() is None, driver.communicate()
+        rows = read_trials(trials_file) if trials_file.exists() else []
+        if rows and (rows[0].get("iterations") or 0) >= 2:
+            break
+        time.sleep(0.3)
+    victims = train_workers()
+    assert len(victims) == 2
+    victims[-1].send_signal(signal.SIGKILL)
+    out, err = driver.communicate(timeout=400)
+    assert driver.returncode == 0, err + out
+
+    (trial,) = show(tmp_path / "runs" / "wk")["trials"]
+    assert trial["status"] == "done"
+    reported = results(tmp_path / "runs" / "wk", trial["trial_id"])
+    assert [r["epoch"] for r in reported] == [1, 2, 3, 4, 5, 6]  # no gap, no epoch twice
+    restarted = [r for r in reported if r["resumed_from"] > 0]
+    assert restarted, "the worker group was not restarted from a checkpoint"
+    assert restarted[0]["epoch"] == restarted[0]["resumed_from"] + 1 >= 3  # not from zero
+
+
+def test_a_raising_loop_is_retried_up_to_max_failures_and_the_sweep_goes_on(tmp_path, ray_cluster):
+    spec = sweep(
+        tmp_path, "rf", max_failures=1, base_config={"epochs": 3, "fail_at_epoch": 2},
+        parameters={"fail_attempts": {"values": [1, 5]}},  # fails once (then resumes) / fails every attempt
+    )  # fmt: skip
+    out = run(spec, ray_cluster)
+    assert out.returncode == 0, out.stderr + out.stdout
+    run_dir = tmp_path / "runs" / "rf"
+    trials = {t["config"]["fail_attempts"]: t for t in show(run_dir)["trials"]}
+    once = trials[1]
+    assert once["status"] == "done"
+    assert [r["epoch"] for r in results(run_dir, once["trial_id"])] == [1, 2, 3]  # retried from epoch 1's checkpoint
+    always = trials[5]
+    assert always["status"] == "failed" and "planned failure at epoch 2" in always["error"]
+    row = next(r for r in read_trials(run_dir / TRIALS_FILE) if r["trial_id"] == always["trial_id"])
+    assert (Path(row["trial_dir"]) / "smoke_failures").read_text() == "xx"  # 1 try + max_failures=1 retry
+
+
+def test_a_nan_metric_fails_the_trial_and_optuna_records_it_failed(tmp_path, ray_cluster):
+    import optuna
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    spec = sweep(
+        tmp_path, "nan", method="bayes", run_cap=6, seed=3, base_config={"epochs": 3},
+        parameters={"x": {"min": 0.0, "max": 1.0}, "nan_at_epoch": {"values": [2, 99]}},
+    )  # fmt: skip
+    out = run(spec, ray_cluster)
+    assert out.returncode == 0, out.stderr + out.stdout
+    run_dir = tmp_path / "runs" / "nan"
+    data = show(run_dir)
+    assert len(data["trials"]) == 6
+    diverged = [t for t in data["trials"] if t["config"]["nan_at_epoch"] == 2]
+    healthy = [t for t in data["trials"] if t["config"]["nan_at_epoch"] == 99]
+    assert diverged and healthy, "seed 3 should draw both values"
+    assert all(t["status"] == "failed" and "'score' is nan (the trial diverged)" in t["error"] for t in diverged)
+    assert all(t["status"] == "done" for t in healthy)
+    assert data["best"]["config"]["nan_at_epoch"] == 99
+
+    study = optuna.load_study(study_name="nan", storage=JournalStorage(JournalFileBackend(str(run_dir / "optuna.journal"))))
+    states = {round(t.params["x"], 9): t.state for t in study.trials}
+    for t in diverged:
+        assert states[round(t["config"]["x"], 9)] == optuna.trial.TrialState.FAIL
+    for t in healthy:
+        assert states[round(t["config"]["x"], 9)] == optuna.trial.TrialState.COMPLETE
+    assert all(v is None or v == v for t in study.trials for v in (t.values or []))  # no NaN value reached Optuna
+
+
+def test_watchdog_ends_a_hung_loop_with_an_explanation(tmp_path, ray_cluster):
+    spec = sweep(
+        tmp_path, "h1", report_timeout_s=4, base_config={"epochs": 3},
+        parameters={"hang_at_epoch": {"values": [2, 99]}},
+    )  # fmt: skip
+    out = run(spec, ray_cluster)
+    assert out.returncode == 0, out.stderr + out.stdout
+    trials = {t["config"]["hang_at_epoch"]: t for t in show(tmp_path / "runs" / "h1")["trials"]}
+    assert trials[99]["status"] == "done"
+    assert trials[2]["status"] == "failed"
+    assert "watchdog: the train loop sent no report for 4 s (report_timeout_s) after its report #1" in trials[2]["error"]
+
+
+def test_watchdog_ends_a_rank_stuck_in_a_collective(tmp_path, ray_cluster):
+    spec = sweep(
+        tmp_path, "h2", report_timeout_s=5,
+        base_config={"epochs": 3, "collective": True, "hang_at_epoch": 2, "hang_rank": 1},
+        parameters={"num_gpus": {"value": 2}},
+    )  # fmt: skip
+    out = run(spec, ray_cluster)
+    assert out.returncode == 1
+    (trial,) = show(tmp_path / "runs" / "h2")["trials"]
+    assert trial["status"] == "failed"
+    assert "of 2 sent no report for 5 s (report_timeout_s) after its report #1" in trial["error"]
+    assert "reports per rank: rank 0: 1, rank 1: 1" in trial["error"]
+    assert not train_workers()
+
+
+def test_watchdog_explains_ranks_that_report_different_numbers_of_times(tmp_path, ray_cluster):
+    spec = sweep(
+        tmp_path, "h3", report_timeout_s=5, base_config={"epochs": 2, "extra_report_rank": 0},
+        parameters={"num_gpus": {"value": 2}},
+    )  # fmt: skip
+    out = run(spec, ray_cluster)
+    assert out.returncode == 1
+    (trial,) = show(tmp_path / "runs" / "h3")["trials"]
+    assert trial["status"] == "failed"
+    assert "rank 0: 2, rank 1: 2 (its loop returned)" in trial["error"]
+
+
+def test_two_hundred_trials_all_recorded_with_flat_driver_memory(tmp_path, ray_cluster):
+    spec = sweep(tmp_path, "load", method="random", run_cap=200, base_config={"epochs": 1},
+                 parameters={"x": {"min": 0.0, "max": 1.0}})  # fmt: skip
+    driver = start(spec, ray_cluster)
+    proc = psutil.Process(driver.pid)
+    trials_file = tmp_path / "runs" / "load" / TRIALS_FILE
+    samples: list[tuple[int, float]] = []  # (trials finished, driver RSS in MiB)
+    while driver.poll() is None:
+        rows = read_trials(trials_file) if trials_file.exists() else []
+        try:
+            samples.append((sum(r.get("status") == "done" for r in rows), proc.memory_info().rss / 2**20))
+        except (psutil.NoSuchProcess, ValueError):
+            break
+        time.sleep(1.0)
+    out, err = driver.communicate()
+    assert driver.returncode == 0, err + out
+    rows = read_trials(trials_file)
+    assert len(rows) == 200 and all(r["status"] == "done" for r in rows)
+    assert len({r["trial_id"] for r in rows}) == 200
+
+    def rss_at(done: int) -> float:
+        return max(rss for n, rss in samples if n <= done)
+
+    early, late = rss_at(50), rss_at(200)
+    print(f"\ndriver RSS: {rss_at(10):.0f} MiB after 10 trials, {early:.0f} after 50, {late:.0f} after 200 "
+          f"(+{late - early:.0f} MiB over the last 150); wall {samples and len(samples)} s")  # fmt: skip
+    assert late - early < 64, samples  # flat: no per-trial growth worth the name
