@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test smoke lint clean
+.PHONY: run test smoke lint clean bench
 
 $(BIN)/raysweep: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -29,6 +29,10 @@ test: $(BIN)/raysweep /usr/bin/chromium
 
 lint: $(BIN)/raysweep
 	$(BIN)/ruff check raysweep train_loops tests bench
+
+# The benchmarks (docs/benchmarks.md); each part takes the Ray lock in turn. BENCH_ARGS=--quick for tiny sizes.
+bench: $(BIN)/raysweep
+	$(BIN)/python -m bench $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) raysweep_runs

@@ -1,0 +1,59 @@
+"""``python -m bench [--quick] [--parts ...]``: every benchmark part, then the table.
+
+Each part runs in its own process under ``flock /tmp/raysweep-ray.lock`` (other sessions run
+Ray on this machine, and a part must not share the cores with them or hold the lock long),
+and writes ``bench/results/<part>.json``; the table is computed from those files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import time
+
+from bench.common import REPO
+from bench.report import render
+
+LOCK = "/tmp/raysweep-ray.lock"
+PARTS = {
+    "overhead_1w": ["bench.overhead", "--workers", "1"],
+    "overhead_2w": ["bench.overhead", "--workers", "2"],
+    "throughput_a": ["bench.throughput", "--system", "a"],
+    "throughput_b": ["bench.throughput", "--system", "b"],
+    "throughput_c": ["bench.throughput", "--system", "c"],
+    "ddp_scaling": ["bench.ddp_scaling"],
+    "search_bayes": ["bench.search", "--method", "bayes"],
+    "search_random": ["bench.search", "--method", "random"],
+    "search_grid": ["bench.search", "--method", "grid"],
+}
+
+
+def run_part(name: str, quick: bool) -> int:
+    cmd = [sys.executable, "-m", *PARTS[name]] + (["--quick"] if quick else [])
+    if shutil.which("flock"):
+        cmd = ["flock", LOCK, *cmd]
+    t0 = time.time()
+    print(f"== {name}: {' '.join(cmd)}", flush=True)
+    code = subprocess.run(cmd, cwd=REPO).returncode
+    print(f"== {name}: exit {code} after {time.time() - t0:.0f} s", flush=True)
+    return code
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="tiny sizes: a check that everything runs, not figures")
+    p.add_argument("--parts", nargs="+", choices=tuple(PARTS), default=list(PARTS), metavar="PART",
+                   help=f"which parts (default all): {', '.join(PARTS)}")
+    args = p.parse_args()
+    failed = [name for name in args.parts if run_part(name, args.quick) != 0]
+    print()
+    print(render(args.quick))
+    if failed:
+        print(f"\nparts that failed: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,122 @@
+"""Shared by every benchmark part: event logs, memory sampling, results files, medians."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import threading
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+RESULTS = Path(os.environ.get("BENCH_RESULTS_DIR") or Path(__file__).resolve().parent / "results")
+REPO = Path(__file__).resolve().parent.parent
+
+
+def read_events(path: str | os.PathLike) -> list[dict[str, Any]]:
+    p = Path(path)
+    if not p.exists():
+        return []
+    return [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
+
+
+def busy_worker_seconds(events: Iterable[dict[str, Any]]) -> float:
+    """Sum over worker processes of (loop end - loop start): the time the workers computed."""
+    starts: dict[tuple, float] = {}
+    busy = 0.0
+    for e in events:
+        key = (e["pid"], e.get("tag"))
+        if e["kind"] == "start":
+            starts[key] = e["t"]
+        elif e["kind"] == "end" and key in starts:
+            busy += e["t"] - starts.pop(key)
+    return busy
+
+
+def median(xs: Iterable[float]) -> float:
+    xs = list(xs)
+    return statistics.median(xs) if xs else float("nan")
+
+
+def per_trial_seconds(spans: list[tuple[float, float]]) -> list[float]:
+    """Sequential trials: the gaps between consecutive trial ends (the first from its own start).
+
+    Each gap holds one trial's whole cost, launch and teardown included.
+    """
+    spans = sorted(spans, key=lambda s: s[1])
+    if not spans:
+        return []
+    ends = [spans[0][0]] + [end for _, end in spans]
+    return [b - a for a, b in zip(ends, ends[1:], strict=False)]
+
+
+class RssSampler:
+    """Peak RSS of this process and of all its descendants (Ray's processes, torchrun's ranks).
+
+    Sampled every ``interval_s`` on a thread; RSS double-counts shared pages (Ray's object
+    store), so the sum is an upper bound of what the processes hold together.
+    """
+
+    def __init__(self, interval_s: float = 0.25) -> None:
+        self.interval_s = interval_s
+        self.peak_driver = 0
+        self.peak_children = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _sample(self) -> None:
+        me = psutil.Process()
+        self.peak_driver = max(self.peak_driver, me.memory_info().rss)
+        total = 0
+        for child in me.children(recursive=True):
+            try:
+                total += child.memory_info().rss
+            except psutil.Error:
+                pass
+        self.peak_children = max(self.peak_children, total)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._sample()
+            self._stop.wait(self.interval_s)
+
+    def __enter__(self) -> RssSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def as_dict(self) -> dict[str, float]:
+        mib = 1024 * 1024
+        return {"driver_peak_rss_mib": round(self.peak_driver / mib, 1), "children_peak_rss_mib": round(self.peak_children / mib, 1)}
+
+
+def machine() -> dict[str, Any]:
+    """What the figures were measured on (they mean little without it)."""
+    import ray
+    import torch
+
+    return {
+        "cpus": os.cpu_count(),
+        "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "ray": ray.__version__,
+        "torch": torch.__version__,
+        "load_avg_at_start": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+def write_result(name: str, data: dict[str, Any], quick: bool) -> Path:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{name}{'_quick' if quick else ''}.json"
+    data = {"part": name, "quick": quick, "finished": time.strftime("%Y-%m-%d %H:%M:%S"), "machine": machine(), **data}
+    path.write_text(json.dumps(data, indent=2, default=float) + "\n")
+    return path

@@ -1,0 +1,113 @@
+"""Read bench/results/*.json, compute the ratios pair by pair, check the targets, print a table.
+
+    .venv/bin/python -m bench.report [--quick] [--markdown]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from bench.common import RESULTS
+
+NAMES = {"a_raysweep": "(a) raysweep", "b_docs_pattern": "(b) Ray docs pattern", "c_torchrun_agent": "(c) Optuna + torchrun",
+         "d_plain_tune": "(d) plain Tune"}
+
+
+def load(quick: bool) -> dict[str, Any]:
+    suffix = "_quick.json" if quick else ".json"
+    out = {}
+    for p in sorted(RESULTS.glob(f"*{suffix}")):
+        if quick or not p.name.endswith("_quick.json"):
+            out[p.name.removesuffix(suffix)] = json.loads(p.read_text())
+    return out
+
+
+def _f(x: Any, fmt: str = "{:.2f}") -> str:
+    return "n/a" if x is None else fmt.format(x)
+
+
+def _check(ok: bool | None) -> str:
+    return "n/a" if ok is None else ("met" if ok else "MISSED")
+
+
+def tables(r: dict[str, Any]) -> tuple[list[str], list[tuple[str, str, str]]]:
+    lines: list[str] = []
+    targets: list[tuple[str, str, str]] = []
+    lines += ["### 1. Per-trial overhead (trivial trials, one at a time; median s/trial)", "",
+              "| system | 1 worker | ratio to (b) | 2 workers | ratio to (b) |", "|---|---|---|---|---|"]
+    o1 = r.get("overhead_1w", {}).get("systems", {})
+    o2 = r.get("overhead_2w", {}).get("systems", {})
+    for key, name in NAMES.items():
+        a, b = o1.get(key, {}), o2.get(key, {})
+        lines.append(f"| {name} | {_f(a.get('per_trial_s'))} | {_f(o1.get('ratios_to_b', {}).get(key))} | "
+                     f"{_f(b.get('per_trial_s'))} | {_f(o2.get('ratios_to_b', {}).get(key))} |")
+    r1 = o1.get("ratios_to_b", {}).get("a_raysweep")
+    r2 = o2.get("ratios_to_b", {}).get("a_raysweep")
+    targets.append(("1-worker overhead (a)/(b) <= 0.35", _f(r1), _check(None if r1 is None else r1 <= 0.35)))
+    targets.append(("2-worker overhead (a)/(b) <= 0.9", _f(r2), _check(None if r2 is None else r2 <= 0.9)))
+
+    lines += ["", "### 2 + 5. 16-trial mixed sweep (8 x 1 worker, 8 x 2 workers): throughput and memory", "",
+              "| system | wall s (first start to last end) | with cluster start s | busy worker-s | utilisation | driver peak RSS MiB | children peak RSS MiB |",
+              "|---|---|---|---|---|---|---|"]
+    tp = {s: r.get(f"throughput_{s}") for s in "abc"}
+    for s, name in zip("abc", list(NAMES.values())[:3], strict=True):
+        t = tp[s] or {}
+        lines.append(f"| {name} | {_f(t.get('wall_s'), '{:.1f}')} | {_f(t.get('total_s'), '{:.1f}')} | {_f(t.get('busy_worker_s'), '{:.1f}')} | "
+                     f"{_f(t.get('utilisation'), '{:.3f}')} | {_f(t.get('driver_peak_rss_mib'), '{:.0f}')} | {_f(t.get('children_peak_rss_mib'), '{:.0f}')} |")
+    ua = (tp["a"] or {}).get("utilisation")
+    targets.append(("utilisation of (a) >= 0.85", _f(ua, "{:.3f}"), _check(None if ua is None else ua >= 0.85)))
+    wa, wc = (tp["a"] or {}).get("wall_s"), (tp["c"] or {}).get("wall_s")
+    sp = wc / wa if wa and wc else None
+    targets.append(("(a) >= 2x faster than (c) on the 16-trial sweep", _f(sp, "{:.2f}x"), _check(None if sp is None else sp >= 2)))
+    wb = (tp["b"] or {}).get("wall_s")
+    if wa and wb:
+        lines.append(f"\n(a)/(b) wall: {wa / wb:.2f}; (c)/(a) wall: {_f(sp)}")
+
+    d = r.get("ddp_scaling", {}).get("systems", {})
+    lines += ["", "### 4. DDP scaling (looped transformer, samples/sec, median over epochs 2..)", "",
+              "| system | 1 worker | 2 workers | speed-up |", "|---|---|---|---|"]
+    for key, name in (("a_raysweep", "(a) raysweep"), ("c_torchrun", "(c) torchrun")):
+        x = d.get(key, {})
+        lines.append(f"| {name} | {_f(x.get('samples_per_sec_1w'), '{:.0f}')} | {_f(x.get('samples_per_sec_2w'), '{:.0f}')} | {_f(x.get('speedup_2w'))} |")
+
+    s = {m: r.get(f"search_{m}") for m in ("bayes", "random", "grid")}
+    grid_best = (s["grid"] or {}).get("best")
+    lines += ["", "### 3. Search efficiency (stages sweep, reduced; raysweep)", "",
+              "| method | trials | best exact_accuracy | wall s | s to reach grid's best | s to reach 0.5 |", "|---|---|---|---|---|---|"]
+    times = {}
+    for m, name in (("bayes", "ASHA + TPE (stages_bayes.yaml)"), ("random", "ASHA + random (stages_random.yaml)"), ("grid", "ASHA + grid (stages.yaml)")):
+        x = s[m] or {}
+        curve = x.get("curve") or []
+        t_grid = next((t for t, v in curve if grid_best is not None and v >= grid_best), None)
+        t_half = next((t for t, v in curve if v >= 0.5), None)
+        times[m] = t_grid
+        lines.append(f"| {name} | {x.get('trials_done', 'n/a')} | {_f(x.get('best'), '{:.4f}')} | {_f(x.get('wall_s'), '{:.0f}')} | "
+                     f"{_f(t_grid, '{:.0f}')} | {_f(t_half, '{:.0f}')} |")
+    grid_wall = (s["grid"] or {}).get("wall_s")
+    ratio = times["bayes"] / grid_wall if times.get("bayes") is not None and grid_wall else None
+    targets.append(("ASHA+TPE reaches grid's best in <= 0.3x grid's wall", _f(ratio), _check(None if ratio is None else ratio <= 0.3)))
+    return lines, targets
+
+
+def render(quick: bool) -> str:
+    r = load(quick)
+    lines, targets = tables(r)
+    machine = next((v["machine"] for v in r.values() if "machine" in v), {})
+    head = [f"Machine: {machine.get('cpus')} CPUs, {machine.get('memory_gib')} GiB, {machine.get('platform')}, "
+            f"Python {machine.get('python')}, Ray {machine.get('ray')}, torch {machine.get('torch')}; no GPU.", ""]
+    tail = ["", "### Targets (ratios to (b), computed within one run)", "", "| target | measured | |", "|---|---|---|"]
+    tail += [f"| {t} | {v} | {c} |" for t, v, c in targets]
+    return "\n".join(head + lines + tail)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description="the benchmark's table from bench/results")
+    p.add_argument("--quick", action="store_true", help="read the --quick results")
+    args = p.parse_args()
+    print(render(args.quick))
+
+
+if __name__ == "__main__":
+    main()

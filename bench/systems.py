@@ -1,0 +1,234 @@
+"""The four ways of running the same list of trials that the benchmark compares.
+
+(a) raysweep (``run_sweep`` on a spec), (b) the pattern of Ray's docs (a Tune function
+trainable that builds a ``TorchTrainer`` with ``TuneReportCallback``, ``OptunaSearch`` and
+``ASHAScheduler``), (c) the "seeds' way" (one sequential agent: Optuna asks, ``torchrun``
+runs the trial), (d) a plain Tune function trainable with no Train (1 worker only: the floor).
+
+Every runner takes the same trials (worker count + the nested config the loop receives) and
+returns spans (start, end) per trial, the wall time, peak memory and the loop's event log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bench.common import REPO, RssSampler, read_events
+from raysweep.spec import grid_points, load_spec, trial_config
+
+
+def spec_trials(spec_doc: dict[str, Any]) -> tuple[Any, list[dict[str, Any]]]:
+    """Write ``spec_doc`` as a sweep file, load it with raysweep, and expand its grid.
+
+    Every system then runs exactly raysweep's configs, in raysweep's order.
+    """
+    path = Path(tempfile.mkdtemp(prefix="raysweep_bench_spec_")) / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec_doc, sort_keys=False))
+    spec = load_spec(path)
+    trials = [{"workers": int(flat.get("num_gpus", 1)), "config": trial_config(spec, flat)} for flat in grid_points(spec)]
+    return spec, trials
+
+
+def _with_events(trials: list[dict[str, Any]], events: str) -> list[dict[str, Any]]:
+    return [{**t, "config": {**t["config"], "bench_events": events, "bench_tag": i}} for i, t in enumerate(trials)]
+
+
+def _finish(started: float, spans: list[tuple[float, float]], events: str, rss: RssSampler, extra: dict | None = None) -> dict[str, Any]:
+    ev = read_events(events)
+    return {
+        "total_s": time.time() - started,
+        "spans": spans,
+        "events": ev,
+        **rss.as_dict(),
+        **(extra or {}),
+    }
+
+
+# --- (a) raysweep ------------------------------------------------------------------------------
+
+
+def run_raysweep(spec_doc: dict[str, Any], loop: str, max_concurrent: int | None = None) -> dict[str, Any]:
+    """raysweep's own engine on the spec (grid, its scheduler), W&B off."""
+    from raysweep.engine.sweep import run_sweep
+
+    workdir = Path(tempfile.mkdtemp(prefix="raysweep_bench_a_"))
+    events = str(workdir / "events.jsonl")
+    doc = {**spec_doc, "train_loop": f"bench.loops:{loop}"}
+    doc["base_config"] = {**doc.get("base_config", {}), "bench_events": events}
+    spec, _ = spec_trials(doc)
+    started = time.time()
+    with RssSampler() as rss:
+        code = run_sweep(spec, name="a", storage=workdir, max_concurrent=max_concurrent, wandb_mode="disabled", quiet=True)
+    rows = [json.loads(line) for line in (workdir / "a" / "trials.jsonl").read_text().splitlines() if line.strip()]
+    spans = [(r["start"], r["end"]) for r in rows if "end" in r]
+    failed = [r.get("error", "")[-500:] for r in rows if r.get("status") == "failed"]
+    return _finish(started, spans, events, rss, {"exit_code": code, "failed": failed, "run_dir": str(workdir / "a")})
+
+
+# --- (b) Ray's documented pattern and (d) plain Tune --------------------------------------------
+
+
+def _docs_worker(config: dict[str, Any]) -> None:
+    """Every TorchTrainer worker: the same loop, reporting through ray.train."""
+    from bench import loops
+    from raysweep import trial
+
+    trial.set_backend("train")  # the loop's report() goes straight to ray.train.report
+    getattr(loops, config["loop"])(config["config"])
+
+
+def _docs_trial(config: dict[str, Any], trials: list, loop: str, storage: str) -> None:
+    """The Tune function trainable of Ray's Train V2 + Tune docs: build a TorchTrainer, fit it."""
+    from ray import tune
+    from ray.train import RunConfig, ScalingConfig
+    from ray.train.torch import TorchTrainer
+    from ray.tune.integration.ray_train import TuneReportCallback
+
+    t = trials[config["index"]]
+    TorchTrainer(
+        _docs_worker,
+        train_loop_config={"loop": loop, "config": t["config"]},
+        scaling_config=ScalingConfig(num_workers=t["workers"], use_gpu=False),
+        run_config=RunConfig(name=tune.get_context().get_trial_id(), storage_path=storage, callbacks=[TuneReportCallback()]),
+    ).fit()
+
+
+def _plain_trial(config: dict[str, Any], trials: list, loop: str, storage: str) -> None:  # noqa: ARG001
+    """(d): the loop inside the Tune trial, reporting through ray.tune."""
+    from bench import loops
+    from raysweep import trial
+
+    trial.set_backend("tune")
+    getattr(loops, loop)(trials[config["index"]]["config"])
+
+
+@contextlib.contextmanager
+def ray_defaults() -> Iterator[None]:
+    """(b) and (d) run as a user writes them, with Ray's defaults: the Ray they start must not
+    inherit what importing raysweep.engine set in this process (its Train poll interval)."""
+    from raysweep.engine import TRAIN_POLL_ENV
+
+    saved = os.environ.pop(TRAIN_POLL_ENV, None)
+    try:
+        yield
+    finally:
+        if saved is not None:
+            os.environ[TRAIN_POLL_ENV] = saved
+
+
+def _tune_run(fn: Any, resources: dict[str, float], trials: list[dict[str, Any]], loop: str, metric: str, mode: str,
+              max_concurrent: int, searcher: bool, events: str, storage: Path) -> dict[str, Any]:
+    import ray
+    from ray import tune
+
+    spans: dict[str, list[float]] = {}
+
+    class Spans(tune.Callback):
+        def on_trial_start(self, iteration, trials, trial, **info):  # noqa: ANN001, ARG002
+            spans[trial.trial_id] = [time.time()]
+
+        def on_trial_complete(self, iteration, trials, trial, **info):  # noqa: ANN001, ARG002
+            spans[trial.trial_id].append(time.time())
+
+        on_trial_error = on_trial_complete
+
+    n = len(trials)
+    tune_config: dict[str, Any] = {"metric": metric, "mode": mode, "max_concurrent_trials": max_concurrent}
+    if searcher:
+        import optuna
+        from ray.tune.schedulers import ASHAScheduler
+        from ray.tune.search.optuna import OptunaSearch
+
+        # The fixed trials go in as points_to_evaluate; ASHA's grace period is beyond the last
+        # report, so it stops nothing and the work done is the same as (a)'s and (c)'s.
+        space = {"index": optuna.distributions.CategoricalDistribution(list(range(n)))}
+        tune_config["search_alg"] = OptunaSearch(space=space, metric=metric, mode=mode, points_to_evaluate=[{"index": i} for i in range(n)])
+        tune_config["scheduler"] = ASHAScheduler(grace_period=10_000, max_t=10_001)
+        tune_config["num_samples"] = n
+        param_space: dict[str, Any] = {}
+    else:
+        param_space = {"index": tune.grid_search(list(range(n)))}
+    trainable = tune.with_resources(tune.with_parameters(fn, trials=trials, loop=loop, storage=str(storage / "train")), resources)
+    started = time.time()
+    errors: list[str] = []
+    with RssSampler() as rss, ray_defaults():
+        ray.init(num_cpus=os.cpu_count() or 1, include_dashboard=False, log_to_driver=False,
+                 runtime_env={"env_vars": {"PYTHONPATH": str(REPO)}})
+        try:
+            grid = tune.Tuner(
+                trainable,
+                param_space=param_space,
+                tune_config=tune.TuneConfig(**tune_config),
+                run_config=tune.RunConfig(storage_path=str(storage / "tune"), verbose=0, callbacks=[Spans()]),
+            ).fit()
+            errors = [str(r.error)[-500:] for r in grid if r.error]
+        finally:
+            ray.shutdown()
+    return _finish(started, [(s[0], s[1]) for s in spans.values() if len(s) == 2], events, rss, {"failed": errors})
+
+
+def run_docs_pattern(trials: list[dict[str, Any]], loop: str, metric: str, mode: str, max_concurrent: int = 2) -> dict[str, Any]:
+    """(b): trial reserves 0 CPU (its workers take 1 CPU each), at most ``max_concurrent`` trials."""
+    workdir = Path(tempfile.mkdtemp(prefix="raysweep_bench_b_"))
+    events = str(workdir / "events.jsonl")
+    # Tune rejects an empty bundle; a token of memory makes the trial itself hold no CPU.
+    resources = {"cpu": 0, "memory": 1}
+    return _tune_run(_docs_trial, resources, _with_events(trials, events), loop, metric, mode, max_concurrent, True, events, workdir)
+
+
+def run_plain_tune(trials: list[dict[str, Any]], loop: str, metric: str, mode: str, max_concurrent: int = 2) -> dict[str, Any]:
+    """(d): one CPU per trial, the loop in the trial process; 1-worker trials only."""
+    if any(t["workers"] != 1 for t in trials):
+        raise ValueError("plain Tune runs 1-worker trials only")
+    workdir = Path(tempfile.mkdtemp(prefix="raysweep_bench_d_"))
+    events = str(workdir / "events.jsonl")
+    return _tune_run(_plain_trial, {"cpu": 1}, _with_events(trials, events), loop, metric, mode, max_concurrent, False, events, workdir)
+
+
+# --- (c) the seeds' way: Optuna agent + torchrun ---------------------------------------------------
+
+
+def run_torchrun_agent(trials: list[dict[str, Any]], loop: str, metric: str, mode: str) -> dict[str, Any]:
+    """One agent, one trial at a time: Optuna hands out the config, torchrun runs it."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    workdir = Path(tempfile.mkdtemp(prefix="raysweep_bench_c_"))
+    events = str(workdir / "events.jsonl")
+    study = optuna.create_study(direction="maximize" if mode == "max" else "minimize")
+    trials = _with_events(trials, events)
+    for i in range(len(trials)):
+        study.enqueue_trial({"index": i})
+    spans, failed = [], []
+    started = time.time()
+    with RssSampler() as rss:
+        for i in range(len(trials)):
+            t0 = time.time()
+            ask = study.ask({"index": optuna.distributions.IntDistribution(0, len(trials) - 1)})
+            t = trials[ask.params["index"]]
+            cfg, out = workdir / f"config_{i}.json", workdir / f"out_{i}.json"
+            cfg.write_text(json.dumps(t["config"]))
+            torchrun = str(Path(sys.executable).with_name("torchrun"))
+            proc = subprocess.run(
+                [torchrun, "--standalone", f"--nproc_per_node={t['workers']}", str(REPO / "bench" / "torchrun_entry.py"), loop, str(cfg), str(out)],
+                cwd=REPO, capture_output=True, text=True,
+            )
+            if proc.returncode != 0 or not out.exists():
+                failed.append(proc.stderr[-500:])
+                study.tell(ask, state=optuna.trial.TrialState.FAIL)
+            else:
+                reports = json.loads(out.read_text())
+                study.tell(ask, reports[-1][metric])
+            spans.append((t0, time.time()))
+    return _finish(started, spans, events, rss, {"failed": failed})

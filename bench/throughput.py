@@ -1,0 +1,81 @@
+"""Part 2 (and 5), sweep throughput and memory: a fixed 16-trial sweep of short real trials.
+
+Half the trials have 1 worker and half 2 (interleaved), each a short looped-transformer run.
+Utilisation = busy worker-seconds (time inside the train loop, summed over every worker
+process) / (worker slots x wall), wall = first trial start to last trial end. Peak RSS of the
+driver and of all its child processes (Ray's, or torchrun's) is sampled during the sweep.
+
+    flock /tmp/raysweep-ray.lock .venv/bin/python -m bench.throughput --system a [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from bench import systems
+from bench.common import busy_worker_seconds, write_result
+
+SIZES = {  # trial size: (train_size, val_size, epochs); a full trial is ~5 s of compute on one core
+    "full": (3000, 500, 2),
+    "quick": (400, 100, 1),
+}
+
+
+def mixed_spec(n_seeds: int, quick: bool) -> dict[str, Any]:
+    train_size, val_size, epochs = SIZES["quick" if quick else "full"]
+    return {
+        "name": "bench-throughput",
+        "method": "grid",
+        "metric": {"name": "exact_accuracy", "goal": "maximize"},
+        "parameters": {"seed": {"values": list(range(n_seeds))}, "num_gpus": {"values": [1, 2]}},
+        "train_loop": "bench.loops:transformer",
+        "base_config": {"epochs": epochs, "train_size": train_size, "val_size": val_size, "checkpoint_every": 0},
+    }
+
+
+def summarise(r: dict[str, Any], slots: int) -> dict[str, Any]:
+    starts = [s for s, _ in r["spans"]]
+    ends = [e for _, e in r["spans"]]
+    wall = max(ends) - min(starts) if ends else float("nan")
+    busy = busy_worker_seconds(r["events"])
+    return {
+        "wall_s": round(wall, 1),
+        "total_s": round(r["total_s"], 1),  # with cluster start and shutdown
+        "busy_worker_s": round(busy, 1),
+        "utilisation": round(busy / (slots * wall), 3) if ends else None,
+        "trials_done": len(r["spans"]),
+        "failed": r["failed"],
+        "driver_peak_rss_mib": r["driver_peak_rss_mib"],
+        "children_peak_rss_mib": r["children_peak_rss_mib"],
+    }
+
+
+def run(system: str, quick: bool) -> dict[str, Any]:
+    spec_doc = mixed_spec(2 if quick else 8, quick)
+    _, trials = systems.spec_trials(spec_doc)
+    metric, mode = "exact_accuracy", "max"
+    if system == "a":
+        r = systems.run_raysweep(spec_doc, "transformer")
+    elif system == "b":
+        r = systems.run_docs_pattern(trials, "transformer", metric, mode, max_concurrent=2)
+    elif system == "c":
+        r = systems.run_torchrun_agent(trials, "transformer", metric, mode)
+    else:
+        raise ValueError(f"system must be a, b or c, got {system!r}")
+    return summarise(r, slots=os.cpu_count() or 1)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description="16-trial mixed sweep: wall time, utilisation, memory")
+    p.add_argument("--system", choices=("a", "b", "c"), required=True)
+    p.add_argument("--quick", action="store_true")
+    args = p.parse_args()
+    out = run(args.system, args.quick)
+    print(f"throughput {args.system}: {out}", flush=True)
+    print(write_result(f"throughput_{args.system}", {"system": args.system, **out}, args.quick))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,37 @@
+"""The benchmark's quick mode runs end to end and writes a results file with the expected keys.
+
+Only the cheap part (per-trial overhead, 1 worker: raysweep, Optuna + torchrun, plain Tune)
+runs here, on a real local Ray and a real torchrun; no timing is asserted, machines differ.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+LOCK = "/tmp/raysweep-ray.lock"  # other sessions' Ray tests share this machine
+
+
+@pytest.mark.skipif(shutil.which("flock") is None, reason="needs flock(1)")
+def test_quick_overhead_part_writes_results(tmp_path: Path) -> None:
+    cmd = ["flock", LOCK, sys.executable, "-m", "bench.overhead", "--workers", "1", "--quick", "--systems", "acd"]
+    env = {**os.environ, "BENCH_RESULTS_DIR": str(tmp_path)}
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+
+    data = json.loads((tmp_path / "overhead_1w_quick.json").read_text())
+    assert data["part"] == "overhead_1w" and data["quick"] is True and data["workers"] == 1
+    assert data["machine"]["cpus"] >= 1
+    for key in ("a_raysweep", "c_torchrun_agent", "d_plain_tune"):
+        system = data["systems"][key]
+        assert system["failed"] == [], system["failed"]
+        assert system["trials_done"] == data["trials"]
+        assert system["per_trial_s"] > 0
+        assert all(s > 0 for s in system["each_s"])
