@@ -34,9 +34,11 @@ cd "${SLURM_SUBMIT_DIR:-$PWD}"
 BIN=${RAYSWEEP_BIN:-@BIN@}  # the virtualenv with raysweep and ray, on every node
 PORT=@PORT@
 # Ray's token authentication stays on: every node and the sweep read the token from
-# ~/.ray/auth_token (the head writes one on its first start if there is none), and $HOME is
-# shared by the nodes of a cluster. Keep that file private: it grants control of the cluster.
+# ~/.ray/auth_token, written here if there is none, and $HOME is
+# shared by the nodes of a cluster. The file stays private: it grants control of the cluster.
 export RAY_AUTH_MODE=token
+"$BIN/ray" get-auth-token --generate >/dev/null || exit 1
+chmod 600 ~/.ray/auth_token
 
 nodes=($(scontrol show hostnames "$SLURM_JOB_NODELIST"))
 head=${nodes[0]}

@@ -30,16 +30,23 @@ def ray_cluster():
     trial the scheduler stopped through the dashboard's State API.
     """
     port = free_port()
+    ensure_ray_token()
     subprocess.run(
         [RAY, "start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1", "--num-cpus=2",
          "--resources", json.dumps({"raysweep_slot": 2}), "--dashboard-host=127.0.0.1",
          f"--dashboard-port={free_port()}", "--disable-usage-stats"],
-        check=True, capture_output=True, cwd=ROOT,
+        check=True, capture_output=True, cwd=ROOT, env=cli_env(),
     )  # fmt: skip
     try:
         yield f"127.0.0.1:{port}"
     finally:
         subprocess.run([RAY, "stop", "--force"], capture_output=True)
+
+
+def ensure_ray_token() -> None:
+    """Write ~/.ray/auth_token if there is none: `ray start` with token authentication needs one
+    (an embedded ``ray.init`` writes it itself), and on a fresh machine there is none yet."""
+    subprocess.run([RAY, "get-auth-token", "--generate"], check=True, capture_output=True)
 
 
 def screenshot_path(tmp_path: Path, name: str) -> Path:

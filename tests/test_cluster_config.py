@@ -21,6 +21,9 @@ def test_cluster_yaml_validates_against_rays_schema():
     slots = {name: t["resources"].get("raysweep_slot") for name, t in config["available_node_types"].items()}
     assert slots == {"head": None, "gpu_worker_8x": 8}
     assert any("torch==2.13.0" in c for c in config["setup_commands"])
+    starts = config["head_start_ray_commands"][-1:] + config["worker_start_ray_commands"][-1:]
+    assert all("RAY_AUTH_MODE=token ray start" in c for c in starts)  # token auth on every node
+    assert config["file_mounts"]["~/.ray/auth_token"] == "~/.ray/auth_token"
 
 
 def test_the_schema_check_catches_a_bad_key():

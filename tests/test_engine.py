@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import ROOT, cli_env, raysweep, show, write_spec
 from wandb_records import run_contents
 
@@ -27,6 +28,26 @@ def sweep(tmp_path: Path, name: str = "s", **doc) -> Path:
 
 def run(spec: Path, cluster: str, *flags: str) -> subprocess.CompletedProcess:
     return raysweep("run", str(spec), "--address", cluster, "--storage", str(spec.parent / "runs"), *flags)
+
+
+@pytest.mark.parametrize(
+    ("doc", "reuse"),
+    [
+        ({}, True),
+        ({"parameters": {"num_gpus": {"values": [1, 2]}}}, False),  # a stopped TorchTrainer ends with its actor
+        ({"parameters": {"num_gpus": {"value": 2}}}, False),
+        ({"reuse_actors": False}, False),
+        ({"train_loop": None, "program": "train.py"}, False),  # so does a script
+    ],
+)
+def test_actors_are_reused_only_for_one_worker_loops(tmp_path, doc, reuse):
+    from raysweep.engine.sweep import _possible_workers, _reuse_actors
+    from raysweep.spec import load_spec
+
+    path = sweep(tmp_path, method="grid", **{"parameters": {"x": {"value": 1}}} | doc)
+    write_spec(path, **{k: v for k, v in yaml.safe_load(path.read_text()).items() if v is not None})
+    spec = load_spec(path)
+    assert _reuse_actors(spec, _possible_workers(spec, 4)) is reuse
 
 
 def test_grid_runs_its_grid_and_logs_every_trial_to_wandb(tmp_path, ray_cluster):

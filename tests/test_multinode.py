@@ -18,7 +18,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import RAY, ROOT, cli_env, free_port, raysweep, show, write_spec
+from conftest import RAY, ROOT, cli_env, ensure_ray_token, free_port, raysweep, show, write_spec
 
 pytestmark = pytest.mark.ray
 
@@ -35,6 +35,7 @@ def _ray_start(*args: str) -> None:
 def two_nodes():
     """Head and worker, 2 CPUs and 2 worker slots each; yields (address, the worker's raylet port)."""
     port, raylet_port = free_port(), free_port()
+    ensure_ray_token()
     try:
         _ray_start("--head", f"--port={port}", "--include-dashboard=false",
                    "--resources", json.dumps({"raysweep_slot": 2, "node_head": 1}))  # fmt: skip

@@ -127,6 +127,7 @@ def test_the_script_starts_ray_runs_the_sweep_and_stops_ray(tmp_path):
         "SLURM_JOB_NUM_NODES": "1",
         "SLURM_CPUS_ON_NODE": "2",
         "SLURM_SUBMIT_DIR": str(ROOT),
+        "HOME": str(tmp_path / "home"),  # a fresh home: no Ray token yet, as on a new cluster
     }
     env.pop("RAY_AUTH_MODE")  # the script sets it
     job = subprocess.run(["bash", str(tmp_path / "job.sbatch")], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=400)
@@ -137,3 +138,5 @@ def test_the_script_starts_ray_runs_the_sweep_and_stops_ray(tmp_path):
     trials = show(storage / "smoke")["trials"]
     assert sorted(t["config"]["x"] for t in trials) == [0.1, 0.3] and all(t["status"] == "done" for t in trials)
     assert _ray_processes() == []  # the script's `ray stop` ended the cluster it started
+    token = tmp_path / "home" / ".ray" / "auth_token"
+    assert token.stat().st_mode & 0o777 == 0o600  # the script wrote the cluster's token, private

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import ray
+from ray.exceptions import AuthenticationError
 
 from raysweep.errors import UserError
 
@@ -117,7 +118,7 @@ def start_or_connect(
         check_embedded_only(address, gpus, dashboard_host)
         try:
             ray.init(address=address, **common)
-        except (ConnectionError, ValueError, RuntimeError) as e:
+        except (ConnectionError, ValueError, RuntimeError, AuthenticationError) as e:
             hint = ""
             if address != "auto" and os.environ.get("RAY_AUTH_MODE") is None:
                 hint = (

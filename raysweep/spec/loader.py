@@ -104,7 +104,7 @@ class SweepSpec:
     max_concurrent: int | None = None
     max_failures: int = 0
     report_timeout_s: float | None = None
-    reuse_actors: bool = True  # trials of one size run one after another in the same Tune actor process
+    reuse_actors: bool = True  # 1-worker loop trials run one after another in one Tune actor process
     seed: int = 0
     resources: Resources = Resources()
     searcher: Searcher = Searcher()
