@@ -1,6 +1,6 @@
 """Read bench/results/*.json, compute the ratios pair by pair, check the targets, print a table.
 
-    .venv/bin/python -m bench.report [--quick] [--markdown]
+    .venv/bin/python -m bench.report [--quick]   (Markdown, as in docs/benchmarks.md)
 """
 
 from __future__ import annotations
