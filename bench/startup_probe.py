@@ -90,7 +90,7 @@ def main() -> None:
     variants = [("base", {})] + [_parse_variant(v) for v in args.variant]
     plan = [variants[i % len(variants)] for i in range(args.trials * len(variants))]
     storage = tempfile.mkdtemp(prefix="raysweep_probe_")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
              runtime_env={"env_vars": env}, _system_config=json.loads(args.system_config))
     session_dir = Path(ray._private.worker.global_worker.node.get_session_dir_path())  # noqa: SLF001
     t0 = time.time()

@@ -163,7 +163,8 @@ def _tune_run(fn: Any, resources: dict[str, float], trials: list[dict[str, Any]]
     started = time.time()
     errors: list[str] = []
     with RssSampler() as rss, ray_defaults():
-        ray.init(num_cpus=os.cpu_count() or 1, include_dashboard=False, log_to_driver=False,
+        # "local": a Ray of its own; a bare ray.init() joins any cluster `ray start` left on this machine.
+        ray.init(address="local", num_cpus=os.cpu_count() or 1, include_dashboard=False, log_to_driver=False,
                  runtime_env={"env_vars": {"PYTHONPATH": str(REPO)}})
         try:
             grid = tune.Tuner(
