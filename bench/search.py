@@ -4,7 +4,8 @@ Runs search_spaces/stages_bayes.yaml, stages_random.yaml and stages.yaml through
 a reduced size (fewer epochs and problems per epoch, a fixed trial budget; the sizes are in
 the results file), each file's own ASHA scheduler rescaled to the shorter trials. Reports the
 best exact_accuracy reached within the budget, and the wall time (from the first trial's
-start) until each method first reached a target: grid's best, and a fixed accuracy.
+start) until each method first reached a target: grid's best, and a fixed accuracy. Repeated
+with seeds 0, 1, 2 (the searcher's and the model's); the table shows medians.
 
     flock /tmp/raysweep-ray.lock .venv/bin/python -m bench.search --method bayes [--quick]
 """
@@ -17,22 +18,23 @@ from typing import Any
 import yaml
 
 from bench import systems
-from bench.common import REPO, write_result
+from bench.common import REPO, median, write_result
 
 FILES = {"bayes": "stages_bayes.yaml", "random": "stages_random.yaml", "grid": "stages.yaml"}
-SIZES = {  # (trials, epochs, train_size, val_size, rungs min_iter)
-    "full": (12, 6, 3000, 500, 2),
-    "quick": (3, 2, 300, 100, 1),
+SIZES = {  # (trials, epochs, train_size, val_size, rungs min_iter, repetitions)
+    "full": (12, 6, 3000, 500, 2, 3),
+    "quick": (3, 2, 300, 100, 1, 1),
 }
 
 
-def search_spec(method: str, quick: bool) -> tuple[dict[str, Any], dict[str, Any]]:
-    trials, epochs, train_size, val_size, min_iter = SIZES["quick" if quick else "full"]
+def search_spec(method: str, quick: bool, seed: int = 0) -> tuple[dict[str, Any], dict[str, Any]]:
+    trials, epochs, train_size, val_size, min_iter, _ = SIZES["quick" if quick else "full"]
     doc = yaml.safe_load((REPO / "search_spaces" / FILES[method]).read_text())
     doc["base_config"].update({"epochs": epochs, "train_size": train_size, "val_size": val_size, "checkpoint_every": 0})
     doc["early_terminate"] = {"type": "hyperband", "min_iter": min_iter, "max_iter": epochs, "eta": 3}
     doc["run_cap"] = trials
     doc["max_concurrent"] = 2
+    doc["seed"] = seed
     doc.pop("wandb", None)
     if method == "bayes":
         doc["searcher"] = {"n_startup_trials": max(2, trials // 3)}
@@ -61,19 +63,28 @@ def main() -> None:
     p.add_argument("--method", choices=tuple(FILES), required=True)
     p.add_argument("--quick", action="store_true")
     args = p.parse_args()
-    doc, size = search_spec(args.method, args.quick)
-    r = systems.run_raysweep(doc, "transformer")
-    curve = best_curve(r) if r["spans"] else []
-    ends = [e for _, e in r["spans"]]
-    starts = [s for s, _ in r["spans"]]
+    runs = []
+    for seed in range(SIZES["quick" if args.quick else "full"][5]):
+        doc, size = search_spec(args.method, args.quick, seed)
+        r = systems.run_raysweep(doc, "transformer")
+        curve = best_curve(r) if r["spans"] else []
+        ends, starts = [e for _, e in r["spans"]], [s for s, _ in r["spans"]]
+        runs.append({
+            "seed": seed,
+            "best": curve[-1][1] if curve else None,
+            "wall_s": round(max(ends) - min(starts), 1) if ends else None,
+            "curve": curve,
+            "trials_done": len(r["spans"]),
+            "failed": r["failed"],
+        })
     out = {
         "method": args.method,
         "size": size,
-        "best": curve[-1][1] if curve else None,
-        "wall_s": round(max(ends) - min(starts), 1) if ends else None,
-        "curve": curve,
-        "trials_done": len(r["spans"]),
-        "failed": r["failed"],
+        "best": median(x["best"] for x in runs if x["best"] is not None),
+        "wall_s": median(x["wall_s"] for x in runs if x["wall_s"] is not None),
+        "trials_done": min(x["trials_done"] for x in runs),
+        "failed": [e for x in runs for e in x["failed"]],
+        "runs": runs,
     }
     print(f"search {args.method}: best {out['best']} in {out['wall_s']} s", flush=True)
     print(write_result(f"search_{args.method}", out, args.quick))
