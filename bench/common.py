@@ -43,6 +43,11 @@ def median(xs: Iterable[float]) -> float:
     return statistics.median(xs) if xs else float("nan")
 
 
+def time_to(curve: Iterable[tuple[float, float]], target: float) -> float | None:
+    """Seconds until a best-so-far curve of (seconds, value) first reached ``target``; None if never."""
+    return next((t for t, v in curve if v >= target), None)
+
+
 def per_trial_seconds(spans: list[tuple[float, float]]) -> list[float]:
     """Sequential trials: the gaps between consecutive trial ends (the first from its own start).
 

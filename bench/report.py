@@ -11,7 +11,7 @@ import math
 import statistics
 from typing import Any
 
-from bench.common import RESULTS
+from bench.common import RESULTS, time_to
 
 NAMES = {"a_raysweep": "(a) raysweep", "b_docs_pattern": "(b) Ray docs pattern", "c_torchrun_agent": "(c) Optuna + torchrun",
          "d_plain_tune": "(d) plain Tune"}
@@ -98,8 +98,8 @@ def time_to_target(runs: list[dict[str, Any]], target: float | None) -> float | 
     did counts as slower than any that did (None when most never did)."""
     if target is None or not runs:
         return None
-    each = [next((t for t, v in run.get("curve") or [] if v >= target), math.inf) for run in runs]
-    m = statistics.median_high(each)
+    each = [time_to(run.get("curve") or [], target) for run in runs]
+    m = statistics.median_high([math.inf if t is None else t for t in each])
     return None if math.isinf(m) else m
 
 

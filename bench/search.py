@@ -21,14 +21,15 @@ from bench import systems
 from bench.common import REPO, median, write_result
 
 FILES = {"bayes": "stages_bayes.yaml", "random": "stages_random.yaml", "grid": "stages.yaml"}
-SIZES = {  # (trials, epochs, train_size, val_size, rungs min_iter, repetitions)
-    "full": (12, 6, 3000, 500, 2, 3),
-    "quick": (3, 2, 300, 100, 1, 1),
+SIZES = {  # (trials, epochs, train_size, val_size, rungs min_iter)
+    "full": (12, 6, 3000, 500, 2),
+    "quick": (3, 2, 300, 100, 1),
 }
+SEEDS = {"full": 3, "quick": 1}  # repetitions, seeds 0..n-1
 
 
 def search_spec(method: str, quick: bool, seed: int = 0) -> tuple[dict[str, Any], dict[str, Any]]:
-    trials, epochs, train_size, val_size, min_iter, _ = SIZES["quick" if quick else "full"]
+    trials, epochs, train_size, val_size, min_iter = SIZES["quick" if quick else "full"]
     doc = yaml.safe_load((REPO / "search_spaces" / FILES[method]).read_text())
     doc["base_config"].update({"epochs": epochs, "train_size": train_size, "val_size": val_size, "checkpoint_every": 0})
     doc["early_terminate"] = {"type": "hyperband", "min_iter": min_iter, "max_iter": epochs, "eta": 3}
@@ -54,17 +55,13 @@ def best_curve(r: dict[str, Any], metric: str = "exact_accuracy") -> list[tuple[
     return curve
 
 
-def time_to(curve: list[tuple[float, float]], target: float) -> float | None:
-    return next((t for t, v in curve if v >= target), None)
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description="one search method of the stages sweep, reduced")
     p.add_argument("--method", choices=tuple(FILES), required=True)
     p.add_argument("--quick", action="store_true")
     args = p.parse_args()
     runs = []
-    for seed in range(SIZES["quick" if args.quick else "full"][5]):
+    for seed in range(SEEDS["quick" if args.quick else "full"]):
         doc, size = search_spec(args.method, args.quick, seed)
         r = systems.run_raysweep(doc, "transformer")
         curve = best_curve(r) if r["spans"] else []
