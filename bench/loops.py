@@ -23,6 +23,9 @@ def _rank_world() -> tuple[int, int]:
 
         ctx = ray.train.get_context()
         return ctx.get_world_rank(), ctx.get_world_size()
+    if trial.backend() == "gang":
+        ctx = trial.get_context()
+        return ctx.rank, ctx.world_size
     return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
 
 

@@ -1,8 +1,9 @@
 """What every DDP train loop needs, as plain functions: ``from raysweep import ddp``.
 
 A loop written with these runs unchanged on 1 worker (no process group: plain single-process
-training), on N Ray Train workers (``prepare_model`` / ``prepare_data_loader`` over the group
-Ray Train set up) and on a plain ``torch.distributed`` group (the tests: DDP + sampler by hand).
+training), in any plain ``torch.distributed`` group (DDP + sampler by hand: raysweep's warm
+DDP workers, the tests), and on N Ray Train workers (``prepare_model`` /
+``prepare_data_loader`` over the group Ray Train set up).
 
 The rules it keeps: seed = base seed + rank; each epoch every sample is seen exactly once
 across workers, so steps per epoch shrink to 1/N; gradients are all-reduced once per

@@ -1,7 +1,8 @@
 """What a train loop sees of its trial: rank, device, where metrics and checkpoints go.
 
 A loop calls the same three functions however it runs: in the Tune trial's own process
-(1 worker), on every worker of a Ray Train ``TorchTrainer`` (2+ workers), inside a
+(1 worker), on every worker of a warm DDP group (2+ workers, ``engine/gang.py``) or of a
+Ray Train ``TorchTrainer`` (``ddp_workers: torchtrainer``), inside a
 ``program:`` script that raysweep launched (the environment says so), or in plain Python
 with no Ray at all (``run_local``, for debugging and unit tests). The engine picks the
 backend before it calls the loop; the loop never needs to know which one it got.
@@ -25,14 +26,15 @@ if TYPE_CHECKING:  # torch is heavy: imported only where a device is needed
 # Set by raysweep in the environment of a program: script; its reports go to this file.
 METRICS_FILE_ENV = "RAYSWEEP_METRICS_FILE"
 METRIC_ENV = "RAYSWEEP_METRIC"
-BACKENDS = ("local", "tune", "train", "program")
+BACKENDS = ("local", "tune", "gang", "train", "program")
 
-# "local" (no Ray), "tune" (1 worker, in the Tune trial process), "train" (TorchTrainer worker)
-# or "program" (a script launched by raysweep)
+# "local" (no Ray), "tune" (1 worker, in the Tune trial process), "gang" (a warm DDP worker),
+# "train" (a TorchTrainer worker) or "program" (a script launched by raysweep)
 _backend = "program" if os.environ.get(METRICS_FILE_ENV) else "local"
 _trial_dir: str | None = None
 _metric: str | None = os.environ.get(METRIC_ENV) or None  # the spec's metric.name: every report carries it
 _watchdog: Any = None  # a ReportWatchdog while the engine runs a loop with report_timeout_s
+_link: Any = None  # under "gang": this rank's engine.gang.RankLink (rank, device, report round trip)
 _local_reports: list[dict[str, Any]] = []
 _local_checkpoint: str | None = None
 
@@ -53,16 +55,20 @@ class TrialContext:
         return self.rank == 0
 
 
-def set_backend(backend: str, trial_dir: str | None = None, metric: str | None = None, watchdog: Any = None) -> None:
+def set_backend(
+    backend: str, trial_dir: str | None = None, metric: str | None = None, watchdog: Any = None, link: Any = None
+) -> None:
     """Called by the engine before it runs a loop; loops never call it."""
-    global _backend, _trial_dir, _metric, _watchdog
+    global _backend, _trial_dir, _metric, _watchdog, _link
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
-    _backend, _trial_dir, _metric, _watchdog = backend, trial_dir, metric, watchdog
+    if (backend == "gang") != (link is not None):
+        raise ValueError("the gang backend, and only it, needs its rank's link")
+    _backend, _trial_dir, _metric, _watchdog, _link = backend, trial_dir, metric, watchdog, link
 
 
 def backend() -> str:
-    """Which runner called the loop: "local", "tune" (1 worker), "train" (TorchTrainer) or "program"."""
+    """Which runner called the loop: "local", "tune" (1 worker), "gang", "train" (TorchTrainer) or "program"."""
     return _backend
 
 
@@ -82,6 +88,8 @@ def get_context() -> TrialContext:
             device=ray.train.torch.get_device(),
             trial_dir=_trial_dir or os.getcwd(),
         )
+    if _backend == "gang":  # every worker of a group runs on the trial's node
+        return TrialContext(_link.rank, _link.rank, _link.world_size, torch.device(_link.device), _trial_dir or os.getcwd())
     if _backend == "tune":
         import ray
 
@@ -119,6 +127,8 @@ def report(metrics: Mapping[str, Any], checkpoint: str | os.PathLike | None = No
 
         ckpt = ray.tune.Checkpoint.from_directory(os.fspath(checkpoint)) if checkpoint else None
         ray.tune.report(metrics, checkpoint=ckpt)
+    elif _backend == "gang":
+        _link.report(metrics, checkpoint)
     elif _backend == "program":
         with open(os.environ[METRICS_FILE_ENV], "a") as f:  # read live by the trial (engine/program.py)
             f.write(json.dumps({"source": "report", "metrics": _plain_numbers(metrics)}) + "\n")
@@ -184,6 +194,10 @@ def get_checkpoint() -> Any:
         import ray.tune
 
         return ray.tune.get_checkpoint()
+    if _backend == "gang":
+        from ray.train import Checkpoint
+
+        return Checkpoint.from_directory(_link.checkpoint_dir) if _link.checkpoint_dir else None
     if _local_checkpoint is None:
         return None
     from ray.train import Checkpoint

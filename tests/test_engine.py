@@ -34,13 +34,15 @@ def run(spec: Path, cluster: str, *flags: str) -> subprocess.CompletedProcess:
     ("doc", "reuse"),
     [
         ({}, True),
-        ({"parameters": {"num_gpus": {"values": [1, 2]}}}, False),  # a stopped TorchTrainer ends with its actor
-        ({"parameters": {"num_gpus": {"value": 2}}}, False),
+        ({"parameters": {"num_gpus": {"values": [1, 2]}}}, True),  # warm workers stop at a report
+        ({"parameters": {"num_gpus": {"values": [1, 2]}}, "ddp_workers": "torchtrainer"}, False),  # fit() goes on
+        ({"parameters": {"num_gpus": {"value": 2}}, "ddp_workers": "torchtrainer"}, False),
+        ({"ddp_workers": "torchtrainer"}, True),  # 1-worker trials never start a TorchTrainer
         ({"reuse_actors": False}, False),
-        ({"train_loop": None, "program": "train.py"}, False),  # so does a script
+        ({"train_loop": None, "program": "train.py"}, False),  # a script ends only with its process
     ],
 )
-def test_actors_are_reused_only_for_one_worker_loops(tmp_path, doc, reuse):
+def test_actors_are_reused_where_a_stopped_trial_ends_at_its_report(tmp_path, doc, reuse):
     from raysweep.engine.sweep import _possible_workers, _reuse_actors
     from raysweep.spec import load_spec
 

@@ -124,6 +124,7 @@ INVALID = [
     ({"train_loop": "not a loop"}, r"train_loop: must be module:function"),
     ({"run_cap": 0}, r"run_cap: must be an integer >= 1, got 0"),
     ({"reuse_actors": "no"}, r"reuse_actors: must be true or false, got 'no'"),
+    ({"ddp_workers": "train"}, r"ddp_workers: must be one of warm, torchtrainer, got 'train'"),
     ({"resources": {"use_gpu": "maybe"}}, r"resources.use_gpu: must be one of auto, true, false"),
     ({"wandb": {"mode": "offlin"}}, r"wandb.mode: must be one of offline, online, disabled, got 'offlin' \(did you mean 'offline'\?\)"),
     ({"scheduler": {"type": "asha", "grace_period": 5, "max_t": 2}}, r"scheduler: max_t >= grace_period must hold"),

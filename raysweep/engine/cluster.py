@@ -106,7 +106,11 @@ def start_or_connect(
         gpus: ``--gpus`` (embedded only): the GPUs the embedded Ray may use, e.g. ``"0,1"``.
         dashboard_host: where the embedded Ray's dashboard listens (default loopback only).
     """
-    env = {"PYTHONPATH": os.pathsep.join(p for p in (os.getcwd(), os.environ.get("PYTHONPATH")) if p)}
+    env = {
+        "PYTHONPATH": os.pathsep.join(p for p in (os.getcwd(), os.environ.get("PYTHONPATH")) if p),
+        # A stopped trial's thread ends at its report; a reused actor waits this long for it (Tune: 2 s).
+        "TUNE_FUNCTION_THREAD_TIMEOUT_S": os.environ.get("TUNE_FUNCTION_THREAD_TIMEOUT_S", "30"),
+    }
     common: dict[str, Any] = {
         "log_to_driver": False,  # worker output stays in Ray's log files, not the terminal
         "logging_level": logging.WARNING,
@@ -206,24 +210,23 @@ def measure(use_gpu: str | bool, cpus_per_worker: float) -> Capacity:
     return capacity
 
 
-def trial_bundle(num_workers: int, capacity: Capacity) -> list[dict[str, float]]:
-    """The placement-group bundle a trial holds while it runs.
+def trial_bundle(num_workers: int, capacity: Capacity, warm: bool = True) -> list[dict[str, float]]:
+    """The placement-group bundles a trial holds while it runs (placed STRICT_PACK: one node).
 
-    One worker runs inside the trial process, so it holds the worker's CPU/GPU itself.
-    Several workers are TorchTrainer actors that request their own CPU/GPU: the trial holds
-    only their slots. A trial that can never fit holds a token amount so it starts, and
-    fails at once with an explanation (instead of pending forever).
+    One worker runs inside the trial process, so its one bundle holds the worker's CPU/GPU.
+    Several workers: the first bundle (the trial process) holds only their slots; warm workers
+    (``gang.py``) live in bundles 1..N of the trial's own group, each a worker's CPU/GPU,
+    while TorchTrainer actors request their own. A trial that can never fit holds a token
+    amount so it starts, and fails at once with an explanation (instead of pending forever).
     """
     if num_workers > capacity.largest_node:
         return [{"memory": 1}]
-    gpu = 1 if capacity.use_gpu else 0
-    if num_workers == 1:
-        bundle = {"CPU": capacity.cpus_per_worker, "GPU": gpu}
-    else:
-        bundle = {}
+    worker = {k: v for k, v in {"CPU": capacity.cpus_per_worker, "GPU": int(capacity.use_gpu)}.items() if v}
+    head = dict(worker) if num_workers == 1 else {}
     if capacity.managed_slots:
-        bundle[SLOT] = num_workers
-    return [{k: v for k, v in bundle.items() if v} or {"memory": 1}]
+        head[SLOT] = num_workers
+    workers = [dict(worker) for _ in range(num_workers)] if warm and num_workers > 1 else []
+    return [head or {"memory": 1}, *workers]
 
 
 def concurrency_limit(capacity: Capacity, max_workers: int, requested: int | None) -> int | None:

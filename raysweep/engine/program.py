@@ -1,10 +1,11 @@
 """Run a W&B ``program:`` script, unchanged, as every DDP worker of a trial.
 
-Every worker of the trial (the Tune trial itself for one worker, each TorchTrainer worker
-for more) starts the spec's ``command`` (W&B's default ``${env} ${interpreter} ${program}
+Every worker of the trial (the Tune trial itself for one worker, each warm DDP worker or
+TorchTrainer worker for more) starts the spec's ``command`` (W&B's default ``${env} ${interpreter} ${program}
 ${args}``) with the environment torchrun would give it: RANK, LOCAL_RANK, WORLD_SIZE,
 LOCAL_WORLD_SIZE, MASTER_ADDR and a MASTER_PORT free for this trial, plus the devices Ray
-assigned (CUDA_VISIBLE_DEVICES is inherited from the Ray worker). The trial's parameters
+assigned (CUDA_VISIBLE_DEVICES is inherited from the Ray worker; a warm worker sees its
+group's GPUs, its own at index LOCAL_RANK, as torchrun's ranks do). The trial's parameters
 reach ``wandb.config`` on every rank the way ``wandb agent`` hands them over: a config file
 named by WANDB_SWEEP_PARAM_PATH.
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ray.tune import Callback
+from ray.tune.logger import JsonLoggerCallback
 from ray.tune.stopper import Stopper
 
 from raysweep.engine.watchdog import read_explanation
@@ -156,6 +157,21 @@ class SweepMonitor(Callback):
         else:
             sys.stdout.write(line + "\n")
         sys.stdout.flush()
+
+
+class ResultLog(JsonLoggerCallback):
+    """Tune's ``result.json`` logger, except that a trial restarted by this driver keeps its lines.
+
+    When a trial (re)starts from a checkpoint, Tune copies ``result.json`` back from storage,
+    which it syncs only every few minutes: a trial that failed and restarted from its last
+    checkpoint lost the results logged since (a gap in its learning curve). The driver's own
+    copy is never older than storage's, so it is kept whenever there is one.
+    """
+
+    def _restore_from_remote(self, file_name: str, trial: Any) -> None:
+        local = Path(trial.local_path, file_name)
+        if not (local.exists() and local.stat().st_size > 0):
+            super()._restore_from_remote(file_name, trial)
 
 
 class TargetStopper(Stopper):

@@ -1,16 +1,17 @@
 """One trial: the Tune function trainable that runs a train loop on ``num_gpus`` workers.
 
 1 worker: the loop runs in the Tune trial's own process (no worker-group start-up to pay).
-2+ workers: the trial builds a Ray Train ``TorchTrainer`` and calls ``fit``; the loop runs on
-every worker with the process group Ray Train set up, all workers on the trial's node.
-A ``program:`` spec runs its script the same way, as a subprocess of each worker
+2+ workers: the loop runs on every worker of the trial process's warm DDP group
+(``gang.py``: kept across trials of that size), or, with ``ddp_workers: torchtrainer``, the
+trial builds a Ray Train ``TorchTrainer`` and calls ``fit``; either way all workers are on the
+trial's node. A ``program:`` spec runs its script the same way, as a subprocess of each worker
 (``program.py``). With ``report_timeout_s`` every rank runs a hang watchdog (``watchdog.py``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
-import math
 import numbers
 import os
 import socket
@@ -25,7 +26,7 @@ from ray import tune
 from ray.tune.integration.ray_train import TuneReportCallback
 
 from raysweep import trial
-from raysweep.engine import watchdog
+from raysweep.engine import gang, watchdog
 from raysweep.engine.cluster import Capacity, trial_bundle
 from raysweep.engine.program import run_program, write_param_files
 from raysweep.spec import SweepSpec, trial_config
@@ -62,24 +63,16 @@ class RankMeanReportCallback(TuneReportCallback):
     """Forward the *mean over ranks* of every numeric metric to Tune (Ray forwards rank 0's)."""
 
     def after_report(self, run_context: Any, metrics: list[dict[str, Any]], checkpoint: Any) -> None:
-        keys = [sorted(m) for m in metrics]
-        if any(k != keys[0] for k in keys):
-            detail = "; ".join(f"rank {r}: {', '.join(k)}" for r, k in enumerate(keys))
-            raise ValueError(f"ranks reported different metric names in the same report ({detail})")
-        merged = dict(metrics[0])
-        for key in merged:
-            if all(isinstance(m[key], numbers.Real) and not isinstance(m[key], bool) for m in metrics):
-                merged[key] = math.fsum(float(m[key]) for m in metrics) / len(metrics)
-        super().after_report(run_context, [merged], checkpoint)
+        super().after_report(run_context, [gang.mean_over_ranks(metrics)], checkpoint)
 
 
-def _run_loop(loop_args: dict[str, Any], backend: str, rank: int, world_size: int) -> None:
+def _run_loop(loop_args: dict[str, Any], backend: str, rank: int, world_size: int, link: Any = None) -> None:
     """Run the train loop as one rank, with the hang watchdog when the spec sets a timeout."""
     guard = None
     if loop_args["report_timeout_s"]:
         guard = watchdog.ReportWatchdog(loop_args["report_timeout_s"], loop_args["trial_dir"], rank, world_size)
         guard.start()
-    trial.set_backend(backend, loop_args["trial_dir"], loop_args["metric"], watchdog=guard)
+    trial.set_backend(backend, loop_args["trial_dir"], loop_args["metric"], watchdog=guard, link=link)
     try:
         import_loop(loop_args["train_loop"])(loop_args["config"])
     finally:
@@ -99,6 +92,30 @@ def _train_worker(loop_args: dict[str, Any]) -> None:
 
     ctx = ray.train.get_context()
     _run_loop(loop_args, "train", ctx.get_world_rank(), ctx.get_world_size())
+
+
+def _gang_loop(loop_args: dict[str, Any], link: gang.RankLink, master: tuple[str, int]) -> None:
+    """Entry point on every warm worker."""
+    _run_loop(loop_args, "gang", link.rank, link.world_size, link=link)
+
+
+def _gang_program(job: dict[str, Any], link: gang.RankLink, master: tuple[str, int]) -> None:
+    """Entry point on every warm worker of a ``program:`` trial (the script makes its own group)."""
+    trial.set_backend("gang", job["trial_dir"], job["metric"], link=link)
+    run_program(job, link.rank, link.rank, link.world_size, master, trial.report)
+
+
+def _run_warm(workers: int, capacity: Capacity, fn: Callable[..., None], args: Any, group_backend: str | None) -> None:
+    """Run the trial on this trial process's warm group; rank means go to Tune."""
+    group = gang.workers_for(workers, capacity.cpus_per_worker, capacity.use_gpu)
+
+    def forward(metrics: list[dict[str, Any]], checkpoint_dir: str | None) -> None:
+        ckpt = tune.Checkpoint.from_directory(checkpoint_dir) if checkpoint_dir else None
+        tune.report(gang.mean_over_ranks(metrics), checkpoint=ckpt)  # copies the checkpoint before it returns
+
+    restored = tune.get_checkpoint()
+    with restored.as_directory() if restored else contextlib.nullcontext() as checkpoint_dir:
+        gang.run(group, fn, args, group_backend, checkpoint_dir, forward)
 
 
 def _program_worker(job: dict[str, Any]) -> None:
@@ -185,7 +202,25 @@ def run_trial(
         else:
             _run_loop(loop_args, "tune", 0, 1)
         return
+    try:
+        if spec.ddp_workers == "torchtrainer":
+            _fit_torchtrainer(workers, capacity, worker_fn, worker_args, spec.max_failures, train_storage)
+        elif spec.runs_program:
+            _run_warm(workers, capacity, _gang_program, job | {"attempt": uuid.uuid4().hex[:8]}, None)
+        else:
+            _run_warm(workers, capacity, _gang_loop, loop_args, "nccl" if capacity.use_gpu else "gloo")
+    except Exception as e:
+        explanation = watchdog.read_explanation(trial_dir)
+        if explanation:
+            raise TrialHung(explanation) from e
+        raise
 
+
+def _fit_torchtrainer(
+    workers: int, capacity: Capacity, worker_fn: Callable[[dict], None], worker_args: dict[str, Any],
+    max_failures: int, train_storage: str,
+) -> None:  # fmt: skip
+    """``ddp_workers: torchtrainer``: the trial is one Ray Train run on the trial's node."""
     from ray.train import FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchConfig, TorchTrainer
 
@@ -203,19 +238,13 @@ def run_trial(
         torch_config=TorchConfig(backend="nccl" if capacity.use_gpu else "gloo"),
         run_config=RunConfig(
             # Same name and storage on a restart: Ray Train resumes from the trial's last checkpoint.
-            name=ctx.get_trial_id(),
+            name=tune.get_context().get_trial_id(),
             storage_path=train_storage,
             callbacks=[RankMeanReportCallback()],
-            failure_config=FailureConfig(max_failures=spec.max_failures),
+            failure_config=FailureConfig(max_failures=max_failures),
         ),
     )
-    try:
-        trainer.fit()
-    except Exception as e:
-        explanation = watchdog.read_explanation(trial_dir)
-        if explanation:
-            raise TrialHung(explanation) from e
-        raise
+    trainer.fit()
 
 
 def make_trainable(spec: SweepSpec, capacity: Capacity, run_dir: Path, launch: dict[str, Any]) -> Any:
@@ -226,7 +255,8 @@ def make_trainable(spec: SweepSpec, capacity: Capacity, run_dir: Path, launch: d
             workers = num_workers(spec, flat_config)
         except ValueError:
             workers = 1  # the trial itself raises the explanation
-        return tune.PlacementGroupFactory(trial_bundle(workers, capacity))
+        bundles = trial_bundle(workers, capacity, warm=spec.ddp_workers == "warm")
+        return tune.PlacementGroupFactory(bundles, strategy="STRICT_PACK")
 
     fn = tune.with_parameters(
         run_trial, spec=spec, capacity=capacity, train_storage=str(run_dir / "train_runs"), launch=launch

@@ -26,6 +26,7 @@ GOALS = ("minimize", "maximize")
 SCHEDULERS = ("asha", "hyperband", "fifo")
 WANDB_MODES = ("offline", "online", "disabled")
 USE_GPU = ("auto", True, False)
+DDP_WORKERS = ("warm", "torchtrainer")
 # W&B's command macros (wandb/sdk/launch/sweeps/utils.py), plus ${envvar:NAME}
 COMMAND_MACROS = (
     "env", "interpreter", "program", "args", "args_no_hyphens", "args_no_boolean_flags", "args_json",
@@ -104,7 +105,8 @@ class SweepSpec:
     max_concurrent: int | None = None
     max_failures: int = 0
     report_timeout_s: float | None = None
-    reuse_actors: bool = True  # 1-worker loop trials run one after another in one Tune actor process
+    reuse_actors: bool = True  # trials of one size run one after another in one Tune actor process
+    ddp_workers: str = "warm"  # 2+ workers: warm DDP workers kept across trials, or a TorchTrainer run per trial
     seed: int = 0
     resources: Resources = Resources()
     searcher: Searcher = Searcher()
@@ -491,7 +493,7 @@ TOP_LEVEL = (
     "name", "description", "project", "entity",
     # raysweep's own
     "train_loop", "base_config", "scheduler", "searcher", "max_concurrent", "resources",
-    "max_failures", "report_timeout_s", "reuse_actors", "wandb", "seed",
+    "max_failures", "report_timeout_s", "reuse_actors", "ddp_workers", "wandb", "seed",
 )  # fmt: skip
 
 
@@ -551,6 +553,7 @@ def parse_spec(doc: Any, source: str | None = None, base_dir: Path = Path()) -> 
     seed = optional("seed", _int_at_least, 0)
     report_timeout_s = optional("report_timeout_s", _positive)
     reuse_actors = optional("reuse_actors", _bool)
+    ddp_workers = optional("ddp_workers", _choice, DDP_WORKERS)
     for key in ("name", "description", "project", "entity"):
         optional(key, _text)
 
@@ -597,6 +600,7 @@ def parse_spec(doc: Any, source: str | None = None, base_dir: Path = Path()) -> 
         max_failures=max_failures or 0,
         report_timeout_s=report_timeout_s,
         reuse_actors=reuse_actors is not False,
+        ddp_workers=ddp_workers or "warm",
         seed=seed or 0,
         resources=resources,
         searcher=searcher,

@@ -1,0 +1,81 @@
+"""Warm DDP workers (``engine/gang.py``) on a real ``ray start`` cluster.
+
+The 2-worker trials of a sweep run one after another on the same two worker processes, with
+a new process group each, through scheduler stops; a failing rank fails its trial and ends
+the group, and the next trial gets a new one; ``ddp_workers: torchtrainer`` still runs each
+trial as a Ray Train ``TorchTrainer``.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import raysweep, write_spec
+
+from raysweep.engine.progress import TRIALS_FILE, read_trials
+
+pytestmark = pytest.mark.ray
+
+LOOP = "tests.warm_loop:train"
+
+
+def sweep(tmp_path: Path, name: str, **doc) -> Path:
+    base = {"name": name, "metric": {"name": "score", "goal": "minimize"}, "train_loop": LOOP, "method": "grid",
+            "max_concurrent": 1}  # fmt: skip
+    return write_spec(tmp_path / f"{name}.yaml", **(base | doc))
+
+
+def run(spec: Path, cluster: str) -> tuple[subprocess.CompletedProcess, list[dict]]:
+    out = raysweep("run", str(spec), "--address", cluster, "--storage", str(spec.parent / "runs"), "--wandb", "disabled")
+    rows = read_trials(spec.parent / "runs" / spec.stem / TRIALS_FILE)
+    return out, sorted(rows, key=lambda r: r["trial_id"])
+
+
+def pids(row: dict) -> tuple[int, ...]:
+    """The process of each rank of the trial, as the loop recorded them."""
+    return tuple(int((Path(row["trial_dir"]) / f"pid.rank{r}").read_text()) for r in range(row["num_workers"]))
+
+
+def test_two_worker_trials_run_on_the_same_warm_workers_through_scheduler_stops(tmp_path, ray_cluster):
+    xs = [0.3, 0.32, 2.0, 3.0, 0.31]  # good trials first: ASHA stops the poor ones at the first rung
+    spec = sweep(
+        tmp_path, "w1", base_config={"epochs": 3}, parameters={"x": {"values": xs}, "num_gpus": {"value": 2}},
+        scheduler={"type": "asha", "grace_period": 1, "max_t": 3, "reduction_factor": 3},
+    )  # fmt: skip
+    out, rows = run(spec, ray_cluster)
+    assert out.returncode == 0, out.stderr + out.stdout
+    by_x = {r["config"]["x"]: r for r in rows}
+    assert by_x[2.0]["status"] == by_x[3.0]["status"] == "stopped"
+    assert by_x[0.3]["status"] == "done" and by_x[0.3]["iterations"] == 3
+    assert by_x[0.31]["status"] in ("done", "stopped")  # the trial after the stops ran, and ended well
+    for r in rows:
+        assert r["metrics"]["world_size"] == 2 and r["metrics"]["rank"] == pytest.approx(0.5)
+    groups = {pids(r) for r in rows}
+    assert len(groups) == 1, groups  # every trial ran on the same two processes
+    (group,) = groups
+    assert len(set(group)) == 2
+
+
+def test_a_failing_rank_fails_its_trial_and_the_next_trial_gets_new_workers(tmp_path, ray_cluster):
+    spec = sweep(tmp_path, "w2", base_config={"epochs": 2},
+                 parameters={"fail_rank": {"values": [1, -1]}, "num_gpus": {"value": 2}})  # fmt: skip
+    out, rows = run(spec, ray_cluster)
+    assert out.returncode == 0, out.stderr + out.stdout
+    failed, ok = sorted(rows, key=lambda r: r["config"]["fail_rank"], reverse=True)
+    assert failed["status"] == "failed"
+    assert "warm loop: planned failure on rank 1" in failed["error"]
+    assert "on rank 1 of 2" in failed["error"]
+    assert ok["status"] == "done" and ok["iterations"] == 2
+    assert not set(pids(failed)) & set(pids(ok))  # the failed group was ended, not reused
+
+
+def test_torchtrainer_workers_still_run_a_trial_per_fit(tmp_path, ray_cluster):
+    spec = sweep(tmp_path, "w3", ddp_workers="torchtrainer", base_config={"epochs": 2},
+                 parameters={"x": {"values": [0.1, 0.2]}, "num_gpus": {"value": 2}})  # fmt: skip
+    out, rows = run(spec, ray_cluster)
+    assert out.returncode == 0, out.stderr + out.stdout
+    assert [r["status"] for r in rows] == ["done", "done"]
+    assert all(r["metrics"]["rank"] == pytest.approx(0.5) for r in rows)
+    assert pids(rows[0]) != pids(rows[1])  # a new worker group per trial

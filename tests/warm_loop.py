@@ -1,0 +1,28 @@
+"""A loop that records which process ran each rank of each trial (tests/test_warm_workers.py).
+
+Every rank writes ``<trial_dir>/pid.rank<r>`` with its process id, then runs the smoke loop;
+``fail_rank`` raises on that rank at the first epoch, after the others joined a collective.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import torch.distributed as dist
+
+import raysweep
+from train_loops import smoke
+
+
+def train(config: dict) -> None:
+    config = dict(config)
+    fail_rank = config.pop("fail_rank", None)
+    ctx = raysweep.get_context()
+    with open(os.path.join(ctx.trial_dir, f"pid.rank{ctx.rank}"), "w") as f:
+        f.write(str(os.getpid()))
+    if ctx.world_size > 1:
+        dist.all_reduce(torch.ones(1))  # the trial's process group is live on every rank
+    if fail_rank == ctx.rank:
+        raise ValueError(f"warm loop: planned failure on rank {ctx.rank}")
+    smoke.train(config)
