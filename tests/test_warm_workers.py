@@ -58,7 +58,8 @@ def test_two_worker_trials_run_on_the_same_warm_workers_through_scheduler_stops(
     assert len(set(group)) == 2
 
 
-def test_a_failing_rank_fails_its_trial_and_the_next_trial_gets_new_workers(tmp_path, ray_cluster):
+def test_a_failing_rank_fails_its_trial_at_once_and_the_next_trial_gets_new_workers(tmp_path, ray_cluster):
+    # rank 0 waits for rank 1 in an all-reduce that never comes: the trial must not wait for rank 0
     spec = sweep(tmp_path, "w2", base_config={"epochs": 2},
                  parameters={"fail_rank": {"values": [1, -1]}, "num_gpus": {"value": 2}})  # fmt: skip
     out, rows = run(spec, ray_cluster)

@@ -1,7 +1,7 @@
 """A loop that records which process ran each rank of each trial (tests/test_warm_workers.py).
 
 Every rank writes ``<trial_dir>/pid.rank<r>`` with its process id, then runs the smoke loop;
-``fail_rank`` raises on that rank at the first epoch, after the others joined a collective.
+``fail_rank`` raises on that rank at once, while the other ranks wait for it in a collective.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ def train(config: dict) -> None:
     ctx = raysweep.get_context()
     with open(os.path.join(ctx.trial_dir, f"pid.rank{ctx.rank}"), "w") as f:
         f.write(str(os.getpid()))
-    if ctx.world_size > 1:
-        dist.all_reduce(torch.ones(1))  # the trial's process group is live on every rank
     if fail_rank == ctx.rank:
         raise ValueError(f"warm loop: planned failure on rank {ctx.rank}")
+    if ctx.world_size > 1:
+        dist.all_reduce(torch.ones(1))  # the trial's process group is live on every rank
     smoke.train(config)

@@ -184,12 +184,7 @@ def run(
     try:
         reports = 0
         while True:
-            items = ray.get([w.next_report.remote() for w in workers])
-            errors = [(r, item) for r, item in enumerate(items) if item[0] == "error"]
-            if errors:
-                rank, (_, error, trace) = errors[0]
-                error.add_note(f"on rank {rank} of {size}; the rank's traceback:\n{trace}")
-                raise error
+            items = _next_reports(workers)
             kinds = [item[0] for item in items]
             if set(kinds) == {"done"}:
                 return
@@ -212,6 +207,22 @@ def run(
         if not stopping:  # a rank failed or died: its peers may be stuck in a collective
             discard()
         raise
+
+
+def _next_reports(workers: list[Any]) -> list[tuple]:
+    """Every rank's next report, end or error; the first error (or death) is raised at once,
+    not after its peers report: they may be waiting for the failed rank inside a collective."""
+    pending = {w.next_report.remote(): rank for rank, w in enumerate(workers)}
+    items: list[tuple] = [()] * len(workers)
+    while pending:
+        ready, _ = ray.wait(list(pending), num_returns=1)
+        rank = pending.pop(ready[0])
+        items[rank] = ray.get(ready[0])  # raises if the rank's process died
+        if items[rank][0] == "error":
+            _, error, trace = items[rank]
+            error.add_note(f"on rank {rank} of {len(workers)}; the rank's traceback:\n{trace}")
+            raise error
+    return items
 
 
 def _stop(workers: list[Any], runs: list[Any]) -> None:
