@@ -22,8 +22,9 @@ from ray import tune
 
 from raysweep.engine.cluster import Capacity, concurrency_limit, dashboard_url, start_or_connect
 from raysweep.engine.progress import ResultLog, SweepMonitor, TargetStopper, write_json
+from raysweep.engine.rank import import_loop
 from raysweep.engine.search import build_scheduler, build_search
-from raysweep.engine.trainable import import_loop, make_trainable
+from raysweep.engine.trainable import make_trainable
 from raysweep.engine.wandb_logging import key_configured, wandb_callback
 from raysweep.errors import UserError
 from raysweep.spec import SweepSpec, grid_points, sample_points

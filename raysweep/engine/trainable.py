@@ -11,11 +11,7 @@ trial's node. A ``program:`` spec runs its script the same way, as a subprocess 
 from __future__ import annotations
 
 import contextlib
-import importlib
 import numbers
-import os
-import socket
-import sys
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -26,7 +22,7 @@ from ray import tune
 from ray.tune.integration.ray_train import TuneReportCallback
 
 from raysweep import trial
-from raysweep.engine import gang, watchdog
+from raysweep.engine import gang, rank, watchdog
 from raysweep.engine.cluster import Capacity, trial_bundle
 from raysweep.engine.program import run_program, write_param_files
 from raysweep.spec import SweepSpec, trial_config
@@ -38,17 +34,6 @@ class InfeasibleTrial(RuntimeError):
 
 class TrialHung(RuntimeError):
     """A rank sent no report for report_timeout_s (the watchdog's explanation is the message)."""
-
-
-def import_loop(path: str) -> Callable[[dict], Any]:
-    """Resolve ``module:function``; only such imports are ever run as train loops."""
-    module_name, _, func_name = path.partition(":")
-    if os.getcwd() not in sys.path:  # loops live in the project the sweep is run from
-        sys.path.insert(0, os.getcwd())
-    try:
-        return getattr(importlib.import_module(module_name), func_name)
-    except (ImportError, AttributeError) as e:
-        raise ImportError(f"train_loop {path!r} could not be imported: {e}") from e
 
 
 def num_workers(spec: SweepSpec, config: dict[str, Any]) -> int:
@@ -66,45 +51,6 @@ class RankMeanReportCallback(TuneReportCallback):
         super().after_report(run_context, [gang.mean_over_ranks(metrics)], checkpoint)
 
 
-def _run_loop(loop_args: dict[str, Any], backend: str, rank: int, world_size: int, link: Any = None) -> None:
-    """Run the train loop as one rank, with the hang watchdog when the spec sets a timeout."""
-    guard = None
-    if loop_args["report_timeout_s"]:
-        guard = watchdog.ReportWatchdog(loop_args["report_timeout_s"], loop_args["trial_dir"], rank, world_size)
-        guard.start()
-    trial.set_backend(backend, loop_args["trial_dir"], loop_args["metric"], watchdog=guard, link=link)
-    try:
-        import_loop(loop_args["train_loop"])(loop_args["config"])
-    finally:
-        if guard is not None:
-            guard.stop()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("", 0))
-        return s.getsockname()[1]
-
-
-def _train_worker(loop_args: dict[str, Any]) -> None:
-    """Entry point on every TorchTrainer worker."""
-    import ray.train
-
-    ctx = ray.train.get_context()
-    _run_loop(loop_args, "train", ctx.get_world_rank(), ctx.get_world_size())
-
-
-def _gang_loop(loop_args: dict[str, Any], link: gang.RankLink, master: tuple[str, int]) -> None:
-    """Entry point on every warm worker."""
-    _run_loop(loop_args, "gang", link.rank, link.world_size, link=link)
-
-
-def _gang_program(job: dict[str, Any], link: gang.RankLink, master: tuple[str, int]) -> None:
-    """Entry point on every warm worker of a ``program:`` trial (the script makes its own group)."""
-    trial.set_backend("gang", job["trial_dir"], job["metric"], link=link)
-    run_program(job, link.rank, link.rank, link.world_size, master, trial.report)
-
-
 def _run_warm(workers: int, capacity: Capacity, fn: Callable[..., None], args: Any, group_backend: str | None) -> None:
     """Run the trial on this trial process's warm group; rank means go to Tune."""
     group = gang.workers_for(workers, capacity.cpus_per_worker, capacity.use_gpu)
@@ -116,21 +62,6 @@ def _run_warm(workers: int, capacity: Capacity, fn: Callable[..., None], args: A
     restored = tune.get_checkpoint()
     with restored.as_directory() if restored else contextlib.nullcontext() as checkpoint_dir:
         gang.run(group, fn, args, group_backend, checkpoint_dir, forward)
-
-
-def _program_worker(job: dict[str, Any]) -> None:
-    """Entry point on every TorchTrainer worker of a ``program:`` trial."""
-    import ray.train
-    from ray.train.collective import broadcast_from_rank_zero
-
-    ctx = ray.train.get_context()
-    rank = ctx.get_world_rank()
-    # The script's own process group needs a port of its own (Ray Train's group holds one),
-    # and a restarted worker group a fresh metrics file: rank 0 picks both.
-    mine = (ray.util.get_node_ip_address(), _free_port(), uuid.uuid4().hex[:8]) if rank == 0 else None
-    addr, port, attempt = broadcast_from_rank_zero(mine)
-    trial.set_backend("train", job["trial_dir"], job["metric"])
-    run_program(job | {"attempt": attempt}, rank, ctx.get_local_rank(), ctx.get_world_size(), (addr, port), trial.report)
 
 
 def _program_job(spec: SweepSpec, flat_config: dict[str, Any], launch: dict[str, Any], trial_dir: str, trial_id: str) -> dict[str, Any]:
@@ -184,7 +115,7 @@ def run_trial(
     watchdog.clear(trial_dir)  # a retried trial starts without the last attempt's explanation
     if spec.runs_program:
         job = _program_job(spec, flat_config, launch, trial_dir, ctx.get_trial_id())
-        worker_fn, worker_args = _program_worker, job
+        worker_fn, worker_args = rank.program_worker, job
     else:
         loop_args = {
             "train_loop": spec.train_loop,
@@ -193,22 +124,22 @@ def run_trial(
             "metric": metric,
             "report_timeout_s": spec.report_timeout_s,
         }
-        worker_fn, worker_args = _train_worker, loop_args
+        worker_fn, worker_args = rank.train_worker, loop_args
     if workers == 1:
         if spec.runs_program:
             trial.set_backend("tune", trial_dir, metric)
-            master = ("127.0.0.1", _free_port())
+            master = ("127.0.0.1", rank.free_port())
             run_program(job | {"attempt": uuid.uuid4().hex[:8]}, 0, 0, 1, master, trial.report)
         else:
-            _run_loop(loop_args, "tune", 0, 1)
+            rank.run_loop(loop_args, "tune", 0, 1)
         return
     try:
         if spec.ddp_workers == "torchtrainer":
             _fit_torchtrainer(workers, capacity, worker_fn, worker_args, spec.max_failures, train_storage)
         elif spec.runs_program:
-            _run_warm(workers, capacity, _gang_program, job | {"attempt": uuid.uuid4().hex[:8]}, None)
+            _run_warm(workers, capacity, rank.gang_program, job | {"attempt": uuid.uuid4().hex[:8]}, None)
         else:
-            _run_warm(workers, capacity, _gang_loop, loop_args, "nccl" if capacity.use_gpu else "gloo")
+            _run_warm(workers, capacity, rank.gang_loop, loop_args, "nccl" if capacity.use_gpu else "gloo")
     except Exception as e:
         explanation = watchdog.read_explanation(trial_dir)
         if explanation:
