@@ -43,12 +43,12 @@ def tables(r: dict[str, Any]) -> tuple[list[str], list[tuple[str, str, str]]]:
     o2 = r.get("overhead_2w", {}).get("systems", {})
     for key, name in NAMES.items():
         a, b = o1.get(key, {}), o2.get(key, {})
-        lines.append(f"| {name} | {_f(a.get('per_trial_s'))} | {_f(o1.get('ratios_to_b', {}).get(key))} | "
-                     f"{_f(b.get('per_trial_s'))} | {_f(o2.get('ratios_to_b', {}).get(key))} |")
+        lines.append(f"| {name} | {_f(a.get('per_trial_s'))} | {_f(o1.get('ratios_to_b', {}).get(key), '{:.3f}')} | "
+                     f"{_f(b.get('per_trial_s'))} | {_f(o2.get('ratios_to_b', {}).get(key), '{:.3f}')} |")
     r1 = o1.get("ratios_to_b", {}).get("a_raysweep")
     r2 = o2.get("ratios_to_b", {}).get("a_raysweep")
-    targets.append(("1-worker overhead (a)/(b) <= 0.35", _f(r1), _check(None if r1 is None else r1 <= 0.35)))
-    targets.append(("2-worker overhead (a)/(b) <= 0.9", _f(r2), _check(None if r2 is None else r2 <= 0.9)))
+    targets.append(("1-worker overhead (a)/(b) <= 0.35", _f(r1, "{:.3f}"), _check(None if r1 is None else r1 <= 0.35)))
+    targets.append(("2-worker overhead (a)/(b) <= 0.9", _f(r2, "{:.3f}"), _check(None if r2 is None else r2 <= 0.9)))
 
     lines += ["", "### 2 + 5. 16-trial mixed sweep (8 x 1 worker, 8 x 2 workers): throughput and memory", "",
               "| system | wall s (first start to last end) | with cluster start s | busy worker-s | utilisation | driver peak RSS MiB | children peak RSS MiB |",

@@ -5,7 +5,8 @@
 (``gang.py``: kept across trials of that size), or, with ``ddp_workers: torchtrainer``, the
 trial builds a Ray Train ``TorchTrainer`` and calls ``fit``; either way all workers are on the
 trial's node. A ``program:`` spec runs its script the same way, as a subprocess of each worker
-(``program.py``). With ``report_timeout_s`` every rank runs a hang watchdog (``watchdog.py``).
+(``program.py``). What runs on each rank, with its hang watchdog when ``report_timeout_s`` is
+set, is in ``rank.py``.
 """
 
 from __future__ import annotations
