@@ -20,7 +20,6 @@ import numbers
 import os
 import pickle
 import queue
-import socket
 import traceback
 from collections.abc import Callable, Sequence
 from datetime import timedelta
@@ -28,6 +27,8 @@ from typing import Any
 
 import ray
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+from raysweep.engine.rank import free_port
 
 STOP_GRACE_S = 20.0  # a stopped loop unwinds from its report; longer means it is stuck: end the group
 GROUP_TIMEOUT = timedelta(minutes=30)  # torch.distributed's default for a collective
@@ -82,12 +83,9 @@ class DDPWorker:
         self._inbox: queue.Queue = queue.Queue()  # go on (True) or stop (False), per report
         self._device = "cpu"
 
-    def node(self) -> tuple[str, str]:
+    def node(self) -> tuple[str, int]:
         """This worker's node address and a free port on it (rank 0's become the group's master)."""
-        with socket.socket() as s:
-            s.bind(("", 0))
-            port = s.getsockname()[1]
-        return ray.util.get_node_ip_address(), port
+        return ray.util.get_node_ip_address(), free_port()
 
     def gpu_ids(self) -> list[str]:
         return [str(g) for g in ray.get_gpu_ids()]
@@ -142,7 +140,7 @@ _warm: dict[str, Any] = {"group": None, "workers": []}
 def workers_for(size: int, cpus: float, gpu: bool) -> list[Any]:
     """This trial process's ``size`` workers: the warm ones, or new ones in its bundles 1..size."""
     pg = ray.util.get_current_placement_group()
-    if _warm["group"] == (pg.id if pg else None, size) and _warm["workers"]:
+    if _warm["group"] == (pg.id if pg else None, size):
         return _warm["workers"]
     discard()
     workers = [
