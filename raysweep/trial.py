@@ -1,8 +1,8 @@
 """What a train loop sees of its trial: rank, device, where metrics and checkpoints go.
 
-A loop calls the same three functions however it runs: in the Tune trial's own process
-(1 worker), on every worker of a warm DDP group (2+ workers, ``engine/gang.py``) or of a
-Ray Train ``TorchTrainer`` (``ddp_workers: torchtrainer``), inside a
+A loop calls the same three functions however it runs: on every rank of its trial's warm
+DDP workers (``engine/gang.py``), on every worker of a Ray Train ``TorchTrainer`` or in the Tune
+trial's own process (1 worker) under ``ddp_workers: torchtrainer``, inside a
 ``program:`` script that raysweep launched (the environment says so), or in plain Python
 with no Ray at all (``run_local``, for debugging and unit tests). The engine picks the
 backend before it calls the loop; the loop never needs to know which one it got.
@@ -28,7 +28,7 @@ METRICS_FILE_ENV = "RAYSWEEP_METRICS_FILE"
 METRIC_ENV = "RAYSWEEP_METRIC"
 BACKENDS = ("local", "tune", "gang", "train", "program")
 
-# "local" (no Ray), "tune" (1 worker, in the Tune trial process), "gang" (a warm DDP worker),
+# "local" (no Ray), "tune" (1 worker, in the Tune trial process), "gang" (a rank on a warm DDP worker),
 # "train" (a TorchTrainer worker) or "program" (a script launched by raysweep)
 _backend = "program" if os.environ.get(METRICS_FILE_ENV) else "local"
 _trial_dir: str | None = None

@@ -9,10 +9,13 @@ trial as a Ray Train ``TorchTrainer``.
 from __future__ import annotations
 
 import subprocess
+import sys
+import time
 from pathlib import Path
 
+import psutil
 import pytest
-from conftest import raysweep, write_spec
+from conftest import ROOT, cli_env, raysweep, write_spec
 
 from raysweep.engine.progress import TRIALS_FILE, read_trials
 
@@ -80,3 +83,52 @@ def test_torchtrainer_workers_still_run_a_trial_per_fit(tmp_path, ray_cluster):
     assert [r["status"] for r in rows] == ["done", "done"]
     assert all(r["metrics"]["rank"] == pytest.approx(0.5) for r in rows)
     assert pids(rows[0]) != pids(rows[1])  # a new worker group per trial
+
+
+def test_trials_of_every_size_borrow_the_same_warm_workers(tmp_path, ray_cluster):
+    spec = sweep(tmp_path, "w4", max_concurrent=2, base_config={"epochs": 2},
+                 parameters={"x": {"values": [0.1, 0.2]}, "num_gpus": {"values": [1, 2]}})  # fmt: skip
+    out, rows = run(spec, ray_cluster)
+    assert out.returncode == 0, out.stderr + out.stdout
+    assert sorted(r["num_workers"] for r in rows) == [1, 1, 2, 2]
+    assert all(r["status"] == "done" for r in rows)
+    every = {pid for r in rows for pid in pids(r)}
+    assert len(every) == 2, every  # the node's two slots: two processes ran all six ranks
+
+
+def processes(marker: str) -> list[psutil.Process]:
+    """Live processes whose command line names ``marker`` (Ray titles an actor's process by its class)."""
+    return [p for p in psutil.process_iter(["cmdline"]) if marker in " ".join(p.info["cmdline"] or [])]
+
+
+def test_workers_of_a_trial_process_that_died_are_ended_not_lent_again(tmp_path, ray_cluster):
+    spec = sweep(tmp_path, "w5", max_failures=1, base_config={"epochs": 6, "sleep": 1.5},
+                 parameters={"x": {"value": 0.3}, "num_gpus": {"value": 2}})  # fmt: skip
+    cmd = [sys.executable, "-m", "raysweep", "run", str(spec), "--address", ray_cluster,
+           "--storage", str(tmp_path / "runs"), "--wandb", "disabled"]  # fmt: skip
+    driver = subprocess.Popen(cmd, cwd=ROOT, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    trials_file = tmp_path / "runs" / "w5" / TRIALS_FILE
+    deadline = time.time() + 240
+    while time.time() < deadline:  # wait until the trial has reported (and checkpointed) 2 epochs
+        assert driver.poll() is None, driver.communicate()
+        rows = read_trials(trials_file) if trials_file.exists() else []
+        if rows and (rows[0].get("iterations") or 0) >= 2:
+            break
+        time.sleep(0.3)
+    borrowed = processes("DDPWorker")
+    assert len(borrowed) == 2
+    (trial_process,) = processes("ImplicitFunc")
+    trial_process.kill()  # the trial's Tune actor dies with the workers lent to it mid-trial
+    ended_while_the_retry_ran = False
+    while driver.poll() is None:
+        (row,) = read_trials(trials_file)
+        alive = [p for p in borrowed if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+        if not alive and row["status"] == "running":
+            ended_while_the_retry_ran = True
+        time.sleep(0.3)
+    out, err = driver.communicate()
+    assert driver.returncode == 0, err + out
+    (row,) = read_trials(trials_file)
+    assert row["status"] == "done" and row["iterations"] == 6
+    assert not set(pids(row)) & {p.pid for p in borrowed}  # the retry ran on new workers
+    assert ended_while_the_retry_ran  # the stale workers were ended when the retry borrowed, not left waiting

@@ -34,6 +34,7 @@ class Capacity:
     use_gpu: bool
     cpus_per_worker: float
     managed_slots: bool  # nodes advertise raysweep_slot (else a fallback is used)
+    node_ids: tuple[str, ...] = ()  # of the nodes in slots_per_node, in the same order
 
     @property
     def largest_node(self) -> int:
@@ -204,7 +205,8 @@ def measure(use_gpu: str | bool, cpus_per_worker: float) -> Capacity:
         slots = tuple(int(n["Resources"].get(SLOT, 0)) for n in nodes)
     else:
         slots = tuple(slots_for(n["Resources"], gpu, cpus_per_worker) for n in nodes)
-    capacity = Capacity(tuple(s for s in slots if s > 0), gpu, cpus_per_worker, managed)
+    hosts = [(n["NodeID"], s) for n, s in zip(nodes, slots, strict=True) if s > 0]
+    capacity = Capacity(tuple(s for _, s in hosts), gpu, cpus_per_worker, managed, tuple(n for n, _ in hosts))
     if capacity.total == 0:
         raise UserError(f"the Ray cluster has no room for a single worker ({cpus_per_worker} CPU each)")
     return capacity
@@ -213,20 +215,20 @@ def measure(use_gpu: str | bool, cpus_per_worker: float) -> Capacity:
 def trial_bundle(num_workers: int, capacity: Capacity, warm: bool = True) -> list[dict[str, float]]:
     """The placement-group bundles a trial holds while it runs (placed STRICT_PACK: one node).
 
-    One worker runs inside the trial process, so its one bundle holds the worker's CPU/GPU.
-    Several workers: the first bundle (the trial process) holds only their slots; warm workers
-    (``gang.py``) live in bundles 1..N of the trial's own group, each a worker's CPU/GPU,
-    while TorchTrainer actors request their own. A trial that can never fit holds a token
-    amount so it starts, and fails at once with an explanation (instead of pending forever).
+    Warm workers (``pool.py``) hold nothing themselves: the trial's one bundle holds all of its
+    workers' CPUs/GPUs and slots, so the trial process learns its GPUs from Ray and hands one to
+    each rank. With ``ddp_workers: torchtrainer``, one worker runs in the trial process (its
+    bundle holds the worker's CPU/GPU); several hold only their slots while the TorchTrainer's
+    actors request their own. A trial that can never fit holds a token amount so it starts, and
+    fails at once with an explanation (instead of pending forever).
     """
     if num_workers > capacity.largest_node:
         return [{"memory": 1}]
-    worker = {k: v for k, v in {"CPU": capacity.cpus_per_worker, "GPU": int(capacity.use_gpu)}.items() if v}
-    head = dict(worker) if num_workers == 1 else {}
+    holds = num_workers if warm or num_workers == 1 else 0
+    bundle = {k: v * holds for k, v in {"CPU": capacity.cpus_per_worker, "GPU": int(capacity.use_gpu)}.items() if v * holds}
     if capacity.managed_slots:
-        head[SLOT] = num_workers
-    workers = [dict(worker) for _ in range(num_workers)] if warm and num_workers > 1 else []
-    return [head or {"memory": 1}, *workers]
+        bundle[SLOT] = num_workers
+    return [bundle or {"memory": 1}]
 
 
 def concurrency_limit(capacity: Capacity, max_workers: int, requested: int | None) -> int | None:

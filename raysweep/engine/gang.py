@@ -1,34 +1,35 @@
-"""Warm DDP worker groups: a 2+-worker trial's workers outlive it, for the next trial of its size.
+"""A trial's DDP ranks on warm workers: one new process group per trial, every report a round trip.
 
-Starting workers is most of a short trial's cost: a Ray Train ``TorchTrainer`` run creates a
-controller and N worker processes per trial, and each imports torch (12-17 s per 2-worker
-trial on 2 cores: docs/benchmarks.md). Here the Tune trial process owns N ``DDPWorker``
-actors placed in the bundles of its own placement group. Tune reuses that process for the
-next trial of the same size (``reuse_actors``) and the workers come with it, so a trial
-costs one new ``torch.distributed`` group. The workers end with the process that owns them.
+The workers are the sweep's (``pool.py``): started once per node, lent to each trial, so a trial
+costs one new ``torch.distributed`` group instead of a Ray Train controller plus N worker
+processes that each import torch (12-17 s per 2-worker trial on 2 cores: docs/benchmarks.md).
 
 Every report is a round trip: each rank hands its metrics to the trial and waits; the trial
 forwards the mean over ranks to Tune, then tells every rank to go on or to stop. All ranks
 stop at the same report, so no rank is left inside a collective; a rank that fails or dies
-takes the whole group with it (its peers may be stuck in one).
+breaks the whole lease (its peers may be stuck in one), and the pool ends those workers.
 """
 
 from __future__ import annotations
 
+import importlib
 import math
 import numbers
 import os
 import pickle
 import queue
+import threading
 import traceback
 from collections.abc import Callable, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ray
-from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from raysweep.engine.rank import free_port
+
+if TYPE_CHECKING:
+    from raysweep.engine.pool import Lease
 
 STOP_GRACE_S = 20.0  # a stopped loop unwinds from its report; longer means it is stuck: end the group
 GROUP_TIMEOUT = timedelta(minutes=30)  # torch.distributed's default for a collective
@@ -61,9 +62,10 @@ def mean_over_ranks(metrics: Sequence[dict[str, Any]]) -> dict[str, Any]:
 class RankLink:
     """The worker side of the round trip, handed to ``raysweep.trial`` as the "gang" backend."""
 
-    def __init__(self, rank: int, world_size: int, device: str, checkpoint_dir: str | None,
+    def __init__(self, rank: int, world_size: int, device: str, gpus: list[str] | None, checkpoint_dir: str | None,
                  outbox: queue.Queue, inbox: queue.Queue):  # fmt: skip
         self.rank, self.world_size, self.device, self.checkpoint_dir = rank, world_size, device, checkpoint_dir
+        self.gpus = gpus  # the group's GPUs, as Ray names them (a script's CUDA_VISIBLE_DEVICES)
         self.outbox, self.inbox = outbox, inbox
 
     def report(self, metrics: dict[str, Any], checkpoint: str | os.PathLike | None) -> None:
@@ -74,33 +76,33 @@ class RankLink:
 
 @ray.remote(max_concurrency=4)  # run() holds one thread; next_report() and resume() need others
 class DDPWorker:
-    """One warm DDP rank: torch imported once, a new process group per trial."""
+    """One warm DDP rank: torch imported once, a new process group per trial.
+
+    It holds no resources (the borrowing trial's placement group does), so it sees every GPU of
+    its node and takes, per trial, the one its rank was given.
+    """
 
     def __init__(self) -> None:
         import torch  # noqa: F401  (the import is most of a cold worker's start-up)
 
+        # The first optimizer a loop builds imports torch._dynamo (2 s on 2 cores): import it now,
+        # while the worker waits for its first trial (a loop that needs it first waits for it).
+        threading.Thread(target=importlib.import_module, args=("torch._dynamo",), daemon=True).start()
         self._outbox: queue.Queue = queue.Queue()  # reports, then "done" or "error", to the trial
         self._inbox: queue.Queue = queue.Queue()  # go on (True) or stop (False), per report
-        self._device = "cpu"
 
     def node(self) -> tuple[str, int]:
         """This worker's node address and a free port on it (rank 0's become the group's master)."""
         return ray.util.get_node_ip_address(), free_port()
 
-    def gpu_ids(self) -> list[str]:
-        return [str(g) for g in ray.get_gpu_ids()]
-
-    def share_gpus(self, gpus: list[str], mine: str) -> None:
-        """See every GPU of the group (NCCL finds peer links) and use its own, as Ray Train does."""
-        os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
-        self._device = f"cuda:{gpus.index(mine)}"
-
     def run(self, fn: Callable[..., None], args: Any, rank: int, world_size: int, master: tuple[str, int],
-            group_backend: str | None, checkpoint_dir: str | None) -> None:  # fmt: skip
+            group_backend: str | None, checkpoint_dir: str | None, gpus: list[str] | None, threads: int) -> None:  # fmt: skip
         """Run ``fn(args, link, master)`` as ``rank``; its end (or error) is the last report."""
+        import torch
         import torch.distributed as dist
 
-        link = RankLink(rank, world_size, self._device, checkpoint_dir, self._outbox, self._inbox)
+        link = RankLink(rank, world_size, _use_device(gpus[rank] if gpus else None, threads), gpus,
+                        checkpoint_dir, self._outbox, self._inbox)  # fmt: skip
         try:
             if group_backend:
                 dist.init_process_group(
@@ -116,6 +118,8 @@ class DDPWorker:
         finally:
             if dist.is_initialized():
                 dist.destroy_process_group()
+            if torch.cuda.is_initialized():
+                torch.cuda.empty_cache()  # the next trial may be another process's on this GPU
 
     def next_report(self) -> tuple:
         return self._outbox.get()
@@ -133,53 +137,37 @@ def _portable(e: BaseException) -> BaseException:
         return RuntimeError(f"{type(e).__name__}: {e}")
 
 
-# The warm group of this Tune trial process, and the placement group it lives in.
-_warm: dict[str, Any] = {"group": None, "workers": []}
+def _use_device(gpu: str | None, threads: int) -> str:
+    """This rank's device for one trial: the GPU Ray named (an index into the CUDA_VISIBLE_DEVICES
+    the node's workers inherit, if set), or the CPU with the trial's threads per worker."""
+    import torch
 
-
-def workers_for(size: int, cpus: float, gpu: bool) -> list[Any]:
-    """This trial process's ``size`` workers: the warm ones, or new ones in its bundles 1..size."""
-    pg = ray.util.get_current_placement_group()
-    if _warm["group"] == (pg.id if pg else None, size):
-        return _warm["workers"]
-    discard()
-    workers = [
-        DDPWorker.options(
-            num_cpus=cpus, num_gpus=1 if gpu else 0,
-            scheduling_strategy=PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=i + 1) if pg else None,
-        ).remote()
-        for i in range(size)
-    ]  # fmt: skip
-    if gpu:  # rank r gets the r-th GPU of the group: a script's cuda:LOCAL_RANK is its own
-        owned = sorted(zip(ray.get([w.gpu_ids.remote() for w in workers]), workers), key=lambda p: int(p[0][0]))
-        every = [ids[0] for ids, _ in owned]
-        workers = [w for _, w in owned]
-        ray.get([w.share_gpus.remote(every, ids[0]) for ids, w in owned])
-    _warm.update(group=(pg.id if pg else None, size), workers=workers)
-    return workers
-
-
-def discard() -> None:
-    """End the warm workers (after a failure their state is unknown)."""
-    for worker in _warm["workers"]:
-        ray.kill(worker)
-    _warm.update(group=None, workers=[])
+    if gpu is None:
+        torch.set_num_threads(threads)
+        return "cpu"
+    visible = [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    index = visible.index(gpu) if gpu in visible else int(gpu)
+    torch.cuda.set_device(index)
+    return f"cuda:{index}"
 
 
 def run(
-    workers: list[Any],
+    lease: Lease,
     fn: Callable[..., None],
     args: Any,
     group_backend: str | None,
     checkpoint_dir: str | None,
+    gpus: list[str] | None,
+    threads: int,
     on_report: Callable[[list[dict[str, Any]], str | None], None],
 ) -> None:
-    """Run one trial on ``workers``; ``on_report(metrics per rank, checkpoint dir)`` per report."""
-    master = ray.get(workers[0].node.remote())
-    size = len(workers)
-    runs = [w.run.remote(fn, args, r, size, master, group_backend, checkpoint_dir) for r, w in enumerate(workers)]
+    """Run one trial on the lease's workers (rank r on the r-th, with ``gpus[r]`` if any);
+    ``on_report(metrics per rank, checkpoint dir)`` per report."""
+    workers, size = lease.workers, len(lease.workers)
     stopping = False
     try:
+        master = ray.get(workers[0].node.remote())  # raises if the worker died while it waited
+        runs = [w.run.remote(fn, args, r, size, master, group_backend, checkpoint_dir, gpus, threads) for r, w in enumerate(workers)]
         reports = 0
         while True:
             items = _next_reports(workers)
@@ -196,14 +184,14 @@ def run(
                 on_report([item[1] for item in items], next((item[2] for item in items if item[2]), None))
             except BaseException:  # stopped by the scheduler, or a report Tune refused
                 stopping = True
-                _stop(workers, runs)
+                _stop(lease, runs)
                 raise
             reports += 1
             for w in workers:
                 w.resume.remote(True)
     except BaseException:
         if not stopping:  # a rank failed or died: its peers may be stuck in a collective
-            discard()
+            lease.broken = True
         raise
 
 
@@ -223,9 +211,9 @@ def _next_reports(workers: list[Any]) -> list[tuple]:
     return items
 
 
-def _stop(workers: list[Any], runs: list[Any]) -> None:
-    """Every rank waits at this report: tell them to stop there; end the group if one does not."""
-    for w in workers:
+def _stop(lease: Lease, runs: list[Any]) -> None:
+    """Every rank waits at this report: tell them to stop there; break the lease if one does not."""
+    for w in lease.workers:
         w.resume.remote(False)
     done, _ = ray.wait(runs, num_returns=len(runs), timeout=STOP_GRACE_S)
     try:
@@ -233,4 +221,4 @@ def _stop(workers: list[Any], runs: list[Any]) -> None:
     except ray.exceptions.RayError:
         done = []
     if len(done) < len(runs):
-        discard()
+        lease.broken = True

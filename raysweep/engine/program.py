@@ -4,10 +4,9 @@ Every worker of the trial (the Tune trial itself for one worker, each warm DDP w
 TorchTrainer worker for more) starts the spec's ``command`` (W&B's default ``${env} ${interpreter} ${program}
 ${args}``) with the environment torchrun would give it: RANK, LOCAL_RANK, WORLD_SIZE,
 LOCAL_WORLD_SIZE, MASTER_ADDR and a MASTER_PORT free for this trial, plus the devices Ray
-assigned (CUDA_VISIBLE_DEVICES is inherited from the Ray worker; a warm worker sees its
-group's GPUs, its own at index LOCAL_RANK, as torchrun's ranks do). The trial's parameters
-reach ``wandb.config`` on every rank the way ``wandb agent`` hands them over: a config file
-named by WANDB_SWEEP_PARAM_PATH.
+assigned (CUDA_VISIBLE_DEVICES: its trial's GPUs, its own at index LOCAL_RANK, as torchrun's
+ranks see them). The trial's parameters reach ``wandb.config`` on every rank the way
+``wandb agent`` hands them over: a config file named by WANDB_SWEEP_PARAM_PATH.
 
 Metrics: what the script logs with ``wandb.log`` (teed by ``program_hook/sitecustomize.py``)
 or reports with ``raysweep.report`` goes to ``metrics/<attempt>.rank<R>.jsonl`` in the trial
@@ -109,6 +108,8 @@ def script_env(job: Mapping[str, Any], rank: int, local_rank: int, world_size: i
         "WANDB_DIR": str(trial_dir),
         "WANDB_MODE": job["wandb_mode"],
     }
+    if job.get("visible_devices"):  # a warm worker sees every GPU of its node
+        env["CUDA_VISIBLE_DEVICES"] = job["visible_devices"]
     if rank == 0:  # the trial's W&B run; other ranks that call wandb.init get runs of their own in the group
         env["WANDB_RUN_ID"] = job["trial_id"]
     else:

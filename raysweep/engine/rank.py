@@ -69,6 +69,8 @@ def gang_loop(loop_args: dict[str, Any], link: RankLink, master: tuple[str, int]
 def gang_program(job: dict[str, Any], link: RankLink, master: tuple[str, int]) -> None:
     """Entry point on every warm worker of a ``program:`` trial (the script makes its own group)."""
     trial.set_backend("gang", job["trial_dir"], job["metric"], link=link)
+    if link.gpus:  # the script sees its group's GPUs, its own at cuda:LOCAL_RANK, as under torchrun
+        job = dict(job) | {"visible_devices": ",".join(link.gpus)}
     run_program(job, link.rank, link.rank, link.world_size, master, trial.report)
 
 

@@ -21,6 +21,7 @@ import ray
 from ray import tune
 
 from raysweep.engine.cluster import Capacity, concurrency_limit, dashboard_url, start_or_connect
+from raysweep.engine.pool import start_pool
 from raysweep.engine.progress import ResultLog, SweepMonitor, TargetStopper, write_json
 from raysweep.engine.rank import import_loop
 from raysweep.engine.search import build_scheduler, build_search
@@ -58,9 +59,9 @@ def _check_feasible(sizes: set[int], capacity: Capacity) -> None:
 
 
 def _reuse_actors(spec: SweepSpec, sizes: set[int]) -> bool:
-    """Run trials one after another in the same Tune actor, and with it its warm DDP workers
-    (a 1-worker trial then costs ~0.05 s of overhead, not ~3 s; a 2-worker one ~0.1 s: bench/),
-    where a stopped trial ends at its report.
+    """Run trials one after another in the same Tune actor (a trial on warm workers then costs
+    ~0.1 s of overhead, not the ~3 s of a new Tune actor: bench/), where a stopped trial ends at
+    its report.
 
     A stopped ``TorchTrainer.fit()`` (``ddp_workers: torchtrainer``) and a script keep running
     in the old trial's thread until their process ends, so those sweeps get a fresh actor per trial.
@@ -132,7 +133,10 @@ def _run(spec: SweepSpec, settings: dict[str, Any], run_dir: Path, restore: bool
         "name": settings["name"],
         "run_dir": str(run_dir),
     }
-    trainable = make_trainable(spec, capacity, run_dir, launch)
+    worker_pool = None
+    if spec.ddp_workers == "warm":  # started now: its workers import torch while Tune starts
+        worker_pool = start_pool(dict(zip(capacity.node_ids, capacity.slots_per_node, strict=True)))
+    trainable = make_trainable(spec, capacity, run_dir, launch, worker_pool)
     monitor = SweepMonitor(spec, run_dir, budget, quiet=settings["quiet"])
     stopper = TargetStopper(spec.metric.name, spec.metric.goal, spec.metric.target) if spec.metric and spec.metric.target is not None else None
     callbacks = [monitor, ResultLog()] + _callbacks(spec, settings, restore)

@@ -1,12 +1,12 @@
 """One trial: the Tune function trainable that runs a train loop on ``num_gpus`` workers.
 
-1 worker: the loop runs in the Tune trial's own process (no worker-group start-up to pay).
-2+ workers: the loop runs on every worker of the trial process's warm DDP group
-(``gang.py``: kept across trials of that size), or, with ``ddp_workers: torchtrainer``, the
-trial builds a Ray Train ``TorchTrainer`` and calls ``fit``; either way all workers are on the
-trial's node. A ``program:`` spec runs its script the same way, as a subprocess of each worker
-(``program.py``). What runs on each rank, with its hang watchdog when ``report_timeout_s`` is
-set, is in ``rank.py``.
+The loop runs on as many of the sweep's warm DDP workers (``pool.py``, ``gang.py``) as the trial
+has ranks, all on the trial's node, whose CPUs/GPUs the trial's placement group holds. With
+``ddp_workers: torchtrainer`` a 2+-worker trial builds a Ray Train ``TorchTrainer`` and calls
+``fit`` instead, and a 1-worker trial runs in the Tune trial's own process. A ``program:`` spec
+runs its script the same way, as a subprocess of each worker (``program.py``); with one worker
+the Tune trial process is that worker. What runs on each rank, with its hang watchdog when
+``report_timeout_s`` is set, is in ``rank.py``.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from ray import tune
 from ray.tune.integration.ray_train import TuneReportCallback
 
 from raysweep import trial
-from raysweep.engine import gang, rank, watchdog
+from raysweep.engine import gang, pool, rank, watchdog
 from raysweep.engine.cluster import Capacity, trial_bundle
 from raysweep.engine.program import run_program, write_param_files
 from raysweep.spec import SweepSpec, trial_config
@@ -52,17 +52,24 @@ class RankMeanReportCallback(TuneReportCallback):
         super().after_report(run_context, [gang.mean_over_ranks(metrics)], checkpoint)
 
 
-def _run_warm(workers: int, capacity: Capacity, fn: Callable[..., None], args: Any, group_backend: str | None) -> None:
-    """Run the trial on this trial process's warm group; rank means go to Tune."""
-    group = gang.workers_for(workers, capacity.cpus_per_worker, capacity.use_gpu)
+def _run_warm(
+    workers: int, capacity: Capacity, worker_pool: Any, fn: Callable[..., None], args: Any, group_backend: str | None
+) -> None:  # fmt: skip
+    """Run the trial on ``workers`` of the pool's warm workers; rank means go to Tune."""
+    gpus = sorted((str(g) for g in ray.get_gpu_ids()), key=lambda g: (len(g), g)) if capacity.use_gpu else None
 
     def forward(metrics: list[dict[str, Any]], checkpoint_dir: str | None) -> None:
         ckpt = tune.Checkpoint.from_directory(checkpoint_dir) if checkpoint_dir else None
         tune.report(gang.mean_over_ranks(metrics), checkpoint=ckpt)  # copies the checkpoint before it returns
 
     restored = tune.get_checkpoint()
-    with restored.as_directory() if restored else contextlib.nullcontext() as checkpoint_dir:
-        gang.run(group, fn, args, group_backend, checkpoint_dir, forward)
+    lease = pool.borrow(worker_pool, workers)
+    try:
+        with restored.as_directory() if restored else contextlib.nullcontext() as checkpoint_dir:
+            gang.run(lease, fn, args, group_backend if workers > 1 else None, checkpoint_dir, gpus,
+                     max(1, int(capacity.cpus_per_worker)), forward)  # fmt: skip
+    finally:
+        pool.give_back(worker_pool, lease)
 
 
 def _program_job(spec: SweepSpec, flat_config: dict[str, Any], launch: dict[str, Any], trial_dir: str, trial_id: str) -> dict[str, Any]:
@@ -101,9 +108,11 @@ def trial_files_dir(staging_dir: str, run_dir: str) -> str:
 
 
 def run_trial(
-    flat_config: dict[str, Any], spec: SweepSpec, capacity: Capacity, train_storage: str, launch: dict[str, Any]
-) -> None:
-    """The Tune function trainable (bound with ``tune.with_parameters``)."""
+    flat_config: dict[str, Any], spec: SweepSpec, capacity: Capacity, train_storage: str, launch: dict[str, Any],
+    worker_pool: Any,
+) -> None:  # fmt: skip
+    """The Tune function trainable (bound with ``tune.with_parameters``); ``worker_pool`` is the
+    sweep's ``pool.WorkerPool`` (None with ``ddp_workers: torchtrainer``)."""
     workers = num_workers(spec, flat_config)
     if workers > capacity.largest_node:
         raise InfeasibleTrial(
@@ -126,7 +135,7 @@ def run_trial(
             "report_timeout_s": spec.report_timeout_s,
         }
         worker_fn, worker_args = rank.train_worker, loop_args
-    if workers == 1:
+    if workers == 1 and (spec.runs_program or worker_pool is None):
         if spec.runs_program:
             trial.set_backend("tune", trial_dir, metric)
             master = ("127.0.0.1", rank.free_port())
@@ -135,12 +144,12 @@ def run_trial(
             rank.run_loop(loop_args, "tune", 0, 1)
         return
     try:
-        if spec.ddp_workers == "torchtrainer":
+        if worker_pool is None:
             _fit_torchtrainer(workers, capacity, worker_fn, worker_args, spec.max_failures, train_storage)
         elif spec.runs_program:
-            _run_warm(workers, capacity, rank.gang_program, job | {"attempt": uuid.uuid4().hex[:8]}, None)
+            _run_warm(workers, capacity, worker_pool, rank.gang_program, job | {"attempt": uuid.uuid4().hex[:8]}, None)
         else:
-            _run_warm(workers, capacity, rank.gang_loop, loop_args, "nccl" if capacity.use_gpu else "gloo")
+            _run_warm(workers, capacity, worker_pool, rank.gang_loop, loop_args, "nccl" if capacity.use_gpu else "gloo")
     except Exception as e:
         explanation = watchdog.read_explanation(trial_dir)
         if explanation:
@@ -179,18 +188,19 @@ def _fit_torchtrainer(
     trainer.fit()
 
 
-def make_trainable(spec: SweepSpec, capacity: Capacity, run_dir: Path, launch: dict[str, Any]) -> Any:
-    """The trainable handed to ``tune.Tuner``: spec bound, resources sized per trial."""
+def make_trainable(spec: SweepSpec, capacity: Capacity, run_dir: Path, launch: dict[str, Any], worker_pool: Any) -> Any:
+    """The trainable handed to ``tune.Tuner``: spec and the sweep's worker pool bound, resources sized per trial."""
 
     def resources(flat_config: dict[str, Any]) -> Any:
         try:
             workers = num_workers(spec, flat_config)
         except ValueError:
             workers = 1  # the trial itself raises the explanation
-        bundles = trial_bundle(workers, capacity, warm=spec.ddp_workers == "warm")
+        bundles = trial_bundle(workers, capacity, warm=worker_pool is not None)
         return tune.PlacementGroupFactory(bundles, strategy="STRICT_PACK")
 
     fn = tune.with_parameters(
-        run_trial, spec=spec, capacity=capacity, train_storage=str(run_dir / "train_runs"), launch=launch
-    )
+        run_trial, spec=spec, capacity=capacity, train_storage=str(run_dir / "train_runs"), launch=launch,
+        worker_pool=worker_pool,
+    )  # fmt: skip
     return tune.with_resources(fn, resources)

@@ -1,0 +1,106 @@
+"""The sweep's warm DDP workers: started once per node, lent to every trial, whatever its size.
+
+Starting a worker is most of a short trial's cost: a Ray worker process, then torch and
+torch._dynamo imported (4-5 s on 2 cores). So the driver starts one pool per sweep, and the
+pool starts each node's workers (as many as the node has worker slots) while Tune is still
+starting. A trial borrows as many workers as it has ranks, on its own node, and gives them back
+when it ends: 1-worker and 2-worker trials run on the same processes, and a trial of a new size
+waits for no process to start.
+
+Resources stay with Tune: a trial's placement group holds its CPUs/GPUs and worker slots (the
+admission control of ``cluster.py``); the workers hold none of their own, and compute only
+while lent to a trial that holds them. The pool is an actor of the driver, on its node, so it
+and its workers end with the sweep. A worker whose trial failed, or whose borrower ended
+without giving it back (that trial's placement group is gone), is ended rather than lent
+again: its state is unknown.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from raysweep.engine.gang import DDPWorker
+
+
+@dataclass
+class Lease:
+    """Workers lent to one trial; ``broken`` (set by ``gang.run``) ends them when they come back."""
+
+    id: int
+    workers: list[Any]
+    broken: bool = field(default=False)
+
+
+@ray.remote(num_cpus=0)
+class WorkerPool:
+    def __init__(self) -> None:
+        self._idle: dict[str, list[Any]] = {}  # node id -> workers waiting for a trial
+        self._lent: dict[int, tuple[str, str | None, list[Any]]] = {}  # lease -> (node, borrower's group, workers)
+        self._ids = itertools.count()
+
+    def start(self, node_id: str, count: int) -> None:
+        """Start workers on ``node_id`` until it has ``count`` (they import torch meanwhile)."""
+        have = len(self._idle.get(node_id, [])) + sum(len(w) for n, _, w in self._lent.values() if n == node_id)
+        self._idle.setdefault(node_id, []).extend(_new_worker(node_id) for _ in range(count - have))
+
+    def lend(self, node_id: str, count: int, group: str | None) -> tuple[int, list[Any]]:
+        """``count`` workers on ``node_id`` for the trial holding placement group ``group``."""
+        self._end_abandoned()
+        idle = self._idle.setdefault(node_id, [])
+        workers = idle[:count] + [_new_worker(node_id) for _ in range(count - len(idle))]
+        del idle[:count]
+        lease = next(self._ids)
+        self._lent[lease] = (node_id, group, workers)
+        return lease, workers
+
+    def give_back(self, lease: int, broken: bool, workers: list[Any]) -> None:
+        node_id, _, _ = self._lent.pop(lease, (None, None, None))  # unknown: lent before the pool restarted
+        if broken or node_id is None:
+            _end(workers)
+        else:  # first in line again, in rank order: a trial of the same size gets the same ranks
+            self._idle[node_id][:0] = workers
+
+    def _end_abandoned(self) -> None:
+        """End the workers of trials that ended without giving them back (their group is gone)."""
+        groups = {g for _, g, _ in self._lent.values() if g}
+        if not groups:
+            return
+        table = ray.util.placement_group_table()
+        gone = {g for g in groups if table.get(g, {}).get("state", "REMOVED") == "REMOVED"}
+        for lease in [k for k, (_, g, _) in self._lent.items() if g in gone]:
+            _end(self._lent.pop(lease)[2])
+
+
+def _new_worker(node_id: str) -> Any:
+    return DDPWorker.options(num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)).remote()
+
+
+def _end(workers: list[Any]) -> None:
+    for worker in workers:
+        ray.kill(worker)
+
+
+def start_pool(node_slots: dict[str, int]) -> Any:
+    """The sweep's pool, already starting ``node_slots[node]`` workers on every node."""
+    here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
+    pool = WorkerPool.options(scheduling_strategy=here, max_restarts=-1).remote()  # on the driver's node
+    for node_id, slots in node_slots.items():
+        pool.start.remote(node_id, slots)
+    return pool
+
+
+def borrow(pool: Any, count: int) -> Lease:
+    """``count`` of the pool's workers on this trial's node (its placement group holds their resources)."""
+    pg = ray.util.get_current_placement_group()
+    node_id = ray.get_runtime_context().get_node_id()
+    lease, workers = ray.get(pool.lend.remote(node_id, count, pg.id.hex() if pg else None))
+    return Lease(lease, workers)
+
+
+def give_back(pool: Any, lease: Lease) -> None:
+    ray.get(pool.give_back.remote(lease.id, lease.broken, lease.workers))
