@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -78,3 +79,24 @@ def show(run_dir: Path) -> dict:
     out = raysweep("show", str(run_dir), "--json")
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
+
+
+def start_sweep(spec: Path, cluster: str) -> subprocess.Popen:
+    """``raysweep run`` in the background on ``cluster`` (runs under the spec's dir), output captured."""
+    cmd = [sys.executable, "-m", "raysweep", "run", str(spec), "--address", cluster,
+           "--storage", str(spec.parent / "runs"), "--wandb", "disabled"]  # fmt: skip
+    return subprocess.Popen(cmd, cwd=ROOT, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for_iterations(driver: subprocess.Popen, trials_file: Path, iterations: int, timeout: float = 240) -> None:
+    """Until the sweep's first trial has reported ``iterations`` times (the driver must stay up)."""
+    from raysweep.engine.progress import read_trials
+
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        assert driver.poll() is None, driver.communicate()
+        rows = read_trials(trials_file) if trials_file.exists() else []
+        if rows and (rows[0].get("iterations") or 0) >= iterations:
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"no trial reported {iterations} times in {timeout:g} s")

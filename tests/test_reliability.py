@@ -10,13 +10,12 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import psutil
 import pytest
-from conftest import ROOT, cli_env, raysweep, show, write_spec
+from conftest import raysweep, show, start_sweep, wait_for_iterations, write_spec
 
 from raysweep.engine.progress import TRIALS_FILE, read_trials
 
@@ -34,12 +33,6 @@ def run(spec: Path, cluster: str, *flags: str) -> subprocess.CompletedProcess:
     return raysweep("run", str(spec), "--address", cluster, "--storage", str(spec.parent / "runs"), "--wandb", "disabled", *flags)
 
 
-def start(spec: Path, cluster: str) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "raysweep", "run", str(spec), "--address", cluster,
-           "--storage", str(spec.parent / "runs"), "--wandb", "disabled"]  # fmt: skip
-    return subprocess.Popen(cmd, cwd=ROOT, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
 def results(run_dir: Path, trial_id: str) -> list[dict]:
     row = next(r for r in read_trials(run_dir / TRIALS_FILE) if r["trial_id"] == trial_id)
     return [json.loads(line) for line in (Path(row["trial_dir"]) / "result.json").read_text().splitlines()]
@@ -55,15 +48,8 @@ def test_a_killed_train_worker_restarts_from_its_checkpoint(tmp_path, ray_cluste
         tmp_path, "wk", max_failures=1, base_config={"epochs": 6, "sleep": 1.5},
         parameters={"x": {"value": 0.3}, "num_gpus": {"value": 2}},
     )  # fmt: skip
-    driver = start(spec, ray_cluster)
-    trials_file = tmp_path / "runs" / "wk" / TRIALS_FILE
-    deadline = time.time() + 240
-    while time.time() < deadline:  # wait until the trial has reported (and checkpointed) 2 epochs
-        assert driver.poll() is None, driver.communicate()
-        rows = read_trials(trials_file) if trials_file.exists() else []
-        if rows and (rows[0].get("iterations") or 0) >= 2:
-            break
-        time.sleep(0.3)
+    driver = start_sweep(spec, ray_cluster)
+    wait_for_iterations(driver, tmp_path / "runs" / "wk" / TRIALS_FILE, 2)  # epochs 1-2 reported, and checkpointed
     victims = train_workers()
     assert len(victims) == 2
     victims[-1].send_signal(signal.SIGKILL)
@@ -170,7 +156,7 @@ def test_ranks_that_report_different_numbers_of_times_fail_with_an_explanation(t
 def test_two_hundred_trials_all_recorded_with_flat_driver_memory(tmp_path, ray_cluster):
     spec = sweep(tmp_path, "load", method="random", run_cap=200, base_config={"epochs": 1},
                  parameters={"x": {"min": 0.0, "max": 1.0}})  # fmt: skip
-    driver = start(spec, ray_cluster)
+    driver = start_sweep(spec, ray_cluster)
     proc = psutil.Process(driver.pid)
     trials_file = tmp_path / "runs" / "load" / TRIALS_FILE
     samples: list[tuple[int, float]] = []  # (trials finished, driver RSS in MiB)

@@ -9,13 +9,12 @@ trial as a Ray Train ``TorchTrainer``.
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import psutil
 import pytest
-from conftest import ROOT, cli_env, raysweep, write_spec
+from conftest import raysweep, start_sweep, wait_for_iterations, write_spec
 
 from raysweep.engine.progress import TRIALS_FILE, read_trials
 
@@ -104,17 +103,9 @@ def processes(marker: str) -> list[psutil.Process]:
 def test_workers_of_a_trial_process_that_died_are_ended_not_lent_again(tmp_path, ray_cluster):
     spec = sweep(tmp_path, "w5", max_failures=1, base_config={"epochs": 6, "sleep": 1.5},
                  parameters={"x": {"value": 0.3}, "num_gpus": {"value": 2}})  # fmt: skip
-    cmd = [sys.executable, "-m", "raysweep", "run", str(spec), "--address", ray_cluster,
-           "--storage", str(tmp_path / "runs"), "--wandb", "disabled"]  # fmt: skip
-    driver = subprocess.Popen(cmd, cwd=ROOT, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    driver = start_sweep(spec, ray_cluster)
     trials_file = tmp_path / "runs" / "w5" / TRIALS_FILE
-    deadline = time.time() + 240
-    while time.time() < deadline:  # wait until the trial has reported (and checkpointed) 2 epochs
-        assert driver.poll() is None, driver.communicate()
-        rows = read_trials(trials_file) if trials_file.exists() else []
-        if rows and (rows[0].get("iterations") or 0) >= 2:
-            break
-        time.sleep(0.3)
+    wait_for_iterations(driver, trials_file, 2)  # epochs 1-2 reported, and checkpointed
     borrowed = processes("DDPWorker")
     assert len(borrowed) == 2
     (trial_process,) = processes("ImplicitFunc")
