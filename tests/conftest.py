@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 import yaml
 
@@ -100,3 +101,9 @@ def wait_for_iterations(driver: subprocess.Popen, trials_file: Path, iterations:
             return
         time.sleep(0.3)
     raise AssertionError(f"no trial reported {iterations} times in {timeout:g} s")
+
+
+def processes(marker: str) -> list[psutil.Process]:
+    """Live processes whose command line names ``marker`` (Ray titles an actor's process by its
+    class: ``DDPWorker`` for warm DDP workers, ``ImplicitFunc`` for Tune trial actors)."""
+    return [p for p in psutil.process_iter(["cmdline"]) if marker in " ".join(p.info["cmdline"] or [])]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import raysweep, show, start_sweep, wait_for_iterations, write_spec
+from conftest import processes, raysweep, show, start_sweep, wait_for_iterations, write_spec
 
 from raysweep.engine.progress import TRIALS_FILE, read_trials
 
@@ -38,11 +38,6 @@ def results(run_dir: Path, trial_id: str) -> list[dict]:
     return [json.loads(line) for line in (Path(row["trial_dir"]) / "result.json").read_text().splitlines()]
 
 
-def train_workers() -> list[psutil.Process]:
-    """The DDP worker processes alive now (warm workers are actors of class DDPWorker)."""
-    return [p for p in psutil.process_iter(["name", "cmdline"]) if "DDPWorker" in " ".join(p.info["cmdline"] or [])]
-
-
 def test_a_killed_train_worker_restarts_from_its_checkpoint(tmp_path, ray_cluster):
     spec = sweep(
         tmp_path, "wk", max_failures=1, base_config={"epochs": 6, "sleep": 1.5},
@@ -50,7 +45,7 @@ def test_a_killed_train_worker_restarts_from_its_checkpoint(tmp_path, ray_cluste
     )  # fmt: skip
     driver = start_sweep(spec, ray_cluster)
     wait_for_iterations(driver, tmp_path / "runs" / "wk" / TRIALS_FILE, 2)  # epochs 1-2 reported, and checkpointed
-    victims = train_workers()
+    victims = processes("DDPWorker")
     assert len(victims) == 2
     victims[-1].send_signal(signal.SIGKILL)
     out, err = driver.communicate(timeout=400)
@@ -138,7 +133,7 @@ def test_watchdog_ends_a_rank_stuck_in_a_collective(tmp_path, ray_cluster):
     assert trial["status"] == "failed"
     assert "of 2 sent no report for 5 s (report_timeout_s) after its report #1" in trial["error"]
     assert "reports per rank: rank 0: 1, rank 1: 1" in trial["error"]
-    assert not train_workers()
+    assert not processes("DDPWorker")
 
 
 def test_ranks_that_report_different_numbers_of_times_fail_with_an_explanation(tmp_path, ray_cluster):

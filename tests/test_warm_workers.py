@@ -14,7 +14,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import raysweep, start_sweep, wait_for_iterations, write_spec
+from conftest import processes, raysweep, start_sweep, wait_for_iterations, write_spec
 
 from raysweep.engine.progress import TRIALS_FILE, read_trials
 
@@ -93,11 +93,6 @@ def test_trials_of_every_size_borrow_the_same_warm_workers(tmp_path, ray_cluster
     assert all(r["status"] == "done" for r in rows)
     every = {pid for r in rows for pid in pids(r)}
     assert len(every) == 2, every  # the node's two slots: two processes ran all six ranks
-
-
-def processes(marker: str) -> list[psutil.Process]:
-    """Live processes whose command line names ``marker`` (Ray titles an actor's process by its class)."""
-    return [p for p in psutil.process_iter(["cmdline"]) if marker in " ".join(p.info["cmdline"] or [])]
 
 
 def test_workers_of_a_trial_process_that_died_are_ended_not_lent_again(tmp_path, ray_cluster):

@@ -34,7 +34,7 @@ class Capacity:
     use_gpu: bool
     cpus_per_worker: float
     managed_slots: bool  # nodes advertise raysweep_slot (else a fallback is used)
-    node_ids: tuple[str, ...] = ()  # of the nodes in slots_per_node, in the same order
+    node_ids: tuple[str, ...]  # of the nodes in slots_per_node, in the same order
 
     @property
     def largest_node(self) -> int:

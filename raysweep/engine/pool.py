@@ -18,7 +18,7 @@ again: its state is unknown.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import ray
@@ -33,7 +33,7 @@ class Lease:
 
     id: int
     workers: list[Any]
-    broken: bool = field(default=False)
+    broken: bool = False
 
 
 @ray.remote(num_cpus=0)

@@ -133,8 +133,10 @@ def _run(spec: SweepSpec, settings: dict[str, Any], run_dir: Path, restore: bool
         "name": settings["name"],
         "run_dir": str(run_dir),
     }
+    # No pool for TorchTrainer runs, nor for a program: sweep of 1-worker trials (each runs its
+    # script from the Tune trial process). Started now: its workers import torch while Tune starts.
     worker_pool = None
-    if spec.ddp_workers == "warm":  # started now: its workers import torch while Tune starts
+    if spec.ddp_workers == "warm" and (max(sizes) > 1 or not spec.runs_program):
         worker_pool = start_pool(dict(zip(capacity.node_ids, capacity.slots_per_node, strict=True)))
     trainable = make_trainable(spec, capacity, run_dir, launch, worker_pool)
     monitor = SweepMonitor(spec, run_dir, budget, quiet=settings["quiet"])
