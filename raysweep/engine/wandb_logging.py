@@ -7,6 +7,7 @@ or ~/.netrc: raysweep never copies it into the run dir or its logs.
 
 from __future__ import annotations
 
+import json
 import netrc
 import os
 from pathlib import Path
@@ -42,7 +43,26 @@ class SweepWandbCallback(WandbLoggerCallback):
         # Write straight into the trial's dir in the run dir. Ray's default (the session's
         # staging dir, synced at trial end) races with the last trial's final W&B writes.
         Path(trial.path).mkdir(parents=True, exist_ok=True)
+        fresh = trial not in self._trial_logging_futures
         super()._start_logging_actor(trial, exclude_results, dir=trial.path, **wandb_init_kwargs)
+        if fresh and self.kwargs.get("resume") == "allow":
+            self._replay(trial)
+
+    def _replay(self, trial: Any) -> None:
+        """Log a resumed trial's earlier results again, from its ``result.json``.
+
+        A killed driver takes with it what its logging actors had not yet written (a trial that
+        finished in the first seconds of a sweep can have logged nothing), and Tune does not send
+        those results again. Results the killed run had already written are logged a second
+        time, in the resumed run's own offline file.
+        """
+        results = Path(trial.path) / "result.json"
+        if not results.exists():
+            return
+        for line in results.read_text().splitlines():
+            if line.strip():
+                row = json.loads(line)
+                self.log_trial_result(row.get("training_iteration", 0), trial, row)
 
     def setup(self, *args: Any, **kwargs: Any) -> None:
         if self.kwargs.get("mode") == "online":
