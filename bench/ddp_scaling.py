@@ -1,9 +1,11 @@
 """Part 4, DDP scaling: training samples/sec of the looped transformer with 1 and 2 workers.
 
-Both through raysweep (1 worker in the Tune trial, 2 under a TorchTrainer) and through
-torchrun, one trial at a time so the two sizes never share the cores. The figure is the
-loop's own ``samples_per_sec`` (all ranks' samples over the slowest rank's epoch time),
-median over the epochs after the first.
+Both through raysweep (on the sweep's warm workers) and through torchrun, one trial at a
+time so the two sizes never share the cores. The figure is the loop's own
+``samples_per_sec`` (all ranks' samples over the slowest rank's epoch time), median over the
+epochs after the first. The machine's load moves these figures by more than the systems
+differ, so the two systems run in interleaved pairs (order alternating: a c, c a, a c) and
+the ratio (a)/(c) is taken pair by pair; the table shows medians over the pairs.
 
     flock /tmp/raysweep-ray.lock .venv/bin/python -m bench.ddp_scaling [--quick]
 """
@@ -15,6 +17,8 @@ from typing import Any
 
 from bench import systems
 from bench.common import median, write_result
+
+PAIRS = {"full": 3, "quick": 1}
 
 
 def scaling_spec(quick: bool) -> dict[str, Any]:
@@ -37,22 +41,40 @@ def samples_per_sec(events: list[dict[str, Any]]) -> dict[int, float]:
     return {w: median(v[1:] or v) for w, v in by_world.items()}
 
 
+def _ratio(a: float | None, c: float | None) -> float | None:
+    return round(a / c, 3) if a and c else None
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description="samples/sec with 1 and 2 DDP workers")
     p.add_argument("--quick", action="store_true")
     args = p.parse_args()
     spec_doc = scaling_spec(args.quick)
     _, trials = systems.spec_trials(spec_doc)
+    runners = {
+        "a_raysweep": lambda: systems.run_raysweep(spec_doc, "transformer", max_concurrent=1),
+        "c_torchrun": lambda: systems.run_torchrun_agent(trials, "transformer", "exact_accuracy", "max"),
+    }
+    pairs = []
+    for i in range(PAIRS["quick" if args.quick else "full"]):
+        pair: dict[str, Any] = {}
+        for key in sorted(runners, reverse=i % 2 == 1):
+            r = runners[key]()
+            sps = samples_per_sec(r["events"])
+            pair[key] = {"1w": sps.get(1), "2w": sps.get(2), "failed": r["failed"]}
+        pair["a_over_c_1w"] = _ratio(pair["a_raysweep"]["1w"], pair["c_torchrun"]["1w"])
+        pair["a_over_c_2w"] = _ratio(pair["a_raysweep"]["2w"], pair["c_torchrun"]["2w"])
+        print(f"ddp pair {i}: {pair}", flush=True)
+        pairs.append(pair)
     out: dict[str, Any] = {}
-    a = systems.run_raysweep(spec_doc, "transformer", max_concurrent=1)
-    c = systems.run_torchrun_agent(trials, "transformer", "exact_accuracy", "max")
-    for key, r in (("a_raysweep", a), ("c_torchrun", c)):
-        sps = samples_per_sec(r["events"])
-        one, two = sps.get(1), sps.get(2)
-        out[key] = {"samples_per_sec_1w": round(one, 1) if one else None, "samples_per_sec_2w": round(two, 1) if two else None,
-                    "speedup_2w": round(two / one, 3) if one and two else None, "failed": r["failed"]}
-        print(f"ddp {key}: {out[key]}", flush=True)
-    print(write_result("ddp_scaling", {"config": spec_doc["base_config"], "systems": out}, args.quick))
+    for key in runners:
+        one = median(p[key]["1w"] for p in pairs if p[key]["1w"])
+        two = median(p[key]["2w"] for p in pairs if p[key]["2w"])
+        out[key] = {"samples_per_sec_1w": round(one, 1), "samples_per_sec_2w": round(two, 1), "speedup_2w": _ratio(two, one),
+                    "failed": [e for p in pairs for e in p[key]["failed"]]}
+    ratios = {f"a_over_c_{w}": median(p[f"a_over_c_{w}"] for p in pairs if p[f"a_over_c_{w}"]) for w in ("1w", "2w")}
+    print(f"ddp: {out} {ratios}", flush=True)
+    print(write_result("ddp_scaling", {"config": spec_doc["base_config"], "systems": out, **ratios, "pairs": pairs}, args.quick))
 
 
 if __name__ == "__main__":

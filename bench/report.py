@@ -67,12 +67,17 @@ def tables(r: dict[str, Any]) -> tuple[list[str], list[tuple[str, str, str]]]:
     if wa and wb:
         lines.append(f"\n(a)/(b) wall: {wa / wb:.2f}; (c)/(a) wall: {_f(sp)}")
 
-    d = r.get("ddp_scaling", {}).get("systems", {})
-    lines += ["", "### 4. DDP scaling (looped transformer, samples/sec, median over epochs 2..)", "",
+    ddp = r.get("ddp_scaling", {})
+    d = ddp.get("systems", {})
+    lines += ["", "### 4. DDP scaling (looped transformer, samples/sec, median over epochs 2.., then over pairs)", "",
               "| system | 1 worker | 2 workers | speed-up |", "|---|---|---|---|"]
     for key, name in (("a_raysweep", "(a) raysweep"), ("c_torchrun", "(c) torchrun")):
         x = d.get(key, {})
         lines.append(f"| {name} | {_f(x.get('samples_per_sec_1w'), '{:.0f}')} | {_f(x.get('samples_per_sec_2w'), '{:.0f}')} | {_f(x.get('speedup_2w'))} |")
+    if ddp.get("pairs"):
+        per_pair = ", ".join(f"{_f(p.get('a_over_c_2w'))}" for p in ddp["pairs"])
+        lines.append(f"\n(a)/(c) pair by pair ({len(ddp['pairs'])} interleaved pairs), median: 1 worker "
+                     f"{_f(ddp.get('a_over_c_1w'))}, 2 workers {_f(ddp.get('a_over_c_2w'))} (2 workers per pair: {per_pair})")
 
     s = {m: r.get(f"search_{m}") or {} for m in ("bayes", "random", "grid")}
     grid_best = s["grid"].get("best")
