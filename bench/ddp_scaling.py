@@ -13,6 +13,7 @@ the ratio (a)/(c) is taken pair by pair; the table shows medians over the pairs.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterable
 from typing import Any
 
 from bench import systems
@@ -45,6 +46,12 @@ def _ratio(a: float | None, c: float | None) -> float | None:
     return round(a / c, 3) if a and c else None
 
 
+def _median_of_pairs(xs: Iterable[float | None], digits: int) -> float | None:
+    """The median of the pairs that measured it; None (n/a in the table) when none did."""
+    xs = [x for x in xs if x]
+    return round(median(xs), digits) if xs else None
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description="samples/sec with 1 and 2 DDP workers")
     p.add_argument("--quick", action="store_true")
@@ -68,11 +75,11 @@ def main() -> None:
         pairs.append(pair)
     out: dict[str, Any] = {}
     for key in runners:
-        one = median(p[key]["1w"] for p in pairs if p[key]["1w"])
-        two = median(p[key]["2w"] for p in pairs if p[key]["2w"])
-        out[key] = {"samples_per_sec_1w": round(one, 1), "samples_per_sec_2w": round(two, 1), "speedup_2w": _ratio(two, one),
+        one = _median_of_pairs((p[key]["1w"] for p in pairs), 1)
+        two = _median_of_pairs((p[key]["2w"] for p in pairs), 1)
+        out[key] = {"samples_per_sec_1w": one, "samples_per_sec_2w": two, "speedup_2w": _ratio(two, one),
                     "failed": [e for p in pairs for e in p[key]["failed"]]}
-    ratios = {f"a_over_c_{w}": median(p[f"a_over_c_{w}"] for p in pairs if p[f"a_over_c_{w}"]) for w in ("1w", "2w")}
+    ratios = {f"a_over_c_{w}": _median_of_pairs((p[f"a_over_c_{w}"] for p in pairs), 3) for w in ("1w", "2w")}
     print(f"ddp: {out} {ratios}", flush=True)
     print(write_result("ddp_scaling", {"config": spec_doc["base_config"], "systems": out, **ratios, "pairs": pairs}, args.quick))
 
