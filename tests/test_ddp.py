@@ -71,6 +71,9 @@ def _worker(rank: int, init_file: str, out_dir: str, grad_accum: int) -> None:
             "throughput": ddp.throughput(10 * (rank + 1), 1.0 + rank),
         }
         torch.save(result, os.path.join(out_dir, f"rank{rank}.pt"))
+        # Both ranks reach teardown together: a rank that destroys its group while its peer's gloo
+        # pair is still open can abort the peer ("terminate called without an active exception").
+        dist.barrier()
     finally:
         dist.destroy_process_group()
 
