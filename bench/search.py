@@ -1,11 +1,13 @@
 """Part 3, search efficiency on the looped-transformer stages sweep: ASHA+TPE vs random vs grid.
 
-Runs search_spaces/stages_bayes.yaml, stages_random.yaml and stages.yaml through raysweep at
-a reduced size (fewer epochs and problems per epoch, a fixed trial budget; the sizes are in
-the results file), each file's own ASHA scheduler rescaled to the shorter trials. Reports the
-best exact_accuracy reached within the budget, and the wall time (from the first trial's
-start) until each method first reached a target: grid's best, and a fixed accuracy. Repeated
-with seeds 0, 1, 2 (the searcher's and the model's); the table shows medians.
+Grid search is the whole stages grid (search_spaces/stages.yaml, 256 configurations), run
+once: its wall time and its best are what a grid search costs and finds. ASHA+TPE
+(stages_bayes.yaml) and ASHA+random (stages_random.yaml) run a fixed budget of trials with
+seeds 0, 1, 2 (the searcher's; the model's seed is the loop's own, so a configuration reports
+the same accuracies in every run). Every file keeps its own searcher settings and hyperband
+(ASHA) scheduler, rescaled to the shorter trials; the sizes are in the results file. The report
+(bench/report.py) reads, per run, the wall time from the first trial's start until the best so
+far reached grid's best, and a top-1% configuration of the grid, and the best within the budget.
 
     flock /tmp/raysweep-ray.lock .venv/bin/python -m bench.search --method bayes [--quick]
 """
@@ -21,26 +23,42 @@ from bench import systems
 from bench.common import REPO, median, write_result
 
 FILES = {"bayes": "stages_bayes.yaml", "random": "stages_random.yaml", "grid": "stages.yaml"}
-SIZES = {  # (trials, epochs, train_size, val_size, rungs min_iter)
-    "full": (12, 6, 3000, 500, 2),
-    "quick": (3, 2, 300, 100, 1),
+SIZES = {  # trials of bayes and random (grid runs its whole grid), the size of one trial, and the
+    # first rung of early stopping (None: the file's own min_iter, 3 epochs; --asha-min-iter sets it)
+    "full": {"trials": 96, "epochs": 6, "train_size": 3000, "val_size": 500, "asha_min_iter": None},
+    "quick": {"trials": 3, "grid_trials": 3, "epochs": 2, "train_size": 300, "val_size": 100, "asha_min_iter": 1},
 }
-SEEDS = {"full": 3, "quick": 1}  # repetitions, seeds 0..n-1
+SEEDS = {"full": 3, "quick": 1}  # repetitions of bayes and random, seeds 0..n-1; grid runs once
 
 
-def search_spec(method: str, quick: bool, seed: int = 0) -> tuple[dict[str, Any], dict[str, Any]]:
-    trials, epochs, train_size, val_size, min_iter = SIZES["quick" if quick else "full"]
+def search_spec(method: str, quick: bool, seed: int = 0, asha_min_iter: int | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    size = dict(SIZES["quick" if quick else "full"])
     doc = yaml.safe_load((REPO / "search_spaces" / FILES[method]).read_text())
-    doc["base_config"].update({"epochs": epochs, "train_size": train_size, "val_size": val_size, "checkpoint_every": 0})
-    doc["early_terminate"] = {"type": "hyperband", "min_iter": min_iter, "max_iter": epochs, "eta": 3}
-    doc["run_cap"] = trials
+    epochs = size["epochs"]
+    doc["base_config"].update(
+        {"epochs": epochs, "train_size": size["train_size"], "val_size": size["val_size"], "checkpoint_every": 0}
+    )
+    size["asha_min_iter"] = asha_min_iter or size["asha_min_iter"] or doc["early_terminate"]["min_iter"]
+    doc["early_terminate"] = {"type": "hyperband", "min_iter": size["asha_min_iter"], "max_iter": epochs,
+                              "eta": doc["early_terminate"]["eta"]}  # fmt: skip
+    trials = size.get("grid_trials") if method == "grid" else size["trials"]
+    if trials is None:
+        doc.pop("run_cap", None)  # the whole grid
+    else:
+        doc["run_cap"] = trials
     doc["max_concurrent"] = 2
     doc["seed"] = seed
     doc.pop("wandb", None)
-    if method == "bayes":
-        doc["searcher"] = {"n_startup_trials": max(2, trials // 3)}
-    size = {"trials": trials, "epochs": epochs, "train_size": train_size, "val_size": val_size, "asha_min_iter": min_iter}
     return doc, size
+
+
+def trial_finals(r: dict[str, Any], metric: str = "exact_accuracy") -> list[dict[str, float]]:
+    """Per finished trial, in start order: seconds since the first trial started (start, end)
+    and its last ``metric`` (what the scheduler ranked it by), with its configuration."""
+    t0 = min(s for s, _ in r["spans"])
+    rows = sorted((row for row in r["rows"] if "end" in row and metric in row.get("metrics", {})), key=lambda row: row["start"])
+    return [{"start": round(row["start"] - t0, 1), "end": round(row["end"] - t0, 1), "final": row["metrics"][metric],
+             "epochs": row.get("iterations"), "config": row["config"]} for row in rows]  # fmt: skip
 
 
 def best_curve(r: dict[str, Any], metric: str = "exact_accuracy") -> list[tuple[float, float]]:
@@ -59,10 +77,11 @@ def main() -> None:
     p = argparse.ArgumentParser(description="one search method of the stages sweep, reduced")
     p.add_argument("--method", choices=tuple(FILES), required=True)
     p.add_argument("--quick", action="store_true")
+    p.add_argument("--asha-min-iter", type=int, help="the first rung, in epochs (default: the file's own min_iter)")
     args = p.parse_args()
     runs = []
-    for seed in range(SEEDS["quick" if args.quick else "full"]):
-        doc, size = search_spec(args.method, args.quick, seed)
+    for seed in range(1 if args.method == "grid" else SEEDS["quick" if args.quick else "full"]):
+        doc, size = search_spec(args.method, args.quick, seed, args.asha_min_iter)
         r = systems.run_raysweep(doc, "transformer")
         curve = best_curve(r) if r["spans"] else []
         ends, starts = [e for _, e in r["spans"]], [s for s, _ in r["spans"]]
@@ -71,9 +90,11 @@ def main() -> None:
             "best": curve[-1][1] if curve else None,
             "wall_s": round(max(ends) - min(starts), 1) if ends else None,
             "curve": curve,
+            "trials": trial_finals(r) if r["spans"] else [],
             "trials_done": len(r["spans"]),
             "failed": r["failed"],
         })
+        print(f"search {args.method} seed {seed}: best {runs[-1]['best']} in {runs[-1]['wall_s']} s", flush=True)
     out = {
         "method": args.method,
         "size": size,
@@ -83,7 +104,6 @@ def main() -> None:
         "failed": [e for x in runs for e in x["failed"]],
         "runs": runs,
     }
-    print(f"search {args.method}: best {out['best']} in {out['wall_s']} s", flush=True)
     print(write_result(f"search_{args.method}", out, args.quick))
 
 

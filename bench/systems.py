@@ -73,7 +73,8 @@ def run_raysweep(spec_doc: dict[str, Any], loop: str, max_concurrent: int | None
     rows = [json.loads(line) for line in (workdir / "a" / "trials.jsonl").read_text().splitlines() if line.strip()]
     spans = [(r["start"], r["end"]) for r in rows if "end" in r]
     failed = [r.get("error", "")[-500:] for r in rows if r.get("status") == "failed"]
-    return _finish(started, spans, events, rss, {"exit_code": code, "failed": failed, "run_dir": str(workdir / "a")})
+    extra = {"exit_code": code, "failed": failed, "run_dir": str(workdir / "a"), "rows": rows}
+    return _finish(started, spans, events, rss, extra)
 
 
 # --- (b) Ray's documented pattern and (d) plain Tune --------------------------------------------

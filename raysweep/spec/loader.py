@@ -79,6 +79,7 @@ class Searcher:
 
     n_startup_trials: int = 10
     constant_liar: bool = True
+    skip_duplicates: bool = True  # never run a configuration again once it has a result (engine/search.py)
 
 
 @dataclass(frozen=True)
@@ -569,7 +570,8 @@ def parse_spec(doc: Any, source: str | None = None, base_dir: Path = Path()) -> 
     if "searcher" in doc:
         searcher = _parse_block(
             doc["searcher"], "searcher", Searcher,
-            {"n_startup_trials": lambda v, w, pr: _int_at_least(v, 0, w, pr), "constant_liar": _bool},
+            {"n_startup_trials": lambda v, w, pr: _int_at_least(v, 0, w, pr), "constant_liar": _bool,
+             "skip_duplicates": _bool},
             problems,
         )  # fmt: skip
     wandb = WandbSettings(project=doc.get("project"), entity=doc.get("entity"))
