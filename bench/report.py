@@ -99,30 +99,30 @@ def search_table(s: dict[str, dict[str, Any]]) -> tuple[list[str], tuple[str, st
              "| method | runs x trials | best reached | wall s | s to grid's best | s to a top-1% configuration "
              "| s until grid's best configuration started |",
              "|---|---|---|---|---|---|---|"]
-    times = {}
+    reached, best_trials = {}, {}  # per method, per run: seconds to grid's best, and its trial of grid's best config
     for m, name in (("bayes", "ASHA + TPE (stages_bayes.yaml)"), ("random", "ASHA + random (stages_random.yaml)"),
                     ("grid", "ASHA + grid (stages.yaml)")):
         x = s[m]
         runs = x.get("runs") or []
-        times[m] = time_to_target(runs, grid_best)
-        started = _median_or_never([_trial_of(run, best_config).get("start") for run in runs])
+        reached[m] = _times_to(runs, grid_best)
+        best_trials[m] = [_trial_of(run, best_config) for run in runs]
+        started = _median_or_never([t.get("start") for t in best_trials[m]])
         lines.append(f"| {name} | {len(runs)} x {x.get('trials_done', 'n/a')} | {_f(x.get('best'), '{:.3f}')} | "
-                     f"{_f(x.get('wall_s'), '{:.0f}')} | {_never(times[m], runs, grid_best)} | "
-                     f"{_never(time_to_target(runs, top1), runs, top1)} | {_never(started, runs, best_config)} |")
+                     f"{_f(x.get('wall_s'), '{:.0f}')} | {_never(_median_or_never(reached[m]), runs, grid_best)} | "
+                     f"{_never(_median_or_never(_times_to(runs, top1)), runs, top1)} | {_never(started, runs, best_config)} |")
     budget = s["bayes"].get("size", {}).get("trials")
     first = grid.get("trials", [])[:budget] if budget else []
     if first and len(first) < len(grid.get("trials", [])):
         lines.append(f"| ASHA + grid, its first {len(first)} trials only | 1 x {len(first)} | "
                      f"{max(t['final'] for t in first):.3f} | {max(t['end'] for t in first):.0f} | | | |")
     for m in ("bayes", "random"):
-        runs = s[m].get("runs") or []
-        if runs and grid_wall:
-            reached = _per_run([time_to(run.get("curve") or [], grid_best) for run in runs], grid_wall)
-            started = _per_run([_trial_of(run, best_config).get("start") for run in runs], grid_wall)
-            epochs = ", ".join(str(_trial_of(run, best_config).get("epochs", "-")) for run in runs)
-            lines.append(f"\n{m} per seed (x grid's wall): s to grid's best {reached}; "
+        if reached[m] and grid_wall:
+            started = _per_run([t.get("start") for t in best_trials[m]], grid_wall)
+            epochs = ", ".join(str(t.get("epochs", "-")) for t in best_trials[m])
+            lines.append(f"\n{m} per seed (x grid's wall): s to grid's best {_per_run(reached[m], grid_wall)}; "
                          f"grid's best configuration started {started}, ran epochs {epochs}")
-    ratio = times["bayes"] / grid_wall if times.get("bayes") is not None and grid_wall else None
+    time_bayes = _median_or_never(reached["bayes"])
+    ratio = time_bayes / grid_wall if time_bayes is not None and grid_wall else None
     measured = _f(ratio) if ratio is not None else ("not reached" if s["bayes"].get("runs") and grid_wall else "n/a")
     return lines, ("ASHA+TPE reaches grid's best in <= 0.3x grid's wall", measured,
                    _check(None if measured == "n/a" else ratio is not None and ratio <= 0.3))
@@ -133,25 +133,24 @@ def _trial_of(run: dict[str, Any], config: dict[str, Any] | None) -> dict[str, A
     return next((t for t in run.get("trials", []) if t["config"] == config), {})
 
 
+def _times_to(runs: list[dict[str, Any]], target: float | None) -> list[float | None]:
+    """Per run, the seconds until its best so far reached ``target`` (None: never, or no target)."""
+    return [None if target is None else time_to(run.get("curve") or [], target) for run in runs]
+
+
 def _per_run(times: list[float | None], wall: float) -> str:
     return ", ".join("never" if t is None else f"{t:.0f} ({t / wall:.2f}x)" for t in times)
 
 
 def _median_or_never(times: list[float | None]) -> float | None:
+    """The median over runs; a run that never reached counts as slower than any that did (None
+    when most never did)."""
     m = statistics.median_high([math.inf if t is None else t for t in times]) if times else math.inf
     return None if math.isinf(m) else m
 
 
 def _never(t: float | None, runs: list[dict[str, Any]], target: Any) -> str:
     return _f(t, "{:.0f}") if t is not None or not runs or target is None else "not reached"
-
-
-def time_to_target(runs: list[dict[str, Any]], target: float | None) -> float | None:
-    """Median over runs of the seconds until a run's best reached ``target``; a run that never
-    did counts as slower than any that did (None when most never did)."""
-    if target is None or not runs:
-        return None
-    return _median_or_never([time_to(run.get("curve") or [], target) for run in runs])
 
 
 def render(quick: bool) -> str:
