@@ -24,7 +24,14 @@ smoke: $(BIN)/raysweep
 /usr/bin/chromium:
 	apt-get update -qq && apt-get install -y -qq chromium
 
-test: $(BIN)/raysweep /usr/bin/chromium
+# W&B's own sweep engine (PyPI sweeps), the oracle of tests/test_wandb_oracle.py. Its own venv:
+# it pins numpy<2, which torch and Ray here do not.
+ORACLE := .venv-wandb
+$(ORACLE)/bin/python:
+	$(PY) -m venv $(ORACLE)
+	$(ORACLE)/bin/pip install -q sweeps==0.3.0
+
+test: $(BIN)/raysweep /usr/bin/chromium $(ORACLE)/bin/python
 	$(BIN)/python -m pytest -q
 
 lint: $(BIN)/raysweep
@@ -35,4 +42,4 @@ bench: $(BIN)/raysweep
 	$(BIN)/python -m bench $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) raysweep_runs
+	rm -rf $(VENV) $(ORACLE) raysweep_runs

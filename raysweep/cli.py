@@ -19,6 +19,7 @@ def _validate(args: argparse.Namespace) -> int:
     from raysweep.spec.summary import summary_json, summary_text
 
     spec = load_spec(args.spec, args.set)
+    _print_notes(spec)
     if args.sample:
         for flat in sample_points(spec, args.sample, args.seed):
             print(json.dumps(trial_config(spec, flat)))
@@ -29,12 +30,18 @@ def _validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _print_notes(spec: object) -> None:
+    for note in getattr(spec, "notes", ()):
+        print(note, file=sys.stderr)
+
+
 def _run(args: argparse.Namespace) -> int:
     from raysweep.engine.cluster import check_embedded_only, select_gpus
     from raysweep.engine.sweep import run_sweep
     from raysweep.spec import load_spec
 
     spec = load_spec(args.spec, args.set)
+    _print_notes(spec)
     check_embedded_only(args.address, args.gpus, args.dashboard_host)
     if args.gpus is not None:
         select_gpus(args.gpus)  # a GPU that isn't there is an error now, not deep in a worker
@@ -94,7 +101,7 @@ def _slurm(args: argparse.Namespace) -> int:
 def _resume(args: argparse.Namespace) -> int:
     from raysweep.engine.sweep import resume_sweep
 
-    return resume_sweep(args.run, storage=args.storage, address=args.address, quiet=args.quiet)
+    return resume_sweep(args.run, storage=args.storage, address=args.address, quiet=args.quiet, retry_failed=args.retry_failed)
 
 
 def _show(args: argparse.Namespace) -> int:
@@ -175,6 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--storage", default="raysweep_runs")
     p.add_argument("--address")
     p.add_argument("--quiet", action="store_true")
+    p.add_argument("--retry-failed", action="store_true", help="also run failed trials again (default: they stay failed)")
     p.set_defaults(func=_resume)
 
     p = sub.add_parser("show", help="show a sweep's trials, best first")
@@ -204,10 +212,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "slurm":
         args.run_args, args.argv = run_args, argv + (["--", *run_args] if run_args else [])
-    for flag in ("count", "max_concurrent", "sample", "top"):
+    for flag, low in (("count", 1), ("max_concurrent", 1), ("sample", 1), ("top", 1), ("seed", 0)):
         value = getattr(args, flag, None)
-        if value is not None and value < 1:
-            print(f"raysweep: --{flag.replace('_', '-')} must be >= 1, got {value}", file=sys.stderr)
+        if value is not None and value < low:
+            print(f"raysweep: --{flag.replace('_', '-')} must be >= {low}, got {value}", file=sys.stderr)
             return 2
     try:
         return args.func(args)

@@ -107,3 +107,33 @@ def processes(marker: str) -> list[psutil.Process]:
     """Live processes whose command line names ``marker`` (Ray titles an actor's process by its
     class: ``DDPWorker`` for warm DDP workers, ``ImplicitFunc`` for Tune trial actors)."""
     return [p for p in psutil.process_iter(["cmdline"]) if marker in " ".join(p.info["cmdline"] or [])]
+
+
+class WandbOracle:
+    """W&B's sweep engine in its own venv (tests/wandb_oracle.py), asked one JSON line at a time."""
+
+    def __init__(self, python: Path):
+        self.proc = subprocess.Popen(
+            [str(python), str(ROOT / "tests" / "wandb_oracle.py")],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+
+    def ask(self, op: str, **request) -> dict:
+        self.proc.stdin.write(json.dumps({"op": op, **request}) + "\n")
+        self.proc.stdin.flush()
+        answer = json.loads(self.proc.stdout.readline())
+        assert "error" not in answer, answer["error"]
+        return answer
+
+
+@pytest.fixture(scope="session")
+def wandb_oracle():
+    python = ROOT / ".venv-wandb" / "bin" / "python"
+    if not python.exists():
+        if os.environ.get("CI"):
+            pytest.fail("W&B's engine is missing: `make test` creates .venv-wandb (sweeps==0.3.0)")
+        pytest.skip("W&B's engine is not installed: run `make .venv-wandb/bin/python`")
+    oracle = WandbOracle(python)
+    yield oracle
+    oracle.proc.stdin.close()
+    oracle.proc.wait(timeout=30)

@@ -76,12 +76,24 @@ def test_nested_parameters_and_dotted_names_are_the_same_path():
     assert trial_config(dotted, config)["arch"]["stages"][1]["repeat"] in (2, 3)
 
 
-def test_early_terminate_maps_onto_asha():
+def test_early_terminate_is_wandbs_hyperband_with_its_bands():
+    # With max_iter W&B ignores min_iter: bands max_iter / eta^k for k = 1..s.
     spec = spec_of(parameters={"x": {"value": 1}}, early_terminate={"type": "hyperband", "min_iter": 3, "max_iter": 10, "s": 2, "eta": 3})
     s = spec.scheduler
-    assert (s.type, s.grace_period, s.max_t, s.reduction_factor, s.rungs) == ("asha", 3, 10, 3, [3, 9])
+    assert (s.type, s.bands, s.max_t, s.reduction_factor, s.strict) == ("wandb_hyperband", (1, 3), None, 3, True)
     spec = spec_of(parameters={"x": {"value": 1}}, early_terminate={"type": "hyperband", "max_iter": 27, "s": 2})
-    assert (spec.scheduler.grace_period, spec.scheduler.max_t) == (3, 27)
+    assert spec.scheduler.bands == (3, 9)
+    # min_iter alone: min_iter * eta^k, unbounded (no iteration cap at all).
+    spec = spec_of(parameters={"x": {"value": 1}}, early_terminate={"type": "hyperband", "min_iter": 2, "eta": 2, "strict": False})
+    assert spec.scheduler.bands[:5] == (2, 4, 8, 16, 32) and len(spec.scheduler.bands) == 100
+    assert spec.scheduler.strict is False and spec.scheduler.max_t is None
+
+
+def test_raysweep_scheduler_picks_rays_asha_with_early_terminates_settings():
+    spec = spec_of(parameters={"x": {"value": 1}}, early_terminate={"type": "hyperband", "min_iter": 3, "eta": 3},
+                   raysweep={"scheduler": {"type": "asha", "max_t": 27}})  # fmt: skip
+    s = spec.scheduler
+    assert (s.type, s.grace_period, s.max_t, s.reduction_factor, s.rungs) == ("asha", 3, 27, 3, [3, 9, 27])
 
 
 def test_asha_rungs_match_ray():
@@ -118,8 +130,7 @@ INVALID = [
     ({"parameters": {"x": {"min": 0.0, "max": 1.0, "q": 0.5}}}, r"parameters.x: q not used by distribution uniform .*set distribution: q_uniform"),
     ({"parameters": {"x": {"min": "abc", "max": 1}}}, r"parameters.x.min: must be a number, got 'abc'"),
     ({"parameters": {"x": {"min": 0.5, "max": 1, "distribution": "int_uniform"}}}, r"min must be an integer for int_uniform"),
-    ({"parameters": {"x": {"distribution": "q_uniform", "min": 0.1, "max": 0.2, "q": 1}}}, r"no multiple of q=1 lies in"),
-    ({"parameters": {"a.0.b": {"value": 1}}}, r"parameters.a.0.b: 0 indexes a list, but a is not a list in base_config"),
+    ({"parameters": {"a.0.b": {"value": 1}}}, r"parameters.a.0.b: 0 indexes a list, but a is not a list \(a list must be defined in raysweep.base_config, and this file has none\)"),
     ({"parameters": {"x": 3}}, r"parameters.x: must be a mapping such as"),
     ({"train_loop": "not a loop"}, r"train_loop: must be module:function"),
     ({"run_cap": 0}, r"run_cap: must be an integer >= 1, got 0"),
@@ -127,7 +138,7 @@ INVALID = [
     ({"ddp_workers": "train"}, r"ddp_workers: must be one of warm, torchtrainer, got 'train'"),
     ({"resources": {"use_gpu": "maybe"}}, r"resources.use_gpu: must be one of auto, true, false"),
     ({"wandb": {"mode": "offlin"}}, r"wandb.mode: must be one of offline, online, disabled, got 'offlin' \(did you mean 'offline'\?\)"),
-    ({"scheduler": {"type": "asha", "grace_period": 5, "max_t": 2}}, r"scheduler: max_t >= grace_period must hold"),
+    ({"scheduler": {"type": "asha", "grace_period": 5, "max_t": 2}}, r"raysweep.scheduler: max_t >= grace_period must hold"),
 ]
 
 
@@ -148,7 +159,7 @@ def test_every_problem_is_reported_at_once():
 
 def test_list_index_must_exist_in_base_config():
     problems = problems_of(BASE | {"base_config": {"arch": {"stages": [{}, {}]}}, "parameters": {"arch.stages.5.repeat": {"value": 1}}})
-    assert problems == ["parameters.arch.stages.5.repeat: index 5 is out of range: arch.stages has 2 items in base_config"]
+    assert problems == ["parameters.arch.stages.5.repeat: index 5 is out of range: arch.stages has 2 items in raysweep.base_config"]
 
 
 # --- distributions: samplers agree with the meaning, and with each other ------------------------
@@ -213,7 +224,9 @@ def test_samplers_obey_the_distribution(name, draw):
         return
     arr = np.asarray(xs, dtype=float)
     bounds = value_range(p)
-    if bounds:  # bounds are inclusive, and reached
+    if bounds and p.q is not None:  # W&B's rule: round(X / q) * q, wherever that lies
+        assert round(bounds[0] / p.q) * p.q - 1e-12 <= arr.min() and arr.max() <= round(bounds[1] / p.q) * p.q + 1e-12
+    elif bounds:  # bounds are inclusive, and reached
         assert bounds[0] - 1e-12 <= arr.min() and arr.max() <= bounds[1] + 1e-12
     if name == "int_uniform":
         assert all(isinstance(x, (int, np.integer)) for x in xs) and set(xs) == {1, 2, 3, 4}
@@ -232,20 +245,20 @@ def test_samplers_obey_the_distribution(name, draw):
         assert np.log(arr).mean() == pytest.approx(0.0, abs=0.05)
 
 
-def test_grid_of_the_stages_space_has_256_points_in_declaration_order():
+def test_grid_of_the_stages_space_has_256_points_in_wandbs_order():
     spec = load_spec(ROOT / "tests" / "specs" / "stages_grid.yaml")
     points = grid_points(spec)
     assert spec.grid_size == len(points) == 256 == 4 * 2 * 4 * 2 * 4
     assert len({json.dumps(p, sort_keys=True) for p in points}) == 256
     names = list(points[0])
-    assert points[0] == dict.fromkeys(names, None) | {n: points[0][n] for n in names}
+    assert names == sorted(names)  # W&B orders parameters by name, whatever the file's order
     assert [p[names[-1]] for p in points[:4]] == [1, 2, 3, 4]  # the last parameter varies fastest
-    assert points[0][names[0]] == points[63][names[0]] != points[64][names[0]]
+    assert points[0][names[0]] == points[127][names[0]] != points[128][names[0]]  # the first, slowest
 
 
-def test_q_uniform_grid_is_the_multiples_inside_the_bounds():
+def test_q_uniform_grid_is_wandbs_arange():
     p = spec_of(method="grid", parameters={"x": {"distribution": "q_uniform", "min": 0.1, "max": 1.0, "q": 0.25}}).param("x")
-    assert p.grid_values() == [0.25, 0.5, 0.75, 1.0]
+    assert list(p.grid_values()) == np.arange(0.1, 1.0, 0.25).tolist()
 
 
 # --- the CLI as a new user meets it ----------------------------------------------------------------
@@ -263,7 +276,8 @@ def test_validate_json_schema():
     assert data["metric"] == {"name": "exact_accuracy", "goal": "maximize"}
     assert data["grid_size"] == data["trial_budget"] == 256
     assert data["parameters"]["arch.stages.0.repeat"] == {"distribution": "categorical", "values": [1, 2, 3, 4]}
-    assert data["scheduler"] == {"type": "asha", "grace_period": 3, "max_t": 10, "reduction_factor": 3, "rungs": [3, 9]}
+    assert data["scheduler"] == {"type": "wandb_hyperband", "grace_period": 1, "max_t": None, "reduction_factor": 3,
+                                 "rungs": [1, 3], "strict": True}  # fmt: skip
 
 
 def test_validate_sample_prints_nested_configs():
@@ -276,7 +290,7 @@ def test_validate_sample_prints_nested_configs():
 
 def test_validate_human_summary():
     out = cli("validate", "tests/specs/stages_grid.yaml")
-    assert "grid size 256" in out.stdout and "rungs at iterations [3, 9]" in out.stdout
+    assert "grid size 256" in out.stdout and "rungs at iterations [1, 3]" in out.stdout
 
 
 MALFORMED = {

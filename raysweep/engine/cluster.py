@@ -12,8 +12,10 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
+import socket
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import ray
@@ -121,6 +123,7 @@ def start_or_connect(
     address = address or os.environ.get("RAY_ADDRESS") or None  # set for `ray job submit` entrypoints
     if address:
         check_embedded_only(address, gpus, dashboard_host)
+        probe_address(address)
         try:
             ray.init(address=address, **common)
         except (ConnectionError, ValueError, RuntimeError, AuthenticationError) as e:
@@ -159,7 +162,34 @@ def start_or_connect(
             dashboard_host=host,
             **common,
         )
+    private_token_file()
     return measure(use_gpu, cpus_per_worker)
+
+
+PROBE_TIMEOUT_S = 10.0
+
+
+def probe_address(address: str) -> None:
+    """Fail fast on a HOST:PORT where nothing listens: ``ray.init`` would retry for minutes."""
+    if address == "auto" or "://" in address:
+        return  # `auto` fails fast by itself; ray:// is Ray Client's own protocol
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        raise UserError(f"--address {address}: expected auto or HOST:PORT, e.g. 10.0.0.5:6379")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=PROBE_TIMEOUT_S).close()
+    except OSError as e:
+        raise UserError(
+            f"could not connect to the Ray cluster at {address}: nothing answered there ({e.strerror or e}). "
+            "Check the head node's address and port (`ray status` on the head prints them)"
+        ) from None
+
+
+def private_token_file() -> None:
+    """Ray's token grants control of the cluster; Ray writes ~/.ray/auth_token readable by all."""
+    token = Path.home() / ".ray" / "auth_token"
+    if token.exists() and token.stat().st_mode & 0o077:
+        token.chmod(0o600)
 
 
 def exposure_warning(dashboard_host: str) -> str | None:

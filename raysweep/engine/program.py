@@ -45,7 +45,7 @@ class ProgramHung(RuntimeError):
 
 
 def render_command(
-    command: tuple[str, ...] | None, program: str, params: Mapping[str, Any], args_json_file: str
+    command: tuple[str, ...] | None, program: str | None, params: Mapping[str, Any], args_json_file: str
 ) -> list[str]:
     """The argv of one trial, rendered exactly as ``wandb agent`` renders it.
 
@@ -58,7 +58,7 @@ def render_command(
     macros |= {
         "env": ["/usr/bin/env"],
         "interpreter": [sys.executable],
-        "program": [program],
+        "program": [program] if program else [],
         "args_json_file": [args_json_file],
     }
     argv: list[str] = []
@@ -104,6 +104,7 @@ def script_env(job: Mapping[str, Any], rank: int, local_rank: int, world_size: i
         "WANDB_SWEEP_PARAM_PATH": job["param_file"],
         "WANDB_RESUME": "allow",  # a restarted trial continues its W&B run
         "WANDB_RUN_GROUP": job["group"],
+        "WANDB_SWEEP_ID": job["sweep_id"],  # what wandb.run.sweep_id reads, as under wandb agent
         "WANDB_PROJECT": job["project"],
         "WANDB_DIR": str(trial_dir),
         "WANDB_MODE": job["wandb_mode"],
@@ -204,7 +205,7 @@ def run_program(
                 last_progress = time.monotonic()
             if code is not None and code != 0:
                 raise ProgramFailed(
-                    f"program {job['program']} {_exit_text(code)} on rank {rank} of {world_size}; "
+                    f"program {job['program'] or job['command'][0]} {_exit_text(code)} on rank {rank} of {world_size}; "
                     f"the end of its stderr ({stderr_path}):\n{_tail(stderr_path)}"
                 )
             if rank == 0 and code is not None:
@@ -213,7 +214,7 @@ def run_program(
                 break  # rank 0's script ended: so does this rank, whatever its script does
             if timeout and time.monotonic() - last_progress > timeout:
                 raise ProgramHung(
-                    f"watchdog: program {job['program']} logged no {job['metric'] or 'metric'} for {timeout:g} s "
+                    f"watchdog: program {job['program'] or job['command'][0]} logged no {job['metric'] or 'metric'} for {timeout:g} s "
                     f"(report_timeout_s) after {metrics.reports} report(s) on rank {rank} of {world_size}; "
                     "the trial was ended as hung"
                 )
@@ -231,6 +232,6 @@ def run_program(
     if rank == 0 and job["metric"] and metrics.reports == 0:
         logged = ", ".join(sorted(metrics.seen_keys)) or "nothing"
         raise MetricError(
-            f"program {job['program']} finished without logging the sweep's metric {job['metric']!r} "
+            f"program {job['program'] or job['command'][0]} finished without logging the sweep's metric {job['metric']!r} "
             f"(metric.name in the spec) with wandb.log or raysweep.report; it logged: {logged}"
         )

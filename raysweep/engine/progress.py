@@ -68,12 +68,14 @@ class SweepMonitor(Callback):
         self.started = time.time()
         self.last_print = 0.0
         self.first_error: str | None = None
+        self.ended: list[str] = [r["status"] for r in self.rows.values() if r.get("status") in ("done", "stopped", "failed")]
+        self.best_seen: tuple[float, dict[str, Any]] | None = None  # the live line's best: any report's, never worse later
 
     # --- bookkeeping ---
     def _row(self, trial: Any) -> dict[str, Any]:
         row = self.rows.setdefault(trial.trial_id, {"trial_id": trial.trial_id, "start": time.time()})
         row["config"] = {k: plain(v) for k, v in trial.config.items()}
-        row["num_workers"] = int(trial.config.get("num_gpus", 1))
+        row["num_workers"] = int(trial.config.get("num_gpus", self.spec.num_gpus or 1))
         row["trial_dir"] = trial.path  # in the run dir (trial.local_path is Ray's session staging copy)
         return row
 
@@ -83,7 +85,16 @@ class SweepMonitor(Callback):
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         row = self._row(trial)
         row["status"] = "running"
+        row.pop("error", None)  # a failed trial run again (resume --retry-failed) starts clean
         self._save()
+
+    def unfinished(self) -> bool:
+        """Trials still running or waiting: the sweep was interrupted, not finished."""
+        return any(r.get("status") in ("running", "pending") for r in self.rows.values())
+
+    def initial_failures(self, limit: int) -> bool:
+        """The sweep's first ``limit`` trials to end all failed (W&B's agent gives up at 5)."""
+        return limit > 0 and len(self.ended) >= limit and all(s == "failed" for s in self.ended[:limit])
 
     def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
         row = self._row(trial)
@@ -91,6 +102,10 @@ class SweepMonitor(Callback):
         row["iterations"] = result.get("training_iteration")
         row["metrics"] = {k: plain(v) for k, v in result.items() if not isinstance(v, dict)}
         row["wall_s"] = round(time.time() - row["start"], 2)
+        metric = self.spec.metric
+        value = row["metrics"].get(metric.name) if metric else None
+        if finite_number(value) and (self.best_seen is None or _better(value, self.best_seen[0], metric.goal)):
+            self.best_seen = (value, row["config"])
         self._save()
         self._print(trials)
 
@@ -99,6 +114,7 @@ class SweepMonitor(Callback):
         row["status"] = status
         row["end"] = time.time()
         row["wall_s"] = round(row["end"] - row["start"], 2)
+        self.ended.append(status)
         if error:
             row["error"] = error
             self.first_error = self.first_error or error
@@ -135,10 +151,10 @@ class SweepMonitor(Callback):
         parts = [f"[{_clock(elapsed)}]", " · ".join(f"{counts[s]} {s}" for s in STATES), f"of {self.budget}"]
         if 0 < finished < self.budget:
             parts.append(f"ETA {_clock(elapsed / finished * (self.budget - finished))}")
-        best = self.best()
-        if best:
-            params = ", ".join(f"{k}={_short(v)}" for k, v in best["config"].items())
-            parts.append(f"| best {self.spec.metric.name}={_short(best['metrics'][self.spec.metric.name])} ({params})")
+        if self.best_seen:
+            value, config = self.best_seen
+            params = ", ".join(f"{k}={_short(v)}" for k, v in config.items())
+            parts.append(f"| best {self.spec.metric.name}={_short(value)} ({params})")
         return " ".join(parts)
 
     def _print(self, trials: list, force: bool = False) -> None:
@@ -189,6 +205,24 @@ class TargetStopper(Stopper):
 
     def stop_all(self) -> bool:
         return self.reached
+
+
+class InitialFailureStopper(Stopper):
+    """End the sweep when its first ``limit`` trials all failed: a script that fails on import
+    would otherwise fail every trial of the budget (W&B's agent stops after 5)."""
+
+    def __init__(self, monitor: SweepMonitor, limit: int):
+        self.monitor, self.limit = monitor, limit
+
+    def __call__(self, trial_id: str, result: dict) -> bool:
+        return False
+
+    def stop_all(self) -> bool:
+        return self.monitor.initial_failures(self.limit)
+
+
+def _better(value: float, than: float, goal: str) -> bool:
+    return value > than if goal == "maximize" else value < than
 
 
 def _error_text(trial: Any) -> str:

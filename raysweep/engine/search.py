@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import pickle
 from pathlib import Path
 from typing import Any
 
 from optuna.samplers import RandomSampler
 from optuna.trial import TrialState
 from ray.tune.schedulers import ASHAScheduler, FIFOScheduler, HyperBandScheduler, TrialScheduler
-from ray.tune.search import ConcurrencyLimiter
+from ray.tune.search import ConcurrencyLimiter, Searcher
 from ray.tune.search.basic_variant import BasicVariantGenerator
 from ray.tune.search.optuna import OptunaSearch
 
-from raysweep.spec import SweepSpec, grid_points, optuna_space, tune_param_space
+from raysweep.engine.hyperband import WandbHyperband
+from raysweep.spec import SweepSpec, optuna_space, tune_param_space
+from raysweep.spec.space import grid_point
 
 OPTUNA_JOURNAL = "optuna.journal"
 TPE_REDRAWS = 3  # TPE's repeats in a row before a random configuration is drawn instead
@@ -20,14 +23,38 @@ MAX_REDRAWS = 20  # repeats in a row before one runs after all (the space is all
 
 
 # Tune ignores TuneConfig(max_concurrent_trials) for a BasicVariantGenerator it is handed (it
-# only wraps Searchers in a ConcurrencyLimiter), so grid and random take the limit themselves.
+# only wraps Searchers in a ConcurrencyLimiter), so every searcher here takes the limit itself.
+
+
+class GridSearch(Searcher):
+    """W&B's grid, point by point: the n-th trial gets grid point n (``spec.space.grid_point``),
+    so ``run_cap`` and ``--count`` run the same first points as W&B, and no grid is ever built."""
+
+    def __init__(self, spec: SweepSpec, budget: int):
+        super().__init__()
+        self.spec, self.budget, self.next = spec, budget, 0
+
+    def suggest(self, trial_id: str) -> dict | None:
+        if self.next >= self.budget:
+            return Searcher.FINISHED
+        self.next += 1
+        return grid_point(self.spec, self.next - 1)
+
+    def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
+        pass
+
+    def save(self, checkpoint_path: str) -> None:
+        with open(checkpoint_path, "wb") as f:
+            pickle.dump({"next": self.next}, f)
+
+    def restore(self, checkpoint_path: str) -> None:
+        with open(checkpoint_path, "rb") as f:
+            self.next = pickle.load(f)["next"]
 
 
 def _grid(spec: SweepSpec, budget: int, run_dir: Path, max_concurrent: int | None) -> tuple[Any, dict]:
-    # Our grid order, capped at the budget, fed through Tune's variant generator.
-    points = grid_points(spec)[:budget]
-    search = BasicVariantGenerator(points_to_evaluate=points, random_state=spec.seed, max_concurrent=max_concurrent or 0)
-    return search, tune_param_space(spec)
+    search: Any = GridSearch(spec, budget)
+    return (ConcurrencyLimiter(search, max_concurrent=max_concurrent) if max_concurrent else search), {}
 
 
 def _random(spec: SweepSpec, budget: int, run_dir: Path, max_concurrent: int | None) -> tuple[Any, dict]:
@@ -144,6 +171,9 @@ SCHEDULERS = {
         time_attr="training_iteration", max_t=s.max_t, reduction_factor=s.reduction_factor
     ),
 }
+
+
+SCHEDULERS["wandb_hyperband"] = lambda s: WandbHyperband(bands=s.bands, eta=s.reduction_factor, strict=s.strict)
 
 
 def build_scheduler(spec: SweepSpec) -> Any:

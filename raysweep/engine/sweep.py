@@ -12,6 +12,8 @@ import json
 import logging
 import os
 import re
+import shutil
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -19,32 +21,59 @@ from typing import Any
 
 import ray
 from ray import tune
+from ray.tune.stopper import CombinedStopper
 
+from raysweep.engine import interrupt
 from raysweep.engine.cluster import Capacity, concurrency_limit, dashboard_url, start_or_connect
 from raysweep.engine.pool import start_pool
-from raysweep.engine.progress import ResultLog, SweepMonitor, TargetStopper, write_json
+from raysweep.engine.progress import (
+    TRIALS_FILE,
+    InitialFailureStopper,
+    ResultLog,
+    SweepMonitor,
+    TargetStopper,
+    write_json,
+)  # fmt: skip
 from raysweep.engine.rank import import_loop
 from raysweep.engine.search import build_scheduler, build_search
 from raysweep.engine.trainable import make_trainable
 from raysweep.engine.wandb_logging import key_configured, wandb_callback
 from raysweep.errors import UserError
-from raysweep.spec import SweepSpec, grid_points, sample_points
+from raysweep.spec import SweepSpec
 
 log = logging.getLogger("raysweep")
 
 
 def _sweep_name(spec: SweepSpec, name: str | None) -> str:
     raw = name or spec.name or Path(spec.source or "sweep").stem
-    return re.sub(r"[^\w.-]+", "-", raw).strip("-") or "sweep"
+    clean = re.sub(r"[^\w.-]+", "-", raw).strip("-")
+    if name is not None and clean.strip(".") == "":
+        raise UserError(f"--name {name!r}: a sweep's name is a directory under --storage; use letters, digits, '-', '_' or '.'")
+    return clean.strip(".") and clean or "sweep"
 
 
-def _possible_workers(spec: SweepSpec, budget: int) -> set[int]:
+def new_run_dir(storage: str | os.PathLike, name: str) -> Path:
+    """``<storage>/<name>``, checked before anything is written; created user-only (``resume``
+    unpickles Tune's state from it, so whoever can write it can run code as the sweep's user)."""
+    root = Path(storage).resolve()
+    if root.exists() and not root.is_dir():
+        raise UserError(f"--storage {storage}: is a file; it must be a directory (it is created if missing)")
+    run_dir = root / name
+    if run_dir.parent != root:
+        raise UserError(f"--name {name!r} would leave --storage {storage}; pick a plain name")
+    if (run_dir / "spec.json").exists():
+        raise UserError(f"{run_dir} already holds a sweep: continue it with `raysweep resume {name}`, or pick another --name")
+    return run_dir
+
+
+def _possible_workers(spec: SweepSpec) -> set[int]:
+    """Every trial size the sweep can ask for (the spec checked they are whole numbers >= 1)."""
     param = spec.param("num_gpus")
     if param is None:
-        return {1}
-    if param.is_discrete:
-        return {int(v) for v in param.grid_values()}
-    return {int(p["num_gpus"]) for p in sample_points(spec, min(budget, 256))}
+        return {spec.num_gpus or 1}
+    if param.distribution == "int_uniform":
+        return {int(param.min), int(param.max)} | set(range(int(param.min), min(int(param.max), int(param.min) + 64) + 1))
+    return {int(v) for v in param.grid_values()}
 
 
 def _check_feasible(sizes: set[int], capacity: Capacity) -> None:
@@ -74,7 +103,7 @@ def _reuse_actors(spec: SweepSpec, sizes: set[int]) -> bool:
 def _check_entry_point(spec: SweepSpec) -> None:
     """A typo in the loop or script name is the user's, and should not cost a cluster start."""
     if spec.runs_program:
-        if not Path(spec.program).is_file():
+        if spec.program is not None and spec.command_uses_program and not Path(spec.program).is_file():
             raise UserError(f"program: {spec.program!r} is not a file (it is resolved from {os.getcwd()}, as wandb agent does)")
         return
     try:
@@ -108,7 +137,7 @@ def _run(spec: SweepSpec, settings: dict[str, Any], run_dir: Path, restore: bool
         gpus=settings.get("gpus"), dashboard_host=settings.get("dashboard_host"),
     )  # fmt: skip
     budget = settings["budget"]
-    sizes = _possible_workers(spec, budget)
+    sizes = _possible_workers(spec)
     _check_feasible(sizes, capacity)
     limit = concurrency_limit(capacity, min(max(sizes), capacity.largest_node), settings["max_concurrent"])
 
@@ -140,14 +169,19 @@ def _run(spec: SweepSpec, settings: dict[str, Any], run_dir: Path, restore: bool
         worker_pool = start_pool(dict(zip(capacity.node_ids, capacity.slots_per_node, strict=True)))
     trainable = make_trainable(spec, capacity, run_dir, launch, worker_pool)
     monitor = SweepMonitor(spec, run_dir, budget, quiet=settings["quiet"])
-    stopper = TargetStopper(spec.metric.name, spec.metric.goal, spec.metric.target) if spec.metric and spec.metric.target is not None else None
+    stoppers = [InitialFailureStopper(monitor, spec.max_initial_failures)]
+    if spec.metric and spec.metric.target is not None:
+        stoppers.append(TargetStopper(spec.metric.name, spec.metric.goal, spec.metric.target))
     callbacks = [monitor, ResultLog()] + _callbacks(spec, settings, restore)
 
     if restore:
-        tuner = tune.Tuner.restore(str(run_dir), trainable=trainable, resume_unfinished=True, resume_errored=True)
+        tuner = tune.Tuner.restore(
+            str(run_dir), trainable=trainable, resume_unfinished=True, resume_errored=bool(settings.get("retry_failed"))
+        )
         # Tuner.restore keeps the original RunConfig and scheduler: attach this driver's
         # callbacks, and read stops from the restored scheduler.
         tuner._local_tuner._run_config.callbacks = callbacks  # noqa: SLF001
+        tuner._local_tuner._run_config.stop = CombinedStopper(*stoppers)  # noqa: SLF001  (this driver's monitor)
         scheduler = tuner._local_tuner._tune_config.scheduler  # noqa: SLF001
     else:
         scheduler = build_scheduler(spec)
@@ -167,7 +201,7 @@ def _run(spec: SweepSpec, settings: dict[str, Any], run_dir: Path, restore: bool
                 name=run_dir.name,
                 storage_path=str(run_dir.parent),
                 callbacks=callbacks,
-                stop=stopper,
+                stop=CombinedStopper(*stoppers),
                 verbose=0,
                 failure_config=tune.FailureConfig(max_failures=spec.max_failures),
                 checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
@@ -175,7 +209,12 @@ def _run(spec: SweepSpec, settings: dict[str, Any], run_dir: Path, restore: bool
         )
     monitor.stopped_by_scheduler = getattr(scheduler, "stopped", set())
     started = time.time()
-    tuner.fit()
+    with interrupt.handled() as signals:
+        tuner.fit()
+    if signals.received or monitor.unfinished():
+        print(f"\nsweep {settings['name']} interrupted; its state is saved. Continue it with: raysweep resume {run_dir}",
+              file=sys.stderr)  # fmt: skip
+        return 130
     return _finish(spec, settings, run_dir, monitor, time.time() - started)
 
 
@@ -192,6 +231,12 @@ def _finish(spec: SweepSpec, settings: dict[str, Any], run_dir: Path, monitor: S
     print(f"results: raysweep show {run_dir}")
     if settings["wandb"] == "offline":
         print(f"W&B offline runs: wandb sync {run_dir}/*/wandb/offline-run-*")
+    if monitor.initial_failures(spec.max_initial_failures):
+        print(
+            f"the sweep's first {spec.max_initial_failures} trials all failed, so it was stopped "
+            f"(raysweep.max_initial_failures; W&B's agent stops the same way); the first error:\n{monitor.first_error}"
+        )
+        return 1
     if rows and not ok:
         print(f"every trial failed; the first error:\n{monitor.first_error or 'unknown'}")
         return 1
@@ -222,12 +267,9 @@ def run_sweep(
     if budget is None:
         raise UserError(f"{spec.method} search needs a trial budget: set run_cap in the spec or pass --count N")
     if spec.method == "grid":
-        budget = min(budget, len(grid_points(spec)))
+        budget = min(budget, spec.grid_size)
     name = _sweep_name(spec, name)
-    run_dir = Path(storage).resolve() / name
-    if (run_dir / "spec.json").exists():
-        raise UserError(f"{run_dir} already holds a sweep: continue it with `raysweep resume {name}`, or pick another --name")
-    run_dir.mkdir(parents=True, exist_ok=True)
+    run_dir = new_run_dir(storage, name)
     mode = wandb_mode or spec.wandb.mode or ("online" if key_configured() else "offline")
     settings = {
         "name": name,
@@ -240,22 +282,33 @@ def run_sweep(
         "dashboard_host": dashboard_host,
         "workdir": os.getcwd(),  # where program: scripts are resolved and run
     }
+    created = not run_dir.exists()
+    run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    run_dir.chmod(0o700)
     write_json(run_dir / "spec.json", spec.to_json())
     write_json(run_dir / "run.json", settings)
     try:
         return _run(spec, settings, run_dir, restore=False)
+    except UserError:
+        if created and not (run_dir / TRIALS_FILE).exists():  # nothing ran: leave no dir to block the retry
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise
     finally:
         if ray.is_initialized():
             ray.shutdown()
 
 
-def resume_sweep(run: str, storage: str | os.PathLike = "raysweep_runs", address: str | None = None, quiet: bool = False) -> int:
-    """Continue an interrupted sweep: finished trials stay, unfinished ones continue."""
+def resume_sweep(
+    run: str, storage: str | os.PathLike = "raysweep_runs", address: str | None = None, quiet: bool = False,
+    retry_failed: bool = False,
+) -> int:  # fmt: skip
+    """Continue an interrupted sweep: finished and failed trials stay, unfinished ones continue
+    (``retry_failed``: failed ones run again too, from their last checkpoint)."""
     from raysweep.engine.results import resolve_run_dir
 
     run_dir = resolve_run_dir(run, storage)
     spec = SweepSpec.from_json(json.loads((run_dir / "spec.json").read_text()))
-    settings = json.loads((run_dir / "run.json").read_text()) | {"quiet": quiet}
+    settings = json.loads((run_dir / "run.json").read_text()) | {"quiet": quiet, "retry_failed": retry_failed}
     if address:  # another cluster: the embedded Ray's --gpus / --dashboard-host don't apply
         settings |= {"address": address, "gpus": None, "dashboard_host": None}
     try:

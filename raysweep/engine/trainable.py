@@ -38,8 +38,8 @@ class TrialHung(RuntimeError):
 
 
 def num_workers(spec: SweepSpec, config: dict[str, Any]) -> int:
-    """The trial's DDP world size: its ``num_gpus`` value, 1 when the spec has none."""
-    value = config.get("num_gpus", 1)
+    """The trial's DDP world size: its ``num_gpus`` parameter, else ``raysweep.num_gpus``, else 1."""
+    value = config.get("num_gpus", spec.num_gpus or 1)
     if isinstance(value, bool) or not isinstance(value, numbers.Number) or value < 1 or value != int(value):
         raise ValueError(f"num_gpus must be a whole number >= 1, got {value!r}")
     return int(value)
@@ -90,6 +90,7 @@ def _program_job(spec: SweepSpec, flat_config: dict[str, Any], launch: dict[str,
         "project": spec.wandb.project or "raysweep",
         "entity": spec.wandb.entity,
         "group": spec.wandb.group or launch["name"],
+        "sweep_id": launch["name"],
     }
 
 

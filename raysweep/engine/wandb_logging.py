@@ -13,7 +13,11 @@ import os
 from pathlib import Path
 from typing import Any
 
+import ray
 from ray.air.integrations.wandb import WandbLoggerCallback, _get_wandb_project, _WandbLoggingActor
+from ray.air.util.node import _force_on_current_node
+
+WANDB_KEY_ENV = "WANDB_API_KEY"
 
 
 def key_configured() -> bool:
@@ -26,8 +30,21 @@ def key_configured() -> bool:
         return False
 
 
+END_WAIT_S = 20  # the runs' last writes at the sweep's end (offline: a local file)
+
+
 class _FlushingLoggingActor(_WandbLoggingActor):
-    """Wait for wandb's writer process before returning: Ray kills this actor right after."""
+    """Wait for wandb's writer process before returning: Ray kills this actor right after.
+
+    The API key (online mode only) arrives as a constructor argument, not in the actor's
+    ``runtime_env`` where Ray's callback puts it: Ray writes runtime envs to its session logs
+    and shows them in the dashboard.
+    """
+
+    def __init__(self, *args: Any, raysweep_api_key: str | None = None, **kwargs: Any):
+        if raysweep_api_key:
+            os.environ[WANDB_KEY_ENV] = raysweep_api_key
+        super().__init__(*args, **kwargs)
 
     def run(self) -> None:
         super().run()
@@ -44,6 +61,12 @@ class SweepWandbCallback(WandbLoggerCallback):
         # staging dir, synced at trial end) races with the last trial's final W&B writes.
         Path(trial.path).mkdir(parents=True, exist_ok=True)
         fresh = trial not in self._trial_logging_futures
+        if not self._remote_logger_class:  # Ray's own would carry WANDB_API_KEY in its runtime_env
+            self._remote_logger_class = ray.remote(
+                num_cpus=0, **_force_on_current_node(), max_restarts=-1, max_task_retries=-1
+            )(self._logger_actor_cls)
+        if self.kwargs.get("mode") == "online" and os.environ.get(WANDB_KEY_ENV):
+            wandb_init_kwargs["raysweep_api_key"] = os.environ[WANDB_KEY_ENV]
         super()._start_logging_actor(trial, exclude_results, dir=trial.path, **wandb_init_kwargs)
         if fresh and self.kwargs.get("resume") == "allow":
             self._replay(trial)
@@ -63,6 +86,17 @@ class SweepWandbCallback(WandbLoggerCallback):
             if line.strip():
                 row = json.loads(line)
                 self.log_trial_result(row.get("training_iteration", 0), trial, row)
+
+    def on_experiment_end(self, trials: list, **info: Any) -> None:
+        """End every run still logging, then wait a bounded time for their last writes.
+
+        After Ctrl-C, Tune never ends the runs of interrupted trials, so Ray's own wait (up to
+        ``upload_timeout``, 30 min) would hang the driver on actors that never finish.
+        """
+        for trial in list(self._trial_logging_actors):
+            if trial in self._trial_queues:
+                self._signal_logging_actor_stop(trial=trial)
+        self._cleanup_logging_actors(timeout=END_WAIT_S, kill_on_timeout=True)
 
     def setup(self, *args: Any, **kwargs: Any) -> None:
         if self.kwargs.get("mode") == "online":

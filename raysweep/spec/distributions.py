@@ -3,7 +3,9 @@
 This is the only module that knows a distribution's meaning. Rules that hold everywhere:
 
 * bounds are inclusive: ``int_uniform`` 1..4 can give 4 (Ray's exclusive ``randint`` upper
-  bound is hidden here), quantised values are the multiples of ``q`` inside [min, max];
+  bound is hidden here);
+* quantised laws follow W&B's engine: a draw X becomes ``round(X / q) * q`` (an int when ``q``
+  is an int; ``q`` defaults to 1.0), and a ``q_uniform`` grid is ``numpy.arange(min, max, q)``;
 * ``log_uniform`` / ``q_log_uniform`` / ``inv_log_uniform`` take natural-log *exponents* as
   min/max, the ``*_values`` variants take the values themselves;
 * ``inv_log_uniform(_values)`` gives X with log(1/X) uniform, i.e. X log-uniform on
@@ -20,7 +22,7 @@ under the parameter's name and mapped through the inverse CDF, so TPE's prior ma
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import Any
@@ -60,8 +62,8 @@ class Param:
                 out[name] = list(v) if isinstance(v, tuple) else v
         return out
 
-    def grid_values(self) -> list[Any]:
-        """Every value of a discrete parameter, in order."""
+    def grid_values(self) -> Sequence[Any]:
+        """Every value of a discrete parameter as W&B's grid lists them (lazy for ranges)."""
         return DISTRIBUTIONS[self.distribution].grid(self)
 
     def sample(self, rng: np.random.Generator) -> Any:
@@ -123,32 +125,40 @@ def _positive_sigma(p: Param) -> list[str]:
 
 
 def _quantise(p: Param, x: float) -> float | int:
-    """Round to the nearest multiple of q; ints stay ints when q is an int."""
+    """W&B's rule: ``round(x / q) * q``, an int when ``q`` is an int (as W&B's engine returns it).
+
+    There is no clamping to [min, max]: W&B rounds to the nearest multiple wherever it lies.
+    """
     k = round(x / p.q)
-    if _is_int(p.q):
-        return int(k * p.q)
-    return float(round(k * p.q, 12))
+    return int(k * p.q) if _is_int(p.q) else float(k * p.q)
 
 
-def _q_bounds(p: Param, lo: float, hi: float) -> tuple[int, int]:
-    """Smallest and largest k with k*q inside [lo, hi] (with a little float slack)."""
-    eps = 1e-9
-    return math.ceil(lo / p.q - eps), math.floor(hi / p.q + eps)
+class ArangeValues(Sequence):
+    """``numpy.arange(start, stop, step).tolist()`` computed per index, never materialised.
 
+    W&B lists a grid's ``q_uniform`` values this way (max excluded unless the float steps reach
+    past it); a 10^9-point grid must not be built to be counted or indexed.
+    """
 
-def _q_range_problems(p: Param, lo: float, hi: float) -> list[str]:
-    if p.q is None or p.q <= 0 or not lo < hi:
-        return []
-    kmin, kmax = _q_bounds(p, lo, hi)
-    if kmin > kmax:
-        return [f"no multiple of q={p.q} lies in [{lo:g}, {hi:g}]"]
-    return []
+    def __init__(self, start: float, stop: float, step: float):
+        dtype = np.result_type(start, stop, step)  # as numpy.arange(start, stop, step) types it
+        self._probe = np.arange(start, start + 2 * step, step, dtype=dtype)  # numpy's own step arithmetic
+        self.start, self.step = start, step
+        self._n = max(0, math.ceil((stop - start) / step))
 
+    def __len__(self) -> int:
+        return self._n
 
-def _clamped_quantise(p: Param, x: float, lo: float, hi: float) -> float | int:
-    kmin, kmax = _q_bounds(p, lo, hi)
-    k = min(max(round(x / p.q), kmin), kmax)
-    return _quantise(p, k * p.q)
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(self._n))]
+        if not -self._n <= i < self._n:
+            raise IndexError(i)
+        i %= self._n
+        if i < 2:
+            return self._probe[i].item()
+        start, delta = self._probe.dtype.type(self.start), self._probe[1] - self._probe[0]
+        return (start + i * delta).item()
 
 
 class _Draw:
@@ -217,6 +227,30 @@ def _categorical_check(p: Param) -> list[str]:
     return problems
 
 
+def _grid_key(value: Any) -> str:
+    """W&B's grid identity of a value (sweeps' ``yaml_hash``): YAML with sorted keys, and a
+    whole float counts as its int (``3.0`` and ``3`` are one point)."""
+    import yaml
+
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return yaml.dump(value, default_flow_style=True, sort_keys=True)
+
+
+def distinct_values(values: tuple) -> list[Any]:
+    """Equal values collapse as in W&B's grid: each at its first place, holding its last spelling."""
+    places: dict[str, int] = {}
+    out: list[Any] = []
+    for value in values:
+        key = _grid_key(value)
+        if key in places:
+            out[places[key]] = value
+        else:
+            places[key] = len(out)
+            out.append(value)
+    return out
+
+
 def _categorical() -> Distribution:
     def sample(p: Param, rng: np.random.Generator) -> Any:
         probs = None if p.probabilities is None else np.asarray(p.probabilities, float) / sum(p.probabilities)
@@ -234,7 +268,7 @@ def _categorical() -> Distribution:
         tune=tune,
         suggest=_categorical_suggest,  # TPE learns its own weights; probabilities shape random search only
         check=_categorical_check,
-        grid=lambda p: list(p.values),
+        grid=lambda p: distinct_values(p.values),
     )
 
 
@@ -255,7 +289,7 @@ def _int_uniform() -> Distribution:
         tune=tune,
         suggest=lambda p, trial: trial.suggest_int(p.name, int(p.min), int(p.max)),
         check=check,
-        grid=lambda p: list(range(int(p.min), int(p.max) + 1)),
+        grid=lambda p: range(int(p.min), int(p.max) + 1),
     )
 
 
@@ -276,16 +310,11 @@ def _uniform() -> Distribution:
 
 
 def _q_uniform() -> Distribution:
-    def grid(p: Param) -> list[Any]:
-        kmin, kmax = _q_bounds(p, p.min, p.max)
-        return [_quantise(p, k * p.q) for k in range(kmin, kmax + 1)]
-
     def sample(p: Param, rng: np.random.Generator) -> Any:
-        kmin, kmax = _q_bounds(p, p.min, p.max)
-        return _quantise(p, int(rng.integers(kmin, kmax + 1)) * p.q)
+        return _quantise(p, float(rng.uniform(p.min, p.max)))
 
     def suggest(p: Param, trial: Any) -> Any:
-        kmin, kmax = _q_bounds(p, p.min, p.max)
+        kmin, kmax = round(p.min / p.q), round(p.max / p.q)  # the multiples W&B's rounding can give
         if _is_int(p.q):
             return trial.suggest_int(p.name, kmin * p.q, kmax * p.q, step=p.q)
         return _quantise(p, trial.suggest_float(p.name, kmin * p.q, kmax * p.q, step=p.q))
@@ -293,12 +322,12 @@ def _q_uniform() -> Distribution:
     return Distribution(
         required=("min", "max"),
         optional=("q",),
-        defaults={"q": 1},
+        defaults={"q": 1.0},  # W&B's default: a float, so values are floats unless q is an int
         sample=sample,
         tune=_sample_from,
         suggest=suggest,
-        check=lambda p: _min_lt_max(p) + _positive_q(p) + _q_range_problems(p, p.min, p.max),
-        grid=grid,
+        check=lambda p: _min_lt_max(p) + _positive_q(p),
+        grid=lambda p: ArangeValues(p.min, p.max, p.q),
     )
 
 
@@ -338,26 +367,19 @@ def _q_log_uniform(exponents: bool) -> Distribution:
 
     def sample(p: Param, rng: np.random.Generator) -> Any:
         lo, hi = bounds(p)
-        return _clamped_quantise(p, math.exp(rng.uniform(math.log(lo), math.log(hi))), lo, hi)
+        return _quantise(p, math.exp(rng.uniform(math.log(lo), math.log(hi))))
 
     def suggest(p: Param, trial: Any) -> Any:
-        lo, hi = bounds(p)
-        return _clamped_quantise(p, trial.suggest_float(p.name, lo, hi, log=True), lo, hi)
-
-    def check(p: Param) -> list[str]:
-        problems = (_min_lt_max(p) if exponents else _positive_values(p)) + _positive_q(p)
-        if not problems:
-            problems += _q_range_problems(p, *bounds(p))
-        return problems
+        return _quantise(p, trial.suggest_float(p.name, *bounds(p), log=True))
 
     return Distribution(
         required=("min", "max"),
         optional=("q",),
-        defaults={"q": 1},
+        defaults={"q": 1.0},
         sample=sample,
         tune=_sample_from,
         suggest=suggest,
-        check=check,
+        check=lambda p: (_min_lt_max(p) if exponents else _positive_values(p)) + _positive_q(p),
     )
 
 
@@ -381,7 +403,7 @@ def _normal(log: bool, quantised: bool) -> Distribution:
     return Distribution(
         required=(),
         optional=("mu", "sigma") + (("q",) if quantised else ()),
-        defaults={"mu": 0.0, "sigma": 1.0} | ({"q": 1} if quantised else {}),
+        defaults={"mu": 0.0, "sigma": 1.0} | ({"q": 1.0} if quantised else {}),
         sample=lambda p, rng: finish(p, rng.normal(p.mu, p.sigma)),
         tune=tune,
         suggest=suggest,

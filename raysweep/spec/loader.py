@@ -50,21 +50,51 @@ class Metric:
 
 @dataclass(frozen=True)
 class Scheduler:
-    """An early-stopping scheduler; ``rungs`` are the iterations where trials are compared."""
+    """An early-stopping scheduler; ``rungs`` are the iterations where trials are compared.
+
+    ``wandb_hyperband`` is ``early_terminate: hyperband`` with W&B's own rule (``bands``, no
+    iteration cap); ``asha`` and ``hyperband`` are Ray's schedulers, chosen in ``raysweep.scheduler``.
+    """
 
     type: str
-    grace_period: int
-    max_t: int
-    reduction_factor: float
+    grace_period: int | None = None
+    max_t: int | None = None
+    reduction_factor: float = 3
+    bands: tuple[int, ...] = ()  # wandb_hyperband: the iterations W&B compares runs at
+    strict: bool = True  # wandb_hyperband: compare the band's value (W&B's default), else the run's best
 
     @property
     def rungs(self) -> list[int]:
+        if self.type == "wandb_hyperband":
+            return [b for b in self.bands if b <= MAX_SHOWN_BAND]
         rf = self.reduction_factor
         if self.type == "asha":  # as Ray's ASHAScheduler places them
             count = int(math.log(self.max_t / self.grace_period) / math.log(rf) + 1)
             return [int(self.grace_period * rf**k) for k in range(count)]
         s_max = int(math.log(self.max_t) / math.log(rf) + 1e-9)
         return sorted({max(1, int(self.max_t / rf**k)) for k in range(1, s_max + 1)})
+
+
+MAX_SHOWN_BAND = 10**6  # W&B's min_iter bands go on for 100 multiples of eta; show the reachable ones
+
+
+def wandb_bands(min_iter: int | None, max_iter: int | None, s: int | None, eta: float) -> list[int]:
+    """W&B's hyperband bands (sweeps' ``hyperband_stop_runs``): ``max_iter / eta^k`` for k = 1..s
+    when ``max_iter`` is given (``min_iter`` is then ignored), else ``min_iter * eta^k``, unbounded."""
+    bands: list[int] = []
+    if max_iter is not None:
+        band: float = max_iter
+        for _ in range(int(s or 0)):
+            band /= eta
+            if band < 1:
+                break
+            bands.append(int(band))
+        return sorted(bands)
+    band = min_iter or 1
+    for _ in range(100):
+        bands.append(int(band))
+        band *= eta
+    return bands
 
 
 @dataclass(frozen=True)
@@ -102,9 +132,11 @@ class SweepSpec:
     program: str | None = None
     command: tuple[str, ...] | None = None
     base_config: dict = field(default_factory=dict)
+    num_gpus: int | None = None  # raysweep.num_gpus: every trial's size, not passed to the script
     run_cap: int | None = None
     max_concurrent: int | None = None
     max_failures: int = 0
+    max_initial_failures: int = 5  # the sweep stops when its first this many trials all fail (W&B's agent: 5)
     report_timeout_s: float | None = None
     reuse_actors: bool = True  # trials of one size run one after another in one Tune actor process
     ddp_workers: str = "warm"  # 2+ workers: warm DDP workers kept across trials, or a TorchTrainer run per trial
@@ -113,17 +145,23 @@ class SweepSpec:
     searcher: Searcher = Searcher()
     wandb: WandbSettings = WandbSettings()
     source: str | None = None
+    notes: tuple[str, ...] = ()  # one-line notes for the user (deprecated spellings, ignored keys)
 
     @property
     def runs_program(self) -> bool:
-        """Trials run the W&B ``program:`` script (a ``train_loop`` takes precedence)."""
-        return self.train_loop is None and self.program is not None
+        """Trials run W&B's ``program:`` script or ``command:`` (a ``train_loop`` takes precedence)."""
+        return self.train_loop is None
+
+    @property
+    def command_uses_program(self) -> bool:
+        return self.command is None or any("${program}" in c for c in self.command)
 
     def param(self, name: str) -> Param | None:
         return next((p for p in self.parameters if p.name == name), None)
 
     @property
     def grid_size(self) -> int | None:
+        """W&B's grid size: distinct values per parameter, multiplied (never materialised)."""
         if self.method != "grid":
             return None
         return math.prod(len(p.grid_values()) for p in self.parameters)
@@ -148,9 +186,10 @@ class SweepSpec:
         nested = {"metric": Metric, "scheduler": Scheduler, "resources": Resources, "searcher": Searcher, "wandb": WandbSettings}
         for key, kind in nested.items():
             if data.get(key) is not None:
-                data[key] = kind(**data[key])
-        if data.get("command") is not None:
-            data["command"] = tuple(data["command"])
+                data[key] = kind(**{k: tuple(v) if isinstance(v, list) else v for k, v in data[key].items()})
+        for key in ("command", "notes"):
+            if data.get(key) is not None:
+                data[key] = tuple(data[key])
         return cls(parameters=params, **data)
 
 
@@ -168,19 +207,34 @@ _SweepLoader.add_implicit_resolver(
 )
 
 
+MAX_FILE_BYTES = 10 * 2**20  # a sweep file or base_config is a few KiB; refuse to parse a huge one
+MAX_VALUES = 1_000_000  # values in a document once YAML aliases are expanded (billion laughs)
+
+
 def read_yaml(path: str | Path) -> Any:
-    """Load a YAML file safely; a missing file or a syntax error is a ``SpecError``."""
+    """Load a YAML file safely; a missing, binary or huge file or a syntax error is a ``SpecError``."""
     path = Path(path)
     if not path.is_file():
         raise SpecError([f"file not found: {path}" + (" (it is a directory)" if path.is_dir() else "")])
+    if path.stat().st_size > MAX_FILE_BYTES:
+        raise SpecError([f"{path} is {path.stat().st_size:,} bytes; a sweep file must be under {MAX_FILE_BYTES:,}"])
+    raw = path.read_bytes()
     try:
-        return yaml.load(path.read_text(), Loader=_SweepLoader)  # noqa: S506 - a SafeLoader subclass
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        text = ""
+    if not text and raw or "\0" in text:
+        raise SpecError([f"{path} is not a text file (expected YAML or JSON)"])
+    try:
+        return yaml.load(text, Loader=_SweepLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
         raise SpecError([f"YAML syntax error at {where}{e.problem or e}"], source=str(path)) from None
     except yaml.YAMLError as e:
         raise SpecError([f"YAML error: {e}"], source=str(path)) from None
+    except RecursionError:
+        raise SpecError(["YAML nesting too deep"], source=str(path)) from None
 
 
 def load_spec(path: str | Path, overrides: Iterable[str] = ()) -> SweepSpec:
@@ -210,6 +264,8 @@ def apply_set(doc: dict, item: str, problems: list[str]) -> None:
     except yaml.YAMLError:
         value = raw
     parts = key.split(".")
+    if parts[0] in RAYSWEEP_KEYS and parts[0] not in doc and isinstance(doc.get("raysweep"), dict):
+        parts.insert(0, "raysweep")  # --set base_config.epochs=2 means raysweep.base_config.epochs
     node = doc
     while len(parts) > 1:
         for n in range(len(parts) - 1, 0, -1):
@@ -312,6 +368,12 @@ def _parse_param(name: str, entry: dict, problems: list[str]) -> Param | None:
                 problems.append(f"{where}.{key}: must be a list, got {fields[key]!r}")
                 return None
             fields[key] = tuple(_number(v) if key == "probabilities" else v for v in fields[key])
+    before = len(problems)
+    for key in ("value", "values"):
+        if key in fields:
+            _non_finite(list(fields[key]) if key == "values" else fields[key], f"{where}.{key}", problems)
+    if len(problems) > before:
+        return None
     if "values" in fields and ({"min", "max"} & fields.keys()):
         problems.append(f"{where}: give either values or min/max, not both")
         return None
@@ -353,7 +415,7 @@ def _parse_parameters(block: Any, problems: list[str], prefix: str = "") -> list
         problems.append(f"{where}: must be a non-empty mapping of parameter names, got {block!r}")
         return []
     params: list[Param] = []
-    for key, entry in block.items():
+    for key, entry in sorted(block.items(), key=lambda item: str(item[0])):  # W&B's order, nested blocks too
         name = f"{prefix}{key}"
         if not isinstance(key, (str, int)) or "/" in str(key) or not str(key).strip():
             problems.append(f"parameters.{name}: parameter names are words or indices joined by '.', no '/'")
@@ -375,74 +437,102 @@ def _parse_parameters(block: Any, problems: list[str], prefix: str = "") -> list
     return params
 
 
-def _check_paths(params: list[Param], base_config: dict, problems: list[str]) -> None:
+def _check_program_names(params: list[Param], problems: list[str]) -> None:
+    """A ``program:`` sweep's names are W&B's: opaque strings the script receives, so dotted names,
+    integer parts and a name beside its dotted child are all fine; only a repeat is not."""
+    names = [p.name for p in params]
+    for name in sorted({n for n in names if names.count(n) > 1}):
+        problems.append(f"parameters.{name}: given twice (a nested block and a dotted name spell the same name)")
+
+
+def _check_paths(params: list[Param], base_config: dict, has_base_config: bool, problems: list[str]) -> None:
+    """A ``train_loop`` sweep's names are paths in the loop's nested config."""
     names = [p.name for p in params]
     for name in names:
         if names.count(name) > 1:
             problems.append(f"parameters.{name}: given twice (nested blocks and dotted names address the same path)")
         for other in names:
             if other.startswith(name + "."):
-                problems.append(f"parameters.{name}: also the parent of parameters.{other}; a path can't be both")
+                problems.append(
+                    f"parameters.{name}: also the parent of parameters.{other}; in a train_loop's config a path "
+                    "can't be both a value and a mapping (a program: sweep passes such names to its script as they are)"
+                )
     for name in dict.fromkeys(names):
         try:
             paths.apply_overrides(base_config, {name: None})
         except KeyError as e:
-            problems.append(f"parameters.{name}: {e.args[0]} in base_config")
+            where = "in raysweep.base_config" if has_base_config else "(a list must be defined in raysweep.base_config, and this file has none)"
+            problems.append(f"parameters.{name}: {e.args[0]} {where}")
 
 
-def _parse_scheduler(doc: dict, problems: list[str]) -> Scheduler | None:
-    settings: dict[str, Any] = {}
-    kind = None
-    early = doc.get("early_terminate")
-    if early is not None and _mapping(early, "early_terminate", problems) is not None:
-        _unknown_keys(early, ("type", "min_iter", "max_iter", "s", "eta", "strict"), "early_terminate", problems)
-        _choice(early.get("type"), ("hyperband",), "early_terminate.type", problems)
-        eta = _number(early.get("eta", 3))
-        if not _is_number(eta) or eta <= 1:
-            problems.append(f"early_terminate.eta: must be a number > 1, got {eta!r}")
-            eta = 3
-        settings["reduction_factor"] = eta
-        if "max_iter" in early:
-            max_iter = _int_at_least(early["max_iter"], 1, "early_terminate.max_iter", problems)
-            settings["max_t"] = max_iter
-        if "min_iter" in early:
-            settings["grace_period"] = _int_at_least(early["min_iter"], 1, "early_terminate.min_iter", problems)
-        elif "max_iter" in early and "s" in early:
-            s = _int_at_least(early["s"], 0, "early_terminate.s", problems)
-            if settings.get("max_t") and s is not None:
-                settings["grace_period"] = max(1, int(round(settings["max_t"] / eta**s)))
-        else:
-            problems.append("early_terminate: needs min_iter, or max_iter and s")
-        if "strict" in early and not isinstance(early["strict"], bool):
-            problems.append(f"early_terminate.strict: must be true or false, got {early['strict']!r}")
-        kind = "asha"
-    block = doc.get("scheduler")
-    if block is not None and _mapping(block, "scheduler", problems) is not None:
-        _unknown_keys(block, ("type", "grace_period", "max_t", "reduction_factor"), "scheduler", problems)
-        kind = _choice(block.get("type", kind or "asha"), SCHEDULERS, "scheduler.type", problems)
-        for key in ("grace_period", "max_t"):
-            if key in block:
-                settings[key] = _int_at_least(block[key], 1, f"scheduler.{key}", problems)
-        if "reduction_factor" in block:
-            rf = _number(block["reduction_factor"])
-            if not _is_number(rf) or rf <= 1:
-                problems.append(f"scheduler.reduction_factor: must be a number > 1, got {rf!r}")
-            settings["reduction_factor"] = rf
-    if kind in (None, "fifo") or None in settings.values():
+def _parse_early_terminate(early: Any, problems: list[str]) -> tuple[Scheduler | None, dict[str, Any]]:
+    """W&B's ``early_terminate`` (its schema's ``hyperband_stopping``), and the settings it lends
+    to a ``raysweep.scheduler`` that picks one of Ray's schedulers instead."""
+    if _mapping(early, "early_terminate", problems) is None:
+        return None, {}
+    before = len(problems)
+    _unknown_keys(early, ("type", "min_iter", "max_iter", "s", "eta", "strict"), "early_terminate", problems)
+    _choice(early.get("type"), ("hyperband",), "early_terminate.type", problems)
+    eta = _number(early.get("eta", 3))
+    if not _is_number(eta) or eta <= 1:
+        problems.append(f"early_terminate.eta: must be a number > 1, got {eta!r}")
+        eta = 3
+    min_iter = _int_at_least(early["min_iter"], 1, "early_terminate.min_iter", problems) if "min_iter" in early else None
+    max_iter = _int_at_least(early["max_iter"], 1, "early_terminate.max_iter", problems) if "max_iter" in early else None
+    s = _int_at_least(early["s"], 1, "early_terminate.s", problems) if "s" in early else None
+    strict = early.get("strict", True)
+    if not isinstance(strict, bool):
+        problems.append(f"early_terminate.strict: must be true or false, got {strict!r}")
+    if not ("min_iter" in early or ("max_iter" in early and "s" in early)):
+        problems.append("early_terminate: needs min_iter, or max_iter and s")
+    if len(problems) > before:
+        return None, {}
+    bands = wandb_bands(min_iter, max_iter, s, eta)
+    if not bands:
+        problems.append(
+            f"early_terminate: max_iter={max_iter}, s={s}, eta={eta:g} give no band (max_iter / eta^k < 1 for "
+            "every k); W&B's engine fails such a sweep when it first checks for stops. Raise max_iter or lower eta"
+        )
+        return None, {}
+    lent = {"reduction_factor": eta, "grace_period": bands[0]} | ({"max_t": max_iter} if max_iter else {})
+    return Scheduler("wandb_hyperband", grace_period=bands[0], reduction_factor=eta, bands=tuple(bands),
+                     strict=strict is not False), lent  # fmt: skip
+
+
+def _parse_scheduler(early: Any, block: Any, problems: list[str]) -> Scheduler | None:
+    """``early_terminate`` means W&B's hyperband; ``raysweep.scheduler`` picks Ray's ASHA or
+    HyperBand (or fifo: none) instead, taking what ``early_terminate`` gives as its defaults."""
+    scheduler, settings = _parse_early_terminate(early, problems) if early is not None else (None, {})
+    if block is None or _mapping(block, "raysweep.scheduler", problems) is None:
+        return scheduler
+    _unknown_keys(block, ("type", "grace_period", "max_t", "reduction_factor"), "raysweep.scheduler", problems)
+    kind = _choice(block.get("type", "asha"), SCHEDULERS, "raysweep.scheduler.type", problems)
+    for key in ("grace_period", "max_t"):
+        if key in block:
+            settings[key] = _int_at_least(block[key], 1, f"raysweep.scheduler.{key}", problems)
+    if "reduction_factor" in block:
+        rf = _number(block["reduction_factor"])
+        if not _is_number(rf) or rf <= 1:
+            problems.append(f"raysweep.scheduler.reduction_factor: must be a number > 1, got {rf!r}")
+        settings["reduction_factor"] = rf
+    if kind not in ("asha", "hyperband") or None in settings.values():
         return None
     settings = {"grace_period": 1, "max_t": 100, "reduction_factor": 3} | settings
     if settings["max_t"] < settings["grace_period"]:
         problems.append(
-            f"scheduler: max_t >= grace_period must hold, got max_t={settings['max_t']}, "
+            f"raysweep.scheduler: max_t >= grace_period must hold, got max_t={settings['max_t']}, "
             f"grace_period={settings['grace_period']}"
         )
     return Scheduler(type=kind, **settings)
 
 
-def _parse_metric(value: Any, problems: list[str]) -> Metric | None:
+IMPUTE = ("latest", "best", "worst")
+
+
+def _parse_metric(value: Any, method: str | None, problems: list[str]) -> Metric | None:
     if _mapping(value, "metric", problems) is None:
         return None
-    _unknown_keys(value, ("name", "goal", "target"), "metric", problems)
+    _unknown_keys(value, ("name", "goal", "target", "impute", "impute_while_running"), "metric", problems)
     name = _text(value.get("name"), "metric.name", problems)
     goal = _choice(value.get("goal", "minimize"), GOALS, "metric.goal", problems)
     target = value.get("target")
@@ -450,6 +540,19 @@ def _parse_metric(value: Any, problems: list[str]) -> Metric | None:
         target = _number(target)
         if not _is_number(target):
             problems.append(f"metric.target: must be a number, got {target!r}")
+    # W&B reads both only in bayes search, to give failed and running runs a value in its model.
+    if "impute" in value and _choice(value["impute"], IMPUTE, "metric.impute", problems) and method == "bayes":
+        problems.append(
+            f"metric.impute: {value['impute']!r} is not honoured: raysweep's bayes search (Optuna TPE) leaves a "
+            "failed trial out of its model instead of giving it a value; remove the key"
+        )
+    running = value.get("impute_while_running", "false")
+    if "impute_while_running" in value and _choice(running, IMPUTE + ("false",), "metric.impute_while_running", problems):
+        if running != "false" and method == "bayes":
+            problems.append(
+                f"metric.impute_while_running: {running!r} is not honoured: Optuna's TPE models only finished "
+                "trials (running ones are told apart by constant_liar); remove the key or set it to 'false'"
+            )
     return Metric(name, goal, target) if name and goal in GOALS else None
 
 
@@ -467,10 +570,13 @@ def _parse_base_config(value: Any, base_dir: Path, problems: list[str]) -> dict:
         try:
             value = read_yaml(path)
         except SpecError as e:
-            problems.extend(f"base_config: {p}" for p in e.problems)
+            problems.extend(f"raysweep.base_config: {p}" for p in e.problems)
             return {}
         value = {} if value is None else value
-    return _mapping(value, "base_config", problems) or {}
+        _walk_size(value, MAX_VALUES, "raysweep.base_config", problems)
+        if problems:
+            return {}
+    return _mapping(value, "raysweep.base_config", problems) or {}
 
 
 def _parse_block(value: Any, where: str, kind: type, checks: dict[str, Callable], problems: list[str]) -> Any:
@@ -488,54 +594,146 @@ def _bool(value: Any, where: str, problems: list[str]) -> bool | None:
     return value
 
 
-TOP_LEVEL = (
-    # W&B sweep keys
-    "program", "method", "metric", "parameters", "early_terminate", "command", "run_cap",
-    "name", "description", "project", "entity",
-    # raysweep's own
-    "train_loop", "base_config", "scheduler", "searcher", "max_concurrent", "resources",
-    "max_failures", "report_timeout_s", "reuse_actors", "ddp_workers", "wandb", "seed",
+# W&B's sweep keys (its schema, sweeps/config/schema.json); raysweep's own live under `raysweep:`.
+WANDB_KEYS = (
+    "program", "method", "metric", "parameters", "early_terminate", "command", "run_cap", "name",
+    "description", "project", "entity", "controller", "scheduler", "apiVersion", "kind", "job", "image_uri",
+    "metrics",
 )  # fmt: skip
+RAYSWEEP_KEYS = (
+    "train_loop", "base_config", "num_gpus", "scheduler", "searcher", "max_concurrent", "resources",
+    "max_failures", "max_initial_failures", "report_timeout_s", "reuse_actors", "ddp_workers", "wandb", "seed",
+)  # fmt: skip
+# W&B Launch keys: a Launch job runs somewhere W&B decides; raysweep runs the program or command here.
+LAUNCH_KEYS = ("job", "image_uri")
+SIZE = "num_gpus"  # the parameter (or raysweep key) that sizes a trial's DDP world
+
+
+def _split_raysweep_block(doc: dict, problems: list[str], notes: list[str]) -> dict:
+    """raysweep's own keys: the ``raysweep:`` block, plus any still written at the top level
+    (files from before the block existed: accepted, with a one-line note)."""
+    block = doc.get("raysweep", {})
+    if _mapping(block, "raysweep", problems) is None:
+        block = {}
+    _unknown_keys(block, RAYSWEEP_KEYS, "raysweep", problems)
+    block = dict(block)
+    legacy = [k for k in RAYSWEEP_KEYS if k in doc and k != "scheduler"]
+    scheduler = doc.get("scheduler")
+    if isinstance(scheduler, dict) and "engine" not in scheduler:  # raysweep's ASHA, before the block
+        legacy.append("scheduler")
+    for key in legacy:
+        if key in block:
+            problems.append(f"{key}: given both at the top level and under raysweep:; keep the one under raysweep:")
+        block[key] = doc[key]
+    if legacy:
+        notes.append(
+            f"note: raysweep's own keys belong under `raysweep:` (top-level {', '.join(legacy)} still work, "
+            "but W&B's tools reject them and `scheduler` is W&B Launch's key)"
+        )
+    return block
+
+
+def _check_wandb_only_keys(doc: dict, problems: list[str], notes: list[str]) -> None:
+    """W&B keys raysweep accepts but cannot honour, or honours by being what it is."""
+    scheduler = doc.get("scheduler")
+    if scheduler is not None and not (isinstance(scheduler, dict) and "engine" not in scheduler):
+        problems.append(
+            "scheduler: W&B Launch's custom sweep scheduler (engine: optuna | ax | wandb) is not supported: "
+            "raysweep runs grid, random and bayes search itself; Ray's ASHA goes under raysweep: {scheduler: ...}"
+        )
+    for key in LAUNCH_KEYS:
+        if key in doc:
+            problems.append(
+                f"{key}: a W&B Launch key; raysweep runs the sweep's program or command on its Ray cluster, "
+                "not a Launch job"
+            )
+    if "metrics" in doc:
+        problems.append("metrics: multi-objective sweeps need W&B's method: custom, which raysweep does not have; use metric")
+    controller = doc.get("controller")
+    if controller is not None and _mapping(controller, "controller", problems) is not None:
+        _unknown_keys(controller, ("type",), "controller", problems)
+        _choice(controller.get("type"), ("local", "cloud"), "controller.type", problems)
+        notes.append("note: controller is ignored: raysweep is always this sweep's (local) controller")
+
+
+def _walk_size(value: Any, limit: int, where: str, problems: list[str]) -> None:
+    """Refuse a document that YAML aliases make huge (billion laughs) or circular."""
+    seen = 0
+    stack: list[tuple[Any, tuple[int, ...]]] = [(value, ())]
+    while stack:
+        node, ancestors = stack.pop()
+        seen += 1
+        if seen > limit:
+            problems.append(f"{where}: more than {limit:,} values once YAML aliases are expanded; refusing to expand it")
+            return
+        if isinstance(node, (dict, list)):
+            if id(node) in ancestors:
+                problems.append(f"{where}: a YAML alias refers to a mapping or list that contains it (a cycle)")
+                return
+            children = node.values() if isinstance(node, dict) else node
+            stack.extend((child, ancestors + (id(node),)) for child in children)
+
+
+def _non_finite(value: Any, where: str, problems: list[str]) -> None:
+    """NaN and infinity can reach neither a script's argv nor a JSON config (``validate --sample``)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        problems.append(f"{where}: {value} is not a finite number; NaN and infinity can't be swept")
+    elif isinstance(value, dict):
+        for key, child in value.items():
+            _non_finite(child, f"{where}.{key}", problems)
+    elif isinstance(value, list):
+        for i, child in enumerate(value):
+            _non_finite(child, f"{where}.{i}", problems)
+
+
+def _check_size_param(param: Param, problems: list[str]) -> None:
+    """A ``num_gpus`` parameter sizes the trial: every value it can take is a whole number >= 1."""
+    where = f"parameters.{param.name}"
+    expected = "num_gpus is each trial's number of DDP workers: whole numbers >= 1"
+    if param.distribution == "constant":
+        values: Iterable[Any] = [param.value]
+    elif param.distribution == "categorical":
+        values = param.values or ()
+    elif param.distribution == "int_uniform":
+        values = [param.min]
+    else:
+        problems.append(f"{where}: {expected}, as value, values or int_uniform; got distribution {param.distribution}")
+        return
+    bad = [v for v in values if isinstance(v, bool) or not isinstance(v, int) or v < 1]
+    if bad:
+        problems.append(f"{where}: {expected}, got {bad[0]!r}")
 
 
 def parse_spec(doc: Any, source: str | None = None, base_dir: Path = Path()) -> SweepSpec:
     """Validate a loaded document; raise one ``SpecError`` listing every problem."""
     problems: list[str] = []
+    notes: list[str] = []
     if not isinstance(doc, dict):
         raise SpecError([f"the sweep file must be a mapping of keys (method, parameters, ...), got {doc!r}"], source)
-    _unknown_keys(doc, TOP_LEVEL, "", problems)
+    _walk_size(doc, MAX_VALUES, "the sweep file", problems)
+    if problems:
+        raise SpecError(problems, source)
+    _unknown_keys(doc, WANDB_KEYS + ("raysweep",) + RAYSWEEP_KEYS, "", problems)
+    own = _split_raysweep_block(doc, problems, notes)
+    _check_wandb_only_keys(doc, problems, notes)
 
     method = _choice(doc.get("method"), METHODS, "method", problems) if "method" in doc else None
     if "method" not in doc:
         problems.append(f"method: required, one of {', '.join(METHODS)}")
-    metric = _parse_metric(doc["metric"], problems) if "metric" in doc else None
-    base_config = _parse_base_config(doc.get("base_config", {}), base_dir, problems)
+    metric = _parse_metric(doc["metric"], method, problems) if "metric" in doc else None
+    base_config = _parse_base_config(own.get("base_config", {}), base_dir, problems)
+    _non_finite(base_config, "raysweep.base_config", problems)
     params = _parse_parameters(doc.get("parameters"), problems) if "parameters" in doc else []
     if "parameters" not in doc:
         problems.append("parameters: required, a mapping of parameter names to distributions")
-    _check_paths(params, base_config, problems)
-    scheduler = _parse_scheduler(doc, problems)
+    scheduler = _parse_scheduler(doc.get("early_terminate"), own.get("scheduler"), problems)
 
-    if method == "grid":
-        for p in params:
-            if not p.is_discrete:
-                problems.append(
-                    f"parameters.{p.name}: grid search needs discrete parameters (constant, categorical, "
-                    f"int_uniform, q_uniform), got {p.distribution}"
-                )
-    if metric is None and "metric" not in doc:
-        if method == "bayes":
-            problems.append("metric: required for method bayes (Optuna needs a metric name and goal)")
-        if "early_terminate" in doc or scheduler is not None:
-            problems.append("metric: required for early termination (the scheduler compares trials on it)")
-
-    train_loop = _parse_train_loop(doc["train_loop"], problems) if "train_loop" in doc else None
+    train_loop = _parse_train_loop(own["train_loop"], problems) if "train_loop" in own else None
     program = _text(doc["program"], "program", problems) if "program" in doc else None
-    if "train_loop" not in doc and "program" not in doc:
-        problems.append("train_loop: required (module:function), or a W&B program: script")
     command = doc.get("command")
     if command is not None and (not isinstance(command, list) or not all(isinstance(c, str) for c in command)):
         problems.append(f"command: must be a list of strings, got {command!r}")
+        command = None
     elif command is not None:
         for i, chunk in enumerate(command):
             for name in _MACRO.findall(chunk):
@@ -544,40 +742,78 @@ def parse_spec(doc: Any, source: str | None = None, base_dir: Path = Path()) -> 
                         f"command.{i}: unknown macro ${{{name}}}{_did_you_mean(name, COMMAND_MACROS)}; "
                         f"W&B's macros are {', '.join('${' + m + '}' for m in COMMAND_MACROS)} and ${{envvar:NAME}}"
                     )
+    uses_program = command is None or any("${program}" in c for c in command)
+    if train_loop is None and "train_loop" not in own:
+        if program is None and "program" not in doc and uses_program:
+            problems.append(
+                "program: required (the script W&B's agent runs), unless command runs something without "
+                "${program}, or raysweep.train_loop names a module:function"
+            )
+    if train_loop is None:
+        _check_program_names(params, problems)
+    else:
+        _check_paths(params, base_config, "base_config" in own, problems)
+
+    if method == "grid":
+        for p in params:
+            if not p.is_discrete:
+                problems.append(
+                    f"parameters.{p.name}: grid search needs discrete parameters (constant, categorical, "
+                    f"int_uniform, q_uniform), got {p.distribution}"
+                )
+            elif p.probabilities is not None:
+                problems.append(f"parameters.{p.name}: probabilities can't be used with grid search (W&B refuses them too)")
+    if metric is None and "metric" not in doc:
+        if method == "bayes":
+            problems.append("metric: required for method bayes (Optuna needs a metric name and goal)")
+        if "early_terminate" in doc or scheduler is not None:
+            problems.append("metric: required for early termination (the scheduler compares trials on it)")
+
+    size_param = next((p for p in params if p.name == SIZE), None)
+    if size_param is not None:
+        _check_size_param(size_param, problems)
+    num_gpus = _int_at_least(own[SIZE], 1, f"raysweep.{SIZE}", problems) if SIZE in own else None
+    if num_gpus is not None and size_param is not None:
+        problems.append(
+            f"raysweep.{SIZE}: the file also sweeps parameters.{SIZE}; size trials with one of them "
+            "(the parameter reaches the script, raysweep's key does not)"
+        )
 
     def optional(key: str, check: Callable, *args: Any) -> Any:
-        return check(doc[key], *args, key, problems) if key in doc else None
+        return check(own[key], *args, f"raysweep.{key}", problems) if key in own else None
 
-    run_cap = optional("run_cap", _int_at_least, 1)
+    run_cap = _int_at_least(doc["run_cap"], 1, "run_cap", problems) if "run_cap" in doc else None
     max_concurrent = optional("max_concurrent", _int_at_least, 1)
     max_failures = optional("max_failures", _int_at_least, 0)
+    max_initial_failures = optional("max_initial_failures", _int_at_least, 0)
     seed = optional("seed", _int_at_least, 0)
     report_timeout_s = optional("report_timeout_s", _positive)
     reuse_actors = optional("reuse_actors", _bool)
     ddp_workers = optional("ddp_workers", _choice, DDP_WORKERS)
     for key in ("name", "description", "project", "entity"):
-        optional(key, _text)
+        if key in doc:
+            _text(doc[key], key, problems)
 
     resources = Resources()
-    if "resources" in doc:
+    if "resources" in own:
         resources = _parse_block(
-            doc["resources"], "resources", Resources,
+            own["resources"], "raysweep.resources", Resources,
             {"cpus_per_worker": _positive,
              "use_gpu": lambda v, w, pr: _choice(v, USE_GPU, w, pr)},
             problems,
         )  # fmt: skip
     searcher = Searcher()
-    if "searcher" in doc:
+    if "searcher" in own:
         searcher = _parse_block(
-            doc["searcher"], "searcher", Searcher,
+            own["searcher"], "raysweep.searcher", Searcher,
             {"n_startup_trials": lambda v, w, pr: _int_at_least(v, 0, w, pr), "constant_liar": _bool,
              "skip_duplicates": _bool},
             problems,
         )  # fmt: skip
     wandb = WandbSettings(project=doc.get("project"), entity=doc.get("entity"))
-    if "wandb" in doc:
+    if "wandb" in own:
         block = _parse_block(
-            doc["wandb"], "wandb", WandbSettings,
+            own["wandb"], "raysweep.wandb", WandbSettings,
             {"project": _text, "entity": _text, "group": _text,
              "mode": lambda v, w, pr: _choice(v, WANDB_MODES, w, pr)},
             problems,
@@ -597,9 +833,11 @@ def parse_spec(doc: Any, source: str | None = None, base_dir: Path = Path()) -> 
         program=program,
         command=tuple(command) if command else None,
         base_config=base_config,
+        num_gpus=num_gpus,
         run_cap=run_cap,
         max_concurrent=max_concurrent,
         max_failures=max_failures or 0,
+        max_initial_failures=5 if max_initial_failures is None else max_initial_failures,
         report_timeout_s=report_timeout_s,
         reuse_actors=reuse_actors is not False,
         ddp_workers=ddp_workers or "warm",
@@ -608,4 +846,5 @@ def parse_spec(doc: Any, source: str | None = None, base_dir: Path = Path()) -> 
         searcher=searcher,
         wandb=wandb,
         source=source,
+        notes=tuple(notes),
     )

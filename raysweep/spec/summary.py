@@ -25,7 +25,8 @@ def summary_json(spec: SweepSpec, count: int | None = None) -> dict[str, Any]:
             "max_t": sched.max_t,
             "reduction_factor": sched.reduction_factor,
             "rungs": sched.rungs,
-        },
+        }
+        | ({"strict": sched.strict} if sched.type == "wandb_hyperband" else {}),
     }
 
 

@@ -1,0 +1,136 @@
+"""W&B's own sweep engine (PyPI ``sweeps``) answering questions over stdin/stdout, one JSON per line.
+
+It runs in ``.venv-wandb`` (``make test`` creates it): ``sweeps`` pins numpy<2, which raysweep's
+torch and Ray do not. The tests start it once (``tests/conftest.py: wandb_oracle``) and ask:
+
+* ``{"op": "verdict", "config": {...}}`` -> ``{"ok": bool, "errors": [...]}``: what ``wandb sweep``
+  says of the file (schema, min/max and probability checks; grid's rules).
+* ``{"op": "grid", "config": {...}, "limit": N}`` -> ``{"points": [flat configs, in order]}``.
+* ``{"op": "sample", "config": {...}, "n": N, "seed": S}`` -> ``{"points": [...], "types": [...]}``.
+* ``{"op": "hyperband", "config": {...}, "runs": [{"name", "state", "history": [values]}]}``
+  -> ``{"stop": [names]}``.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+import warnings
+
+warnings.filterwarnings("ignore")
+
+import numpy as np  # noqa: E402
+from sweeps import RunState, SweepConfig, SweepRun, next_run, stop_runs  # noqa: E402
+from sweeps.params import HyperParameterSet  # noqa: E402
+
+
+def _flat(config: dict, prefix: str = "") -> dict:
+    """A run's config ({name: {"value": v}}, nested for nested parameters) as dotted names."""
+    out = {}
+    for key, entry in config.items():
+        value = entry["value"]
+        if isinstance(value, dict) and key in _NESTED:
+            out |= _flat({k: {"value": v} for k, v in value.items()}, f"{prefix}{key}.")
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+_NESTED: set[str] = set()
+
+
+def _nested_names(parameters: dict) -> set[str]:
+    names = set()
+    for key, entry in parameters.items():
+        if isinstance(entry, dict) and "parameters" in entry:
+            names.add(key)
+            names |= _nested_names(entry["parameters"])
+    return names
+
+
+def _plain(value):
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def verdict(config: dict) -> dict:
+    try:
+        filled = SweepConfig(config)
+        if filled["method"] == "grid":  # grid's own rules are checked when it proposes a run
+            next_run(filled, [])
+    except Exception as e:  # noqa: BLE001  (any refusal is the verdict)
+        return {"ok": False, "errors": [str(e).splitlines()[0] if str(e) else type(e).__name__]}
+    return {"ok": True, "errors": []}
+
+
+# grid and sample take the file as W&B's server hands it to the engine: unfilled (SweepConfig's
+# filling drops nested parameter blocks).
+
+
+def grid(config: dict, limit: int) -> dict:
+    runs: list = []
+    while len(runs) < limit:
+        run = next_run(config, runs)
+        if run is None:
+            break
+        runs.append(run)
+    return {"points": [_plain(_flat(r.config)) for r in runs]}
+
+
+def sample(config: dict, n: int, seed: int) -> dict:
+    random.seed(seed)
+    np.random.seed(seed)
+    params = HyperParameterSet.from_config(config["parameters"])
+    points, types = [], []
+    for _ in range(n):
+        row, kinds = {}, {}
+        for p in params:
+            value = p.sample()
+            name = p.name.replace(HyperParameterSet.NESTING_DELIMITER, ".")
+            row[name] = _plain(value)
+            kinds[name] = type(_plain(value)).__name__
+        points.append(row)
+        types.append(kinds)
+    return {"points": points, "types": types}
+
+
+def hyperband(config: dict, runs: list[dict]) -> dict:
+    metric = config["metric"]["name"]
+    sweep_runs = [
+        SweepRun(name=r["name"], state=RunState(r["state"]), history=[{metric: v} for v in r["history"]])
+        for r in runs
+    ]
+    return {"stop": sorted(r.name for r in stop_runs(config, sweep_runs))}
+
+
+def main() -> None:
+    for line in sys.stdin:
+        request = json.loads(line)
+        _NESTED.clear()
+        _NESTED.update(_nested_names(request.get("config", {}).get("parameters", {}) or {}))
+        try:
+            op = request["op"]
+            if op == "verdict":
+                answer = verdict(request["config"])
+            elif op == "grid":
+                answer = grid(request["config"], request.get("limit", 10**6))
+            elif op == "sample":
+                answer = sample(request["config"], request["n"], request.get("seed", 0))
+            elif op == "hyperband":
+                answer = hyperband(request["config"], request["runs"])
+            else:
+                answer = {"error": f"unknown op {op!r}"}
+        except Exception as e:  # noqa: BLE001
+            answer = {"error": f"{type(e).__name__}: {e}"}
+        sys.stdout.write(json.dumps(answer) + "\n")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
