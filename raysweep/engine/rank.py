@@ -28,9 +28,12 @@ def import_loop(path: str) -> Callable[[dict], Any]:
     if os.getcwd() not in sys.path:  # loops live in the project the sweep is run from
         sys.path.insert(0, os.getcwd())
     try:
-        return getattr(importlib.import_module(module_name), func_name)
-    except (ImportError, AttributeError) as e:
-        raise ImportError(f"train_loop {path!r} could not be imported: {e}") from e
+        loop = getattr(importlib.import_module(module_name), func_name)
+    except Exception as e:  # a module that raises on import, or has a syntax error, is the user's too
+        raise ImportError(f"train_loop {path!r} could not be imported: {type(e).__name__}: {e}") from e
+    if not callable(loop):
+        raise ImportError(f"train_loop {path!r} is a {type(loop).__name__}, not a function taking the trial's config")
+    return loop
 
 
 def run_loop(loop_args: dict[str, Any], backend: str, rank: int, world_size: int, link: Any = None) -> None:

@@ -62,9 +62,9 @@ class SweepWandbCallback(WandbLoggerCallback):
         Path(trial.path).mkdir(parents=True, exist_ok=True)
         fresh = trial not in self._trial_logging_futures
         if not self._remote_logger_class:  # Ray's own would carry WANDB_API_KEY in its runtime_env
-            self._remote_logger_class = ray.remote(
-                num_cpus=0, **_force_on_current_node(), max_restarts=-1, max_task_retries=-1
-            )(self._logger_actor_cls)
+            # No restarts: its constructor's arguments live in the object store, so a restart could
+            # not rebuild it (Ray warns of this on the terminal at every start when restarts are on).
+            self._remote_logger_class = ray.remote(num_cpus=0, **_force_on_current_node())(self._logger_actor_cls)
         if self.kwargs.get("mode") == "online" and os.environ.get(WANDB_KEY_ENV):
             wandb_init_kwargs["raysweep_api_key"] = os.environ[WANDB_KEY_ENV]
         super()._start_logging_actor(trial, exclude_results, dir=trial.path, **wandb_init_kwargs)

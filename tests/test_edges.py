@@ -1,0 +1,161 @@
+"""The edges a new user hits first (issue 25): bad input exits 2 with one sentence and writes
+nothing, a wrong address fails fast, Ctrl-C saves the sweep for ``resume``."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, cli_env, raysweep, show, write_spec
+
+SMOKE = {"method": "grid", "metric": {"name": "score"}, "parameters": {"x": {"values": [0.1, 0.2]}},
+         "raysweep": {"train_loop": "train_loops.smoke:train", "base_config": {"epochs": 2}}}  # fmt: skip
+
+
+def refused(out: subprocess.CompletedProcess, pattern: str) -> None:
+    assert out.returncode == 2, (out.stdout, out.stderr)
+    assert "Traceback" not in out.stderr
+    assert __import__("re").search(pattern, out.stderr), out.stderr
+
+
+@pytest.mark.parametrize(
+    "change, pattern",
+    [
+        ({"parameters": {"num_gpus": {"values": ["two", 0, -1, 1.5]}}}, r"parameters.num_gpus: num_gpus is each trial's number of DDP workers: whole numbers >= 1, got 'two'"),
+        ({"parameters": {"num_gpus": {"min": 0.5, "max": 2.0}}}, r"parameters.num_gpus: .*got distribution uniform"),
+        ({"raysweep": SMOKE["raysweep"] | {"num_gpus": 0}}, r"raysweep.num_gpus: must be an integer >= 1, got 0"),
+        ({"parameters": {"x": {"values": [float("nan"), 1]}}}, r"parameters.x.values.0: nan is not a finite number"),
+        ({"raysweep": SMOKE["raysweep"] | {"train_loop": "tests.no_such_module:train"}}, r"train_loop|No module named"),
+        ({"raysweep": SMOKE["raysweep"] | {"train_loop": "os:sep"}}, r"train_loop 'os:sep' is a str, not a function"),
+    ],
+)
+def test_bad_spec_values_exit_2_with_a_sentence_and_write_nothing(tmp_path, change, pattern):
+    spec = write_spec(tmp_path / "s.yaml", **(SMOKE | change))
+    out = raysweep("run", str(spec), "--storage", str(tmp_path / "runs"))
+    refused(out, pattern)
+    assert not (tmp_path / "runs" / "s").exists()
+
+
+@pytest.mark.parametrize(
+    "text, pattern",
+    [
+        (b"\x89PNG\r\n\x1a\n\x00\x00binary", r"not a text file"),
+        ("a: &a [*a]\nmethod: grid\n".encode(), r"cycle"),
+        (("l0: &l0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+            f"l{i}: &l{i} [" + ", ".join([f"*l{i-1}"] * 10) + "]\n" for i in range(1, 9)) + "method: grid\n").encode(),
+         r"more than 1,000,000 values"),
+    ],
+    ids=["binary", "circular", "billion-laughs"],
+)
+def test_hostile_files_are_refused_at_once(tmp_path, text, pattern):
+    path = tmp_path / "s.yaml"
+    path.write_bytes(text)
+    out = raysweep("validate", str(path), timeout=60)
+    refused(out, pattern)
+
+
+def test_a_binary_base_config_is_refused(tmp_path):
+    (tmp_path / "base.yaml").write_bytes(b"\x00\x01\x02\xff")
+    spec = write_spec(tmp_path / "s.yaml", **(SMOKE | {"raysweep": SMOKE["raysweep"] | {"base_config": "base.yaml"}}))
+    refused(raysweep("validate", str(spec)), r"raysweep.base_config: .*not a text file")
+
+
+def test_nan_values_never_reach_validate_sample_as_invalid_json(tmp_path):
+    spec = write_spec(tmp_path / "s.yaml", **(SMOKE | {"parameters": {"x": {"value": float("inf")}}}))
+    refused(raysweep("validate", str(spec), "--sample", "2"), r"parameters.x.value: inf is not a finite number")
+
+
+@pytest.mark.parametrize("name", ["..", "."])
+def test_names_that_leave_storage_are_refused(tmp_path, name):
+    spec = write_spec(tmp_path / "s.yaml", **SMOKE)
+    storage = tmp_path / "runs" / "inner"
+    out = raysweep("run", str(spec), "--storage", str(storage), "--name", name)
+    assert out.returncode == 2, out.stderr
+    assert not (storage.parent / "spec.json").exists() and not (tmp_path / "runs" / "spec.json").exists()
+    assert not any(tmp_path.rglob("run.json"))
+
+
+def test_storage_that_is_a_file_and_a_negative_seed_are_refused(tmp_path):
+    spec = write_spec(tmp_path / "s.yaml", **SMOKE)
+    (tmp_path / "afile").write_text("x")
+    refused(raysweep("run", str(spec), "--storage", str(tmp_path / "afile")), r"--storage .*is a file")
+    refused(raysweep("run", str(spec), "--seed", "-1", "--storage", str(tmp_path / "r")), r"--seed must be >= 0, got -1")
+
+
+def test_a_wrong_address_exits_2_and_leaves_nothing_to_block_the_retry(tmp_path):
+    spec = write_spec(tmp_path / "s.yaml", **SMOKE)
+    out = raysweep("run", str(spec), "--address", "127.0.0.1:1", "--storage", str(tmp_path / "runs"), "--name", "n", timeout=120)
+    refused(out, r"could not connect to the Ray cluster at 127.0.0.1:1: nothing answered there")
+    assert not (tmp_path / "runs" / "n").exists()
+
+
+def test_a_grid_of_two_billion_points_validates_and_samples(tmp_path):
+    spec = write_spec(tmp_path / "s.yaml", **(SMOKE | {"parameters": {"a": {"min": 1, "max": 10**9}, "b": {"values": [1, 2]}}}))
+    out = raysweep("validate", str(spec), "--json", timeout=60)
+    assert out.returncode == 0 and '"grid_size": 2000000000' in out.stdout
+    out = raysweep("validate", str(spec), "--sample", "3", timeout=60)
+    assert out.returncode == 0 and out.stdout.count("\n") == 3
+
+
+def test_legacy_top_level_keys_still_work_with_one_note(tmp_path):
+    doc = {k: v for k, v in SMOKE.items() if k != "raysweep"} | SMOKE["raysweep"]
+    out = raysweep("validate", str(write_spec(tmp_path / "s.yaml", **doc)))
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.count("note: raysweep's own keys belong under `raysweep:`") == 1
+
+
+@pytest.mark.ray
+def test_one_ctrl_c_saves_the_sweep_and_resume_finishes_it(tmp_path):
+    """One SIGINT mid-sweep: exit 130 with the resume hint; resume finishes the budget; every
+    trial is listed once."""
+    doc = SMOKE | {"parameters": {"x": {"values": [0.1, 0.2, 0.3, 0.4]}},
+                   "raysweep": {"train_loop": "train_loops.smoke:train", "base_config": {"epochs": 30, "sleep": 0.3},
+                                "max_concurrent": 1}}  # fmt: skip
+    spec = write_spec(tmp_path / "s.yaml", **doc)
+    storage = tmp_path / "runs"
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "raysweep", "run", str(spec), "--storage", str(storage), "--wandb", "disabled"],
+        cwd=ROOT, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    trials = storage / "s" / "trials.jsonl"
+    deadline = time.time() + 240
+    while time.time() < deadline and not (trials.exists() and '"iterations": 3' in trials.read_text()):
+        assert driver.poll() is None, driver.communicate()
+        time.sleep(0.3)
+    os.kill(driver.pid, signal.SIGINT)
+    out, err = driver.communicate(timeout=120)
+    assert driver.returncode == 130, (out, err)
+    assert "raysweep resume" in err
+    resumed = raysweep("resume", str(storage / "s"), timeout=600)
+    assert resumed.returncode == 0, resumed.stderr
+    rows = show(storage / "s")["trials"]
+    assert sorted(r["config"]["x"] for r in rows) == [0.1, 0.2, 0.3, 0.4]
+    assert all(r["status"] == "done" for r in rows), rows
+
+
+def test_the_wandb_key_stays_out_of_the_logging_actors_runtime_env():
+    from raysweep.engine.wandb_logging import wandb_callback
+
+    os.environ["WANDB_API_KEY"] = "fake-key-0123456789"
+    try:
+        callback = wandb_callback("p", None, "g", "offline", False)
+        assert "raysweep_api_key" not in str(callback.kwargs)
+    finally:
+        os.environ.pop("WANDB_API_KEY")
+
+
+def test_ray_token_file_is_made_private(tmp_path, monkeypatch):
+    from raysweep.engine.cluster import private_token_file
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    token = Path(tmp_path, ".ray", "auth_token")
+    token.parent.mkdir()
+    token.write_text("t")
+    token.chmod(0o644)
+    private_token_file()
+    assert token.stat().st_mode & 0o777 == 0o600
