@@ -45,7 +45,7 @@ def test_bad_spec_values_exit_2_with_a_sentence_and_write_nothing(tmp_path, chan
     "text, pattern",
     [
         (b"\x89PNG\r\n\x1a\n\x00\x00binary", r"not a text file"),
-        ("a: &a [*a]\nmethod: grid\n".encode(), r"cycle"),
+        (b"a: &a [*a]\nmethod: grid\n", r"cycle"),
         (("l0: &l0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
             f"l{i}: &l{i} [" + ", ".join([f"*l{i-1}"] * 10) + "]\n" for i in range(1, 9)) + "method: grid\n").encode(),
          r"more than 1,000,000 values"),

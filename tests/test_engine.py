@@ -228,3 +228,31 @@ def test_a_metric_the_loop_never_reports_fails_with_the_names_it_did_report(tmp_
     assert out.returncode == 1
     assert "the sweep's metric 'val/loss' (metric.name in the spec) is missing from this report" in out.stdout
     assert "epoch, rank, resumed_from, samples_per_sec, score, world_size" in out.stdout
+
+
+@pytest.mark.parametrize("method", ["grid", "bayes"])
+def test_resume_keeps_failed_trials_failed_unless_asked_to_retry(tmp_path, ray_cluster, method):
+    """README: resume runs only what is unfinished. ``--retry-failed`` runs failed trials again,
+    and a retry that succeeds clears its old error (the loop fails only its first attempt)."""
+    params = {"x": {"values": [0.1, 0.3]}} if method == "grid" else {"x": {"min": 0.0, "max": 1.0}}
+    spec = sweep(tmp_path, name=f"r{method}", method=method, run_cap=2, max_initial_failures=0,
+                 base_config={"epochs": 2, "fail_at_epoch": 2, "fail_attempts": 1}, parameters=params)  # fmt: skip
+    storage = str(tmp_path / "runs")
+    assert run(spec, ray_cluster, "--wandb", "disabled").returncode == 1  # every trial failed once
+    out = raysweep("resume", f"r{method}", "--storage", storage, "--address", ray_cluster)
+    assert out.returncode == 1, out.stderr
+    assert [t["status"] for t in show(tmp_path / "runs" / f"r{method}")["trials"]] == ["failed", "failed"]
+    out = raysweep("resume", f"r{method}", "--storage", storage, "--address", ray_cluster, "--retry-failed")
+    assert out.returncode == 0, out.stderr
+    trials = show(tmp_path / "runs" / f"r{method}")["trials"]
+    assert [(t["status"], t["iterations"], "error" in t) for t in trials] == [("done", 2, False)] * 2
+
+
+def test_a_sweep_whose_first_trials_all_fail_stops_like_wandbs_agent(tmp_path, ray_cluster):
+    spec = sweep(tmp_path, name="m", method="grid", max_concurrent=1, max_initial_failures=3,
+                 base_config={"epochs": 2, "fail_at_epoch": 1}, parameters={"x": {"values": [1, 2, 3, 4, 5, 6, 7, 8]}})  # fmt: skip
+    out = run(spec, ray_cluster, "--wandb", "disabled")
+    assert out.returncode == 1, out.stderr
+    assert "first 3 trials all failed, so it was stopped" in out.stdout and "planned failure at epoch 1" in out.stdout
+    statuses = [t["status"] for t in show(tmp_path / "runs" / "m")["trials"]]
+    assert statuses.count("failed") == 3 and len(statuses) < 8, statuses

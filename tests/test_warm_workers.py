@@ -9,12 +9,13 @@ trial as a Ray Train ``TorchTrainer``.
 from __future__ import annotations
 
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import psutil
 import pytest
-from conftest import processes, raysweep, start_sweep, wait_for_iterations, write_spec
+from conftest import ROOT, cli_env, processes, raysweep, start_sweep, wait_for_iterations, write_spec
 
 from raysweep.engine.progress import TRIALS_FILE, read_trials
 
@@ -118,3 +119,48 @@ def test_workers_of_a_trial_process_that_died_are_ended_not_lent_again(tmp_path,
     assert row["status"] == "done" and row["iterations"] == 6
     assert not set(pids(row)) & {p.pid for p in borrowed}  # the retry ran on new workers
     assert ended_while_the_retry_ran  # the stale workers were ended when the retry borrowed, not left waiting
+
+
+def driver_script(cluster: str, body: str) -> subprocess.CompletedProcess:
+    """``body`` run as its own Ray driver on ``cluster`` (Ray reads token authentication at import)."""
+    code = "import ray, time\n" f"ray.init(address={cluster!r}, logging_level='ERROR')\n" + body
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=cli_env(), cwd=ROOT)
+
+
+def test_a_rank_whose_device_cannot_be_set_fails_its_trial_instead_of_hanging(ray_cluster):
+    """A GPU id the worker cannot map (a UUID in CUDA_VISIBLE_DEVICES) used to raise before the
+    rank's error handler, so its trial waited for a report for ever."""
+    out = driver_script(ray_cluster, """
+import threading
+from raysweep.engine import gang
+from raysweep.engine.pool import Lease
+lease = Lease(0, [gang.DDPWorker.options(num_cpus=0).remote()])
+outcome = []
+def trial():
+    try:
+        gang.run(lease, print, None, None, None, ["GPU-5f3c2a"], 1, lambda metrics, ckpt: None)
+    except BaseException as e:
+        outcome.append(e)
+thread = threading.Thread(target=trial, daemon=True)
+thread.start()
+thread.join(120)
+print("OUTCOME", bool(outcome), lease.broken, "GPU-5f3c2a" in str(outcome[0]) if outcome else None)
+""")
+    assert "OUTCOME True True True" in out.stdout, out.stdout + out.stderr
+
+
+def test_an_idle_worker_that_died_is_not_lent(ray_cluster):
+    out = driver_script(ray_cluster, """
+from raysweep.engine.pool import WorkerPool
+node = ray.get_runtime_context().get_node_id()
+pool = WorkerPool.remote()
+ray.get(pool.start.remote(node, 2))
+lease, workers = ray.get(pool.lend.remote(node, 2, None))
+ray.get([w.ping.remote() for w in workers], timeout=120)
+ray.get(pool.give_back.remote(lease, False, workers))
+ray.kill(workers[0])  # dies while idle in the pool
+time.sleep(1)
+_, again = ray.get(pool.lend.remote(node, 2, None))
+print("PINGS", ray.get([w.ping.remote() for w in again], timeout=120))
+""")
+    assert "PINGS [True, True]" in out.stdout, out.stdout + out.stderr

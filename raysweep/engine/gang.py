@@ -101,25 +101,29 @@ class DDPWorker:
         import torch
         import torch.distributed as dist
 
-        link = RankLink(rank, world_size, _use_device(gpus[rank] if gpus else None, threads), gpus,
-                        checkpoint_dir, self._outbox, self._inbox)  # fmt: skip
-        try:
+        try:  # everything, device choice included: an error must reach the trial, never leave it waiting
+            link = RankLink(rank, world_size, _use_device(gpus[rank] if gpus else None, threads), gpus,
+                            checkpoint_dir, self._outbox, self._inbox)  # fmt: skip
             if group_backend:
                 dist.init_process_group(
                     group_backend, init_method=f"tcp://{master[0]}:{master[1]}", rank=rank,
                     world_size=world_size, timeout=GROUP_TIMEOUT,
                 )  # fmt: skip
             fn(args, link, master)
-            link.outbox.put(("done",))
+            self._outbox.put(("done",))
         except TrialStopped:
             pass
         except BaseException as e:  # noqa: BLE001  (handed to the trial, which raises it)
-            link.outbox.put(("error", _portable(e), traceback.format_exc()))
+            self._outbox.put(("error", _portable(e), traceback.format_exc()))
         finally:
             if dist.is_initialized():
                 dist.destroy_process_group()
             if torch.cuda.is_initialized():
                 torch.cuda.empty_cache()  # the next trial may be another process's on this GPU
+
+    def ping(self) -> bool:
+        """The pool's health check of an idle worker (an actor that died fails this at once)."""
+        return True
 
     def next_report(self) -> tuple:
         return self._outbox.get()
@@ -146,7 +150,16 @@ def _use_device(gpu: str | None, threads: int) -> str:
         torch.set_num_threads(threads)
         return "cpu"
     visible = [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
-    index = visible.index(gpu) if gpu in visible else int(gpu)
+    if gpu in visible:
+        index = visible.index(gpu)
+    elif gpu.isdigit():
+        index = int(gpu)
+    else:
+        raise RuntimeError(
+            f"Ray assigned GPU {gpu!r}, which this worker cannot map to a device: CUDA_VISIBLE_DEVICES of the "
+            f"node's workers is {os.environ.get('CUDA_VISIBLE_DEVICES')!r}. Start the node's Ray with GPU indices "
+            "in CUDA_VISIBLE_DEVICES (not UUIDs or MIG ids)"
+        )
     torch.cuda.set_device(index)
     return f"cuda:{index}"
 
@@ -170,9 +183,10 @@ def run(
         runs = [w.run.remote(fn, args, r, size, master, group_backend, checkpoint_dir, gpus, threads) for r, w in enumerate(workers)]
         reports = 0
         while True:
-            items = _next_reports(workers)
+            items = _next_reports(workers, runs)
             kinds = [item[0] for item in items]
             if set(kinds) == {"done"}:
+                ray.get(runs)  # each rank's teardown (destroy_process_group) ends before the workers go back
                 return
             if "done" in kinds:
                 ended = ", ".join(str(r) for r, k in enumerate(kinds) if k == "done")
@@ -195,13 +209,19 @@ def run(
         raise
 
 
-def _next_reports(workers: list[Any]) -> list[tuple]:
+def _next_reports(workers: list[Any], runs: list[Any]) -> list[tuple]:
     """Every rank's next report, end or error; the first error (or death) is raised at once,
-    not after its peers report: they may be waiting for the failed rank inside a collective."""
+    not after its peers report: they may be waiting for the failed rank inside a collective.
+    A rank's ``run`` task that fails outside its own handler (it could not start) raises here too."""
     pending = {w.next_report.remote(): rank for rank, w in enumerate(workers)}
+    watched = {ref: rank for rank, ref in enumerate(runs)}
     items: list[tuple] = [()] * len(workers)
     while pending:
-        ready, _ = ray.wait(list(pending), num_returns=1)
+        ready, _ = ray.wait(list(pending) + list(watched), num_returns=1)
+        if ready[0] in watched:
+            del watched[ready[0]]
+            ray.get(ready[0])  # raises the rank's error; a run that ended has put its last item already
+            continue
         rank = pending.pop(ready[0])
         items[rank] = ray.get(ready[0])  # raises if the rank's process died
         if items[rank][0] == "error":

@@ -39,20 +39,32 @@ class Lease:
 @ray.remote(num_cpus=0)
 class WorkerPool:
     def __init__(self) -> None:
+        self._slots: dict[str, int] = {}  # node id -> most workers it may have (its worker slots)
         self._idle: dict[str, list[Any]] = {}  # node id -> workers waiting for a trial
         self._lent: dict[int, tuple[str, str | None, list[Any]]] = {}  # lease -> (node, borrower's group, workers)
         self._ids = itertools.count()
 
     def start(self, node_id: str, count: int) -> None:
         """Start workers on ``node_id`` until it has ``count`` (they import torch meanwhile)."""
-        have = len(self._idle.get(node_id, [])) + sum(len(w) for n, _, w in self._lent.values() if n == node_id)
-        self._idle.setdefault(node_id, []).extend(_new_worker(node_id) for _ in range(count - have))
+        self._slots[node_id] = count
+        self._idle.setdefault(node_id, []).extend(_new_worker(node_id) for _ in range(count - self._have(node_id)))
+
+    def _have(self, node_id: str) -> int:
+        return len(self._idle.get(node_id, [])) + sum(len(w) for n, _, w in self._lent.values() if n == node_id)
 
     def lend(self, node_id: str, count: int, group: str | None) -> tuple[int, list[Any]]:
         """``count`` workers on ``node_id`` for the trial holding placement group ``group``."""
         self._end_abandoned()
         idle = self._idle.setdefault(node_id, [])
-        workers = idle[:count] + [_new_worker(node_id) for _ in range(count - len(idle))]
+        idle[:] = _alive(idle)  # a worker that died while idle would fail the trial that borrows it
+        missing = count - min(count, len(idle))
+        room = self._slots.get(node_id, count) - self._have(node_id)
+        if missing > room:
+            raise RuntimeError(
+                f"the worker pool has {len(idle)} idle worker(s) on node {node_id} and room for {room} more, "
+                f"but a trial asked for {count}: the node's worker slots are all lent"
+            )
+        workers = idle[:count] + [_new_worker(node_id) for _ in range(missing)]
         del idle[:count]
         lease = next(self._ids)
         self._lent[lease] = (node_id, group, workers)
@@ -74,6 +86,19 @@ class WorkerPool:
         gone = {g for g in groups if table.get(g, {}).get("state", "REMOVED") == "REMOVED"}
         for lease in [k for k, (_, g, _) in self._lent.items() if g in gone]:
             _end(self._lent.pop(lease)[2])
+
+
+def _alive(workers: list[Any]) -> list[Any]:
+    """``workers`` less those whose process died (a worker still starting counts as alive)."""
+    pings = [w.ping.remote() for w in workers]
+    ready, _ = ray.wait(pings, num_returns=len(pings), timeout=0.5)
+    dead = set()
+    for ref in ready:
+        try:
+            ray.get(ref)
+        except ray.exceptions.RayActorError:
+            dead.add(ref)
+    return [w for w, ref in zip(workers, pings, strict=True) if ref not in dead]
 
 
 def _new_worker(node_id: str) -> Any:

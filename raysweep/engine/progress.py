@@ -70,6 +70,7 @@ class SweepMonitor(Callback):
         self.first_error: str | None = None
         self.ended: list[str] = [r["status"] for r in self.rows.values() if r.get("status") in ("done", "stopped", "failed")]
         self.best_seen: tuple[float, dict[str, Any]] | None = None  # the live line's best: any report's, never worse later
+        self._reconciled = not self.rows  # a fresh sweep has nothing left over
 
     # --- bookkeeping ---
     def _row(self, trial: Any) -> dict[str, Any]:
@@ -87,10 +88,6 @@ class SweepMonitor(Callback):
         row["status"] = "running"
         row.pop("error", None)  # a failed trial run again (resume --retry-failed) starts clean
         self._save()
-
-    def unfinished(self) -> bool:
-        """Trials still running or waiting: the sweep was interrupted, not finished."""
-        return any(r.get("status") in ("running", "pending") for r in self.rows.values())
 
     def initial_failures(self, limit: int) -> bool:
         """The sweep's first ``limit`` trials to end all failed (W&B's agent gives up at 5)."""
@@ -126,6 +123,21 @@ class SweepMonitor(Callback):
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         self._end(trials, trial, "failed", _error_text(trial))
+
+    def on_step_begin(self, iteration: int, trials: list, **info: Any) -> None:
+        if not self._reconciled:
+            self._reconcile(trials)
+
+    def _reconcile(self, trials: list) -> None:
+        """On resume, drop rows a killed driver left running for trials Tune never saved: Tune
+        runs their configuration again under a new id, and ``show`` must list it once."""
+        self._reconciled = True
+        known = {t.trial_id for t in trials}
+        stale = [k for k, r in self.rows.items() if r.get("status") == "running" and k not in known]
+        for key in stale:
+            del self.rows[key]
+        if stale:
+            self._save()
 
     def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
         self._print(trials)

@@ -210,12 +210,22 @@ def _run(spec: SweepSpec, settings: dict[str, Any], run_dir: Path, restore: bool
     monitor.stopped_by_scheduler = getattr(scheduler, "stopped", set())
     started = time.time()
     with interrupt.handled() as signals:
-        tuner.fit()
-    if signals.received or monitor.unfinished():
+        results = tuner.fit()
+    if signals.received or _left_unfinished(results, monitor, stoppers, settings["budget"]):
         print(f"\nsweep {settings['name']} interrupted; its state is saved. Continue it with: raysweep resume {run_dir}",
               file=sys.stderr)  # fmt: skip
         return 130
     return _finish(spec, settings, run_dir, monitor, time.time() - started)
+
+
+def _left_unfinished(results: Any, monitor: SweepMonitor, stoppers: list[Any], budget: int) -> bool:
+    """Tune's first Ctrl-C ends ``fit()`` quietly, leaving trials for ``resume``: some are not
+    ended, or fewer than the budget were started without a stopper ending the sweep."""
+    if len(results) > results.num_terminated + results.num_errors:
+        return True
+    if any(r.get("status") == "running" for r in monitor.rows.values()):
+        return True
+    return len(results) < budget and not any(s.stop_all() for s in stoppers)
 
 
 def _finish(spec: SweepSpec, settings: dict[str, Any], run_dir: Path, monitor: SweepMonitor, wall_s: float) -> int:
