@@ -57,6 +57,7 @@ def _run(args: argparse.Namespace) -> int:
         quiet=args.quiet,
         gpus=args.gpus,
         dashboard_host=args.dashboard_host,
+        resume_existing=args.resume_existing,
     )
 
 
@@ -156,6 +157,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--dashboard-host", metavar="HOST",
         help="where the Ray dashboard started here listens (default 127.0.0.1; 0.0.0.0 exposes it, with a warning)",
+    )  # fmt: skip
+    p.add_argument(
+        "--resume-existing", action="store_true",
+        help="if the run dir already holds this sweep, continue it (`raysweep resume`) instead of refusing the name; "
+        "the SLURM script uses it so a requeued job goes on",
     )  # fmt: skip
     p.set_defaults(func=_run)
 

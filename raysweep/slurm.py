@@ -9,6 +9,7 @@ nodes joined, then ``python -m raysweep run SPEC --address HEAD:PORT``, then ``r
 from __future__ import annotations
 
 import math
+import re
 import shlex
 import sys
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ TEMPLATE = r"""#!/bin/bash
 #SBATCH --job-name=@JOB_NAME@
 #SBATCH --nodes=@NODES@
 #SBATCH --ntasks-per-node=1
+#SBATCH --signal=B:TERM@@SIGNAL_S@
 @SBATCH_LINES@
 
 set -uo pipefail
@@ -90,7 +92,19 @@ while (alive := sum(n["Alive"] for n in ray.nodes())) < want:
     time.sleep(2)
 EOF
 
-"$BIN/python" -m raysweep run @RUN_ARGS@ --address "$head_ip:$PORT"
+# The sweep runs in the background so that SIGTERM (SLURM's --signal before the time limit,
+# scancel, preemption) reaches it: it saves its state and exits. A resubmitted or requeued job
+# continues the same sweep (--resume-existing) instead of refusing its name.
+trap 'kill -TERM "$sweep" 2>/dev/null' TERM
+"$BIN/python" -m raysweep run @RUN_ARGS@ --resume-existing --address "$head_ip:$PORT" &
+sweep=$!
+wait "$sweep"
+status=$?
+while kill -0 "$sweep" 2>/dev/null; do  # wait returned for the trapped signal: the sweep is saving
+    wait "$sweep"
+    status=$?
+done
+exit $status
 """
 
 
@@ -112,6 +126,7 @@ class SlurmJob:
     sbatch: tuple[str, ...] = field(default_factory=tuple)  # more #SBATCH options, verbatim
     bin_dir: str = str(Path(sys.executable).parent)
     start_timeout_s: int = 300
+    signal_s: int = 180  # SIGTERM this long before the time limit: the sweep saves its state
 
 
 def sbatch_lines(job: SlurmJob) -> list[str]:
@@ -142,6 +157,12 @@ def render(job: SlurmJob, command: str) -> str:
     bad = [o for o in job.sbatch if not o.startswith("--")]
     if bad:
         raise UserError(f"--sbatch takes sbatch options such as --sbatch=--qos=high, got {bad[0]!r}")
+    given = {"--time": job.time, "--partition": job.partition, "--account": job.account, "--job-name": job.job_name,
+             "the spec path": job.spec, "the command line": command}  # fmt: skip
+    given |= {f"--sbatch {o!r}": o for o in job.sbatch} | {f"the run flag {a!r}": a for a in job.run_args}
+    for what, value in given.items():
+        if value is not None and any(c in value for c in "\n\r\0"):
+            raise UserError(f"{what}: a line break can't go into a batch script (it would run as a command of its own)")
     cpw = job.cpus_per_worker
     values = {
         "COMMAND": command,
@@ -154,7 +175,6 @@ def render(job: SlurmJob, command: str) -> str:
         "START_TIMEOUT": str(job.start_timeout_s),
         "RUN_ARGS": shlex.join([job.spec, *job.run_args]),
     }
-    script = TEMPLATE
-    for key, value in values.items():
-        script = script.replace(f"@{key}@", value)
-    return script
+    values["SIGNAL_S"] = str(job.signal_s)
+    # One pass over the template's own holes: a value holding @BIN@ is written as it is.
+    return re.sub(r"@([A-Z_]+)@", lambda m: values[m.group(1)], TEMPLATE)

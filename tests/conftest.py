@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -42,7 +43,54 @@ def ray_cluster():
     try:
         yield f"127.0.0.1:{port}"
     finally:
-        subprocess.run([RAY, "stop", "--force"], capture_output=True)
+        stop_cluster(f"127.0.0.1:{port}")
+
+
+def cluster_processes(address: str) -> list[psutil.Process]:
+    """This cluster's processes only: those whose command line names its GCS port (the GCS,
+    every node's raylet and agents), and everything they started (workers, actors)."""
+    port = address.rpartition(":")[2]
+    roots = []
+    for p in psutil.process_iter(["cmdline"]):
+        cmdline = " ".join(p.info["cmdline"] or [])
+        if p.pid != os.getpid() and re.search(rf"[:=]{port}\b", cmdline) and "ray" in cmdline:
+            roots.append(p)
+    found = {p.pid: p for p in roots}
+    for p in roots:
+        try:
+            found |= {c.pid: c for c in p.children(recursive=True)}
+        except psutil.NoSuchProcess:
+            pass
+    return list(found.values())
+
+
+def stop_cluster(address: str) -> None:
+    """End this test's cluster, and no other Ray on the machine (``ray stop`` would end them all)."""
+    victims = cluster_processes(address)
+    for p in victims:
+        try:
+            p.terminate()
+        except psutil.NoSuchProcess:
+            pass
+    _, alive = psutil.wait_procs(victims, timeout=15)
+    for p in alive:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+
+
+def kill_tree(pid: int) -> None:
+    """A process and all it started (an embedded Ray's GCS and raylet are its driver's children)."""
+    try:
+        parent = psutil.Process(pid)
+    except psutil.NoSuchProcess:
+        return
+    for p in [*parent.children(recursive=True), parent]:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
 
 
 def ensure_ray_token() -> None:
@@ -103,10 +151,18 @@ def wait_for_iterations(driver: subprocess.Popen, trials_file: Path, iterations:
     raise AssertionError(f"no trial reported {iterations} times in {timeout:g} s")
 
 
-def processes(marker: str) -> list[psutil.Process]:
-    """Live processes whose command line names ``marker`` (Ray titles an actor's process by its
-    class: ``DDPWorker`` for warm DDP workers, ``ImplicitFunc`` for Tune trial actors)."""
-    return [p for p in psutil.process_iter(["cmdline"]) if marker in " ".join(p.info["cmdline"] or [])]
+def processes(marker: str, cluster: str) -> list[psutil.Process]:
+    """Live processes of ``cluster`` whose command line names ``marker`` (Ray titles an actor's
+    process by its class: ``DDPWorker`` for warm DDP workers, ``ImplicitFunc`` for Tune trial
+    actors). Another Ray on the machine is not counted."""
+    found = []
+    for p in cluster_processes(cluster):
+        try:
+            if marker in " ".join(p.cmdline()):
+                found.append(p)
+        except psutil.NoSuchProcess:
+            pass
+    return found
 
 
 class WandbOracle:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import RAY, ROOT, cli_env, ensure_ray_token, free_port, raysweep, show, write_spec
+from conftest import RAY, ROOT, cli_env, ensure_ray_token, free_port, raysweep, show, stop_cluster, write_spec
 
 pytestmark = pytest.mark.ray
 
@@ -48,7 +48,7 @@ def two_nodes():
         )  # fmt: skip
         yield f"127.0.0.1:{port}", raylet_port
     finally:
-        subprocess.run([RAY, "stop", "--force"], capture_output=True)
+        stop_cluster(f"127.0.0.1:{port}")
 
 
 def records(record_dir: Path) -> list[dict]:

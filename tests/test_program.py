@@ -216,6 +216,32 @@ def test_hydra_app_with_args_no_hyphens_and_raysweep_report(tmp_path, ray_cluste
 
 
 @pytest.mark.ray
+def test_the_origin_stages_sweep_runs_its_hydra_script_as_wandb_agent_would(tmp_path, ray_cluster):
+    """The seed-003 shape: a Hydra program: sweep of dotted names into a list, no base_config,
+    W&B's hyperband. The script gets the overrides exactly as wandb agent renders them."""
+    spec = _project(
+        tmp_path, "t3", program="hydra_app.py", method="grid", metric={"name": "score", "goal": "minimize"},
+        command=["${env}", "${interpreter}", "${program}", "${args_no_hyphens}"],
+        parameters={"arch.stages.1.repeat": {"values": [1, 2]}, "arch.stages.0.repeat": {"values": [1, 3]},
+                    "arch.stages.0.include_inputs": {"values": [True, False]}, "epochs": {"value": 4}},
+        early_terminate={"type": "hyperband", "min_iter": 3, "max_iter": 10, "s": 2, "eta": 3},
+    )  # fmt: skip
+    out = _run(spec, ray_cluster, "--wandb", "disabled")
+    assert out.returncode == 0, out.stderr + out.stdout
+    from wandb.sdk.launch.sweeps.utils import create_sweep_command_args
+
+    trials = show(tmp_path / "runs" / "t3")["trials"]
+    assert len(trials) == 8 and all(t["status"] in ("done", "stopped") for t in trials)
+    for t in trials:
+        trial_dir = next((tmp_path / "runs" / "t3").glob(f"*{t['trial_id']}*"))
+        argv = json.loads((trial_dir / "argv.rank0.json").read_text())
+        expected = create_sweep_command_args({"args": {k: {"value": v} for k, v in t["config"].items()}})["args_no_hyphens"]
+        assert argv == expected  # e.g. arch.stages.0.include_inputs=True arch.stages.0.repeat=3 ...
+        c = t["config"]
+        assert _last_result(trial_dir)["repeats"] == c["arch.stages.0.repeat"] - 1 + c["arch.stages.1.repeat"] - 1
+
+
+@pytest.mark.ray
 def test_a_script_that_never_logs_the_metric_fails_naming_what_it_logged(tmp_path, ray_cluster):
     spec = _project(
         tmp_path, "tm", program="ddp_wandb.py", method="grid", metric={"name": "val/acc", "goal": "maximize"},

@@ -45,7 +45,7 @@ def test_a_killed_train_worker_restarts_from_its_checkpoint(tmp_path, ray_cluste
     )  # fmt: skip
     driver = start_sweep(spec, ray_cluster)
     wait_for_iterations(driver, tmp_path / "runs" / "wk" / TRIALS_FILE, 2)  # epochs 1-2 reported, and checkpointed
-    victims = processes("DDPWorker")
+    victims = processes("DDPWorker", ray_cluster)
     assert len(victims) == 2
     victims[-1].send_signal(signal.SIGKILL)
     out, err = driver.communicate(timeout=400)
@@ -133,7 +133,7 @@ def test_watchdog_ends_a_rank_stuck_in_a_collective(tmp_path, ray_cluster):
     assert trial["status"] == "failed"
     assert "of 2 sent no report for 5 s (report_timeout_s) after its report #1" in trial["error"]
     assert "reports per rank: rank 0: 1, rank 1: 1" in trial["error"]
-    assert not processes("DDPWorker")
+    assert not processes("DDPWorker", ray_cluster)
 
 
 def test_ranks_that_report_different_numbers_of_times_fail_with_an_explanation(tmp_path, ray_cluster):

@@ -8,8 +8,11 @@ script then really starts a Ray head, runs a sweep against it and stops Ray.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -57,7 +60,9 @@ def test_script_for_two_gpu_nodes(tmp_path):
         "cpus=${SLURM_CPUS_ON_NODE:-$(nproc)}",
         'start_node "$head" --head --node-ip-address="$head_ip" --port="$PORT" --dashboard-host=127.0.0.1',
         '    start_node "$node" --address="$head_ip:$PORT"',
-        '"$BIN/python" -m raysweep run search_spaces/smoke.yaml --count 3 --wandb offline --address "$head_ip:$PORT"',
+        '"$BIN/python" -m raysweep run search_spaces/smoke.yaml --count 3 --wandb offline --resume-existing --address "$head_ip:$PORT" &',
+        "#SBATCH --signal=B:TERM@180",
+        """trap 'kill -TERM "$sweep" 2>/dev/null' TERM""",
         "trap cleanup EXIT",
         '    "$BIN/ray" stop >/dev/null 2>&1',
     ]:
@@ -94,33 +99,57 @@ def test_refusals_are_one_sentence_and_exit_2(args, message):
     assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--partition", "gpu\nrm -rf ~"],
+        ["--time", "1:00:00\ntouch /tmp/owned"],
+        ["--account", "a\rb"],
+        ["--sbatch=--qos=high\ntouch /tmp/owned"],
+        ["--", "--name", "a\ntouch /tmp/owned"],
+    ],
+    ids=["partition", "time", "account", "sbatch", "run-flag"],
+)
+def test_a_line_break_in_any_value_is_refused(args):
+    out = raysweep("slurm", SMOKE, *args)
+    assert out.returncode == 2 and "a line break can't go into a batch script" in out.stderr, out.stderr
+
+
+def test_values_are_written_as_given_never_substituted_again(tmp_path):
+    out = raysweep("slurm", SMOKE, "--account", "@BIN@-team", "--partition", "@PORT@")
+    assert out.returncode == 0, out.stderr
+    assert "#SBATCH --account=@BIN@-team" in out.stdout and "#SBATCH --partition=@PORT@" in out.stdout
+    script = tmp_path / "job.sbatch"
+    script.write_text(out.stdout)
+    assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
+
+
 def test_a_bad_run_flag_is_refused_when_the_script_is_written():
     out = raysweep("slurm", SMOKE, "--", "--cuont", "3")
     assert out.returncode == 2 and "--cuont" in out.stderr
 
 
-def _ray_processes() -> list[psutil.Process]:
+def _ray_processes(port: int) -> list[psutil.Process]:
+    """This test's Ray only: processes of Ray whose command line names its head's port."""
     found = []
     for p in psutil.process_iter(["name", "cmdline"]):
-        if p.info["name"] in ("raylet", "gcs_server") or any("ray/_private/workers" in c for c in p.info["cmdline"] or []):
+        cmdline = " ".join(p.info["cmdline"] or [])
+        is_ray = p.info["name"] in ("raylet", "gcs_server") or "ray/_private/workers" in cmdline
+        if is_ray and str(port) in cmdline:
             found.append(p)
     return found
 
 
-@pytest.mark.ray
-def test_the_script_starts_ray_runs_the_sweep_and_stops_ray(tmp_path):
+def _shims(tmp_path: Path) -> Path:
     shims = tmp_path / "bin"
     shims.mkdir()
     for name, text in (("srun", SRUN), ("scontrol", SCONTROL)):
         (shims / name).write_text(text)
         (shims / name).chmod(0o755)
-    storage = tmp_path / "runs"
-    port = free_port()
-    out = raysweep(
-        "slurm", SMOKE, "--port", str(port), "-o", str(tmp_path / "job.sbatch"),
-        "--", "--count", "2", "--storage", str(storage), "--wandb", "disabled",
-    )  # fmt: skip
-    assert out.returncode == 0, out.stderr
+    return shims
+
+
+def _job_env(tmp_path: Path, shims: Path) -> dict[str, str]:
     env = cli_env() | {
         "PATH": f"{shims}{os.pathsep}{os.environ['PATH']}",
         "SLURM_JOB_NODELIST": "node001",
@@ -130,6 +159,51 @@ def test_the_script_starts_ray_runs_the_sweep_and_stops_ray(tmp_path):
         "HOME": str(tmp_path / "home"),  # a fresh home: no Ray token yet, as on a new cluster
     }
     env.pop("RAY_AUTH_MODE")  # the script sets it
+    return env
+
+
+@pytest.mark.ray
+def test_sigterm_before_the_time_limit_saves_the_sweep_and_the_requeued_job_finishes_it(tmp_path):
+    """SLURM sends SIGTERM to the batch shell before the limit (--signal=B:TERM@180): the sweep
+    saves its state; the same script run again (a requeued job) continues it to the end."""
+    shims, storage, port = _shims(tmp_path), tmp_path / "runs", free_port()
+    out = raysweep(
+        "slurm", SMOKE, "--port", str(port), "-o", str(tmp_path / "job.sbatch"), "--", "--storage", str(storage),
+        "--wandb", "disabled", "--set", "raysweep.base_config.sleep=1", "--set", "raysweep.base_config.epochs=4",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    env = _job_env(tmp_path, shims)
+    job = subprocess.Popen(["bash", str(tmp_path / "job.sbatch")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True, env=env, cwd=tmp_path)  # fmt: skip
+    trials = storage / "smoke" / "trials.jsonl"
+    deadline = time.time() + 300
+    while time.time() < deadline and not (trials.exists() and '"iterations": 1' in trials.read_text()):
+        assert job.poll() is None, job.communicate()
+        time.sleep(0.3)
+    job.send_signal(signal.SIGTERM)
+    stdout, stderr = job.communicate(timeout=180)
+    assert job.returncode == 130, stdout + stderr
+    assert "raysweep resume" in stderr
+    again = subprocess.run(["bash", str(tmp_path / "job.sbatch")], capture_output=True, text=True, env=env, cwd=tmp_path,
+                           timeout=400)  # fmt: skip
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "its run dir exists; continuing it" in again.stdout
+    rows = show(storage / "smoke")["trials"]
+    assert sorted(t["config"]["x"] for t in rows) == [0.1, 0.3, 0.5] and all(t["status"] == "done" for t in rows), rows
+    assert _ray_processes(port) == []
+
+
+@pytest.mark.ray
+def test_the_script_starts_ray_runs_the_sweep_and_stops_ray(tmp_path):
+    shims = _shims(tmp_path)
+    storage = tmp_path / "runs"
+    port = free_port()
+    out = raysweep(
+        "slurm", SMOKE, "--port", str(port), "-o", str(tmp_path / "job.sbatch"),
+        "--", "--count", "2", "--storage", str(storage), "--wandb", "disabled",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    env = _job_env(tmp_path, shims)
     job = subprocess.run(["bash", str(tmp_path / "job.sbatch")], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=400)
     assert job.returncode == 0, job.stdout + job.stderr
     assert "raysweep: Ray head on node001" in job.stdout and "1 node(s), 2 slot(s) each" in job.stdout
@@ -137,6 +211,6 @@ def test_the_script_starts_ray_runs_the_sweep_and_stops_ray(tmp_path):
     assert "sweep smoke finished" in job.stdout and "2 finished, 0 failed" in job.stdout
     trials = show(storage / "smoke")["trials"]
     assert sorted(t["config"]["x"] for t in trials) == [0.1, 0.3] and all(t["status"] == "done" for t in trials)
-    assert _ray_processes() == []  # the script's `ray stop` ended the cluster it started
+    assert _ray_processes(port) == []  # the script's `ray stop` ended the cluster it started
     token = tmp_path / "home" / ".ray" / "auth_token"
     assert token.stat().st_mode & 0o777 == 0o600  # the script wrote the cluster's token, private

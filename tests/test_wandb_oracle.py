@@ -23,6 +23,7 @@ from raysweep.errors import SpecError
 from raysweep.spec import grid_points, load_spec, parse_spec
 from raysweep.spec.distributions import Param
 from raysweep.spec.loader import read_yaml
+from raysweep.spec.space import wandb_config
 
 ROOT = Path(__file__).resolve().parents[1]
 FILES = sorted((ROOT / "tests" / "wandb_files").glob("*.yaml"))
@@ -122,10 +123,14 @@ def test_grid_points_and_order_agree_with_wandb(wandb_oracle, params):
     names_ = [n for n in params if n != "zz"] + [f"zz.{k}" for k in params.get("zz", {}).get("parameters", {})]
     if any(a != b and b.startswith(a + ".") for a in names_ for b in names_):
         return  # a name and its dotted child: fine for both, but the oracle's flattening can't tell them apart
-    theirs = wandb_oracle.ask("grid", config=doc, limit=2000)["points"]
+    answer = wandb_oracle.ask("grid", config=doc, limit=2000)
+    theirs = answer["points"]
     spec = parse_spec(doc)
     assert spec.grid_size == len(theirs) or len(theirs) == 2000
-    assert typed(grid_points(spec, len(theirs))) == typed(theirs)
+    ours = grid_points(spec, len(theirs))
+    assert typed(ours) == typed(theirs)
+    # what the script receives: names as written, nested blocks as one mapping each
+    assert typed([wandb_config(spec, p) for p in ours]) == typed(answer["configs"])
 
 
 def test_equal_values_collapse_and_run_cap_takes_wandbs_first_points(wandb_oracle):

@@ -102,9 +102,9 @@ def test_workers_of_a_trial_process_that_died_are_ended_not_lent_again(tmp_path,
     driver = start_sweep(spec, ray_cluster)
     trials_file = tmp_path / "runs" / "w5" / TRIALS_FILE
     wait_for_iterations(driver, trials_file, 2)  # epochs 1-2 reported, and checkpointed
-    borrowed = processes("DDPWorker")
+    borrowed = processes("DDPWorker", ray_cluster)
     assert len(borrowed) == 2
-    (trial_process,) = processes("ImplicitFunc")
+    (trial_process,) = processes("ImplicitFunc", ray_cluster)
     trial_process.kill()  # the trial's Tune actor dies with the workers lent to it mid-trial
     ended_while_the_retry_ran = False
     while driver.poll() is None:

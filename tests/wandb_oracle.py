@@ -5,7 +5,8 @@ torch and Ray do not. The tests start it once (``tests/conftest.py: wandb_oracle
 
 * ``{"op": "verdict", "config": {...}}`` -> ``{"ok": bool, "errors": [...]}``: what ``wandb sweep``
   says of the file (schema, min/max and probability checks; grid's rules).
-* ``{"op": "grid", "config": {...}, "limit": N}`` -> ``{"points": [flat configs, in order]}``.
+* ``{"op": "grid", "config": {...}, "limit": N}`` -> ``{"points": [flat configs, in order],
+  "configs": [each run's config as the agent hands it over, nested blocks as mappings]}``.
 * ``{"op": "sample", "config": {...}, "n": N, "seed": S}`` -> ``{"points": [...], "types": [...]}``.
 * ``{"op": "hyperband", "config": {...}, "runs": [{"name", "state", "history": [values]}]}``
   -> ``{"stop": [names]}``.
@@ -80,7 +81,7 @@ def grid(config: dict, limit: int) -> dict:
         if run is None:
             break
         runs.append(run)
-    return {"points": [_plain(_flat(r.config)) for r in runs]}
+    return {"points": [_plain(_flat(r.config)) for r in runs], "configs": [_plain({k: v["value"] for k, v in r.config.items()}) for r in runs]}
 
 
 def sample(config: dict, n: int, seed: int) -> dict:

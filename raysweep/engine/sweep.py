@@ -265,10 +265,12 @@ def run_sweep(
     quiet: bool = False,
     gpus: str | None = None,
     dashboard_host: str | None = None,
+    resume_existing: bool = False,
 ) -> int:
-    """Run a validated spec; returns the process exit code (0 ok, 1 every trial failed).
+    """Run a validated spec; returns the process exit code (0 ok, 1 every trial failed, 130 interrupted).
 
     ``gpus`` (e.g. "0,1") and ``dashboard_host`` shape the embedded Ray; they need no ``address``.
+    ``resume_existing``: a run dir that already holds this sweep is resumed (a requeued SLURM job).
     """
     _check_entry_point(spec)
     if seed is not None:
@@ -279,6 +281,9 @@ def run_sweep(
     if spec.method == "grid":
         budget = min(budget, spec.grid_size)
     name = _sweep_name(spec, name)
+    if resume_existing and (Path(storage).resolve() / name / "spec.json").exists():
+        print(f"sweep {name}: its run dir exists; continuing it (raysweep resume)")
+        return resume_sweep(name, storage=storage, address=address, quiet=quiet)
     run_dir = new_run_dir(storage, name)
     mode = wandb_mode or spec.wandb.mode or ("online" if key_configured() else "offline")
     settings = {

@@ -27,6 +27,7 @@ from raysweep.engine import gang, pool, rank, watchdog
 from raysweep.engine.cluster import Capacity, trial_bundle
 from raysweep.engine.program import run_program, write_param_files
 from raysweep.spec import SweepSpec, trial_config
+from raysweep.spec.space import wandb_config
 
 
 class InfeasibleTrial(RuntimeError):
@@ -74,11 +75,12 @@ def _run_warm(
 
 def _program_job(spec: SweepSpec, flat_config: dict[str, Any], launch: dict[str, Any], trial_dir: str, trial_id: str) -> dict[str, Any]:
     """Everything a worker needs to start the trial's script (plain data: it is shipped to workers)."""
-    yaml_path, json_path = write_param_files(Path(trial_dir), trial_id, flat_config)
+    params = wandb_config(spec, flat_config)  # what wandb agent would hand the script
+    yaml_path, json_path = write_param_files(Path(trial_dir), trial_id, params)
     return {
         "program": spec.program,
         "command": spec.command,
-        "params": flat_config,
+        "params": params,
         "metric": spec.metric.name if spec.metric else None,
         "report_timeout_s": spec.report_timeout_s,
         "trial_dir": trial_dir,

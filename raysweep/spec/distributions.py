@@ -48,6 +48,7 @@ class Param:
     q: float | None = None
     mu: float | None = None
     sigma: float | None = None
+    nest: tuple[str, ...] = ()  # the nested ``parameters:`` blocks it sits in (W&B hands those over as mappings)
 
     @property
     def is_discrete(self) -> bool:
@@ -60,6 +61,8 @@ class Param:
             v = getattr(self, name)
             if v is not None or (name == "value" and self.distribution == "constant"):
                 out[name] = list(v) if isinstance(v, tuple) else v
+        if self.nest:
+            out["nest"] = list(self.nest)
         return out
 
     def grid_values(self) -> Sequence[Any]:

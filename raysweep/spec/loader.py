@@ -180,7 +180,7 @@ class SweepSpec:
         """Rebuild the spec a run dir recorded (``resume`` uses this)."""
         data = dict(data)
         params = tuple(
-            Param(name=n, **{k: tuple(v) if isinstance(v, list) and k in ("values", "probabilities") else v for k, v in d.items()})
+            Param(name=n, **{k: tuple(v) if isinstance(v, list) and k in ("values", "probabilities", "nest") else v for k, v in d.items()})
             for n, d in data.pop("parameters").items()
         )
         nested = {"metric": Metric, "scheduler": Scheduler, "resources": Resources, "searcher": Searcher, "wandb": WandbSettings}
@@ -352,7 +352,7 @@ def _mapping(value: Any, where: str, problems: list[str]) -> dict | None:
     return value
 
 
-def _parse_param(name: str, entry: dict, problems: list[str]) -> Param | None:
+def _parse_param(name: str, entry: dict, problems: list[str], nest: tuple[str, ...] = ()) -> Param | None:
     where = f"parameters.{name}"
     _unknown_keys(entry, FIELDS + ("distribution",), where, problems)
     fields = {k: v for k, v in entry.items() if k in FIELDS}
@@ -403,12 +403,12 @@ def _parse_param(name: str, entry: dict, problems: list[str]) -> Param | None:
         problems.append(f"{where}: distribution {dist} needs {' and '.join(missing)}")
     if stray or missing:
         return None
-    param = Param(name=name, distribution=dist, **(law.defaults | fields))
+    param = Param(name=name, distribution=dist, nest=nest, **(law.defaults | fields))
     problems.extend(f"{where}: {p}" for p in law.check(param))
     return param
 
 
-def _parse_parameters(block: Any, problems: list[str], prefix: str = "") -> list[Param]:
+def _parse_parameters(block: Any, problems: list[str], prefix: str = "", nest: tuple[str, ...] = ()) -> list[Param]:
     """Flatten nested ``parameters:`` blocks into dotted names."""
     where = f"parameters{'.' + prefix.rstrip('.') if prefix else ''}"
     if not isinstance(block, dict) or not block:
@@ -429,9 +429,9 @@ def _parse_parameters(block: Any, problems: list[str], prefix: str = "") -> list
             if len(entry) > 1:
                 others = ", ".join(k for k in entry if k != "parameters")
                 problems.append(f"parameters.{name}: a nested parameters block takes no other keys, got {others}")
-            params += _parse_parameters(entry["parameters"], problems, prefix=f"{name}.")
+            params += _parse_parameters(entry["parameters"], problems, prefix=f"{name}.", nest=nest + (str(key),))
         else:
-            param = _parse_param(name, entry, problems)
+            param = _parse_param(name, entry, problems, nest)
             if param is not None:
                 params.append(param)
     return params

@@ -52,6 +52,20 @@ def trial_config(spec: SweepSpec, flat: dict[str, Any]) -> dict[str, Any]:
     return paths.apply_overrides(spec.base_config, {k: plain(v) for k, v in flat.items()})
 
 
+def wandb_config(spec: SweepSpec, flat: dict[str, Any]) -> dict[str, Any]:
+    """A trial's values as W&B hands them to a ``program:`` script: names as written, and each
+    nested ``parameters:`` block as one mapping (``--optimizer={'lr': 0.01}``, ``wandb.config``)."""
+    out: dict[str, Any] = {}
+    for p in spec.parameters:
+        if p.name not in flat:
+            continue
+        node = out
+        for key in p.nest:
+            node = node.setdefault(key, {})
+        node[p.name[len(".".join(p.nest)) + 1 :] if p.nest else p.name] = plain(flat[p.name])
+    return out
+
+
 def tune_param_space(spec: SweepSpec, seed: int | None = None) -> dict[str, Any]:
     """Tune search-space entries keyed by dotted name (for random search)."""
     seed = spec.seed if seed is None else seed

@@ -1,8 +1,13 @@
-"""A Hydra app, run unchanged by raysweep's tests with ``${args_no_hyphens}`` (``lr=0.1 model.depth=2``).
+"""A Hydra app, run unchanged by raysweep's tests with ``${args_no_hyphens}`` (``lr=0.1 model.depth=2``,
+``arch.stages.0.repeat=3``: the stages sweep of the project's origin, dotted overrides into a list).
 
-It reports with ``raysweep.report`` instead of W&B (the other way a script can talk to the sweep).
+It reports with ``raysweep.report`` instead of W&B (the other way a script can talk to the sweep),
+and writes the arguments it received to ``$WANDB_DIR/argv.rank<RANK>.json`` (the trial's dir).
 """
 
+import json
+import os
+import sys
 from dataclasses import dataclass, field
 
 import hydra
@@ -18,10 +23,22 @@ class Model:
 
 
 @dataclass
+class Stage:
+    repeat: int = 1
+    include_inputs: bool = True
+
+
+@dataclass
+class Arch:
+    stages: list = field(default_factory=lambda: [Stage(), Stage(), Stage(include_inputs=False)])
+
+
+@dataclass
 class Config:
     lr: float = -1.0
     epochs: int = 2
     model: Model = field(default_factory=Model)
+    arch: Arch = field(default_factory=Arch)
 
 
 ConfigStore.instance().store(name="config", node=Config)
@@ -29,8 +46,12 @@ ConfigStore.instance().store(name="config", node=Config)
 
 @hydra.main(version_base=None, config_name="config")
 def main(cfg: Config) -> None:
+    with open(os.path.join(os.environ.get("WANDB_DIR", "."), f"argv.rank{os.environ.get('RANK', '0')}.json"), "w") as f:
+        json.dump(sys.argv[1:], f)
+    extra = sum(stage.repeat - 1 for stage in cfg.arch.stages)  # 0 with the default stages
     for epoch in range(1, cfg.epochs + 1):
-        raysweep.report({"score": (cfg.lr - 0.3) ** 2 + cfg.model.depth + 1.0 / epoch, "depth": cfg.model.depth, "epoch": epoch})
+        raysweep.report({"score": (cfg.lr - 0.3) ** 2 + cfg.model.depth + extra + 1.0 / epoch, "depth": cfg.model.depth,
+                         "repeats": extra, "epoch": epoch})  # fmt: skip
 
 
 if __name__ == "__main__":
