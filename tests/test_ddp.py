@@ -6,6 +6,7 @@ take their shard, and the result must equal one process trained on the union of 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 from dataclasses import dataclass, field
@@ -199,8 +200,12 @@ def test_autocast_keeps_fp32_on_cpu_unless_asked():
 
 
 def test_sync_grads_is_a_no_op_without_ddp():
-    with ddp.sync_grads(nn.Linear(1, 1), micro_step=0, grad_accum=4):
-        pass
+    model = nn.Linear(1, 1)
+    context = ddp.sync_grads(model, micro_step=0, grad_accum=4)
+    assert isinstance(context, contextlib.nullcontext)  # a plain module has no no_sync()
+    with context:
+        model(torch.ones(1, 1)).sum().backward()
+    assert model.weight.grad is not None and model.weight.grad.item() == 1.0  # gradients accumulate as usual
 
 
 @dataclass

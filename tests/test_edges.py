@@ -131,6 +131,9 @@ def test_one_ctrl_c_saves_the_sweep_and_resume_finishes_it(tmp_path):
     out, err = driver.communicate(timeout=120)
     assert driver.returncode == 130, (out, err)
     assert "raysweep resume" in err
+    assert "Traceback" not in err and "every trial failed" not in out
+    statuses = [t["status"] for t in show(storage / "s")["trials"]]
+    assert "running" not in statuses and "pending" in statuses, statuses  # waiting for resume
     resumed = raysweep("resume", str(storage / "s"), timeout=600)
     assert resumed.returncode == 0, resumed.stderr
     rows = show(storage / "s")["trials"]

@@ -130,5 +130,6 @@ def test_killing_a_node_mid_sweep_loses_no_trial(tmp_path, two_nodes):
     assert moved, "a trial that ran on the killed node was not retried on the head"
     for x in moved:  # each went on to the last epoch on the head
         assert max(r["epoch"] for r in seen if r["x"] == x and r["node"] == "node_head") == 4
+    assert checkpointed & moved, (checkpointed, moved)  # the trial seen at epoch 2 was cut off there, and retried
     for x in checkpointed & moved:  # and one that had saved a checkpoint went on from it
         assert min(r["epoch"] for r in seen if r["x"] == x and r["node"] == "node_head") >= 2

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import ROOT, raysweep, show, write_spec
+from conftest import ROOT, cli_env, raysweep, show, write_spec
 from wandb_records import run_contents
 
 from raysweep.engine.program import DEFAULT_COMMAND, RankZeroMetrics, render_command
@@ -239,6 +239,48 @@ def test_the_origin_stages_sweep_runs_its_hydra_script_as_wandb_agent_would(tmp_
         assert argv == expected  # e.g. arch.stages.0.include_inputs=True arch.stages.0.repeat=3 ...
         c = t["config"]
         assert _last_result(trial_dir)["repeats"] == c["arch.stages.0.repeat"] - 1 + c["arch.stages.1.repeat"] - 1
+
+
+@pytest.mark.ray
+def test_the_watchdog_shows_the_end_of_a_hung_scripts_stderr(tmp_path, ray_cluster):
+    spec = _project(
+        tmp_path, "tw", program="ddp_wandb.py", method="grid", metric={"name": "score", "goal": "minimize"},
+        report_timeout_s=4, parameters={"lr": {"value": 0.3}, "epochs": {"value": 3}, "hang_at": {"value": 2}},
+    )  # fmt: skip
+    out = _run(spec, ray_cluster, "--wandb", "disabled")
+    assert out.returncode == 1, out.stderr + out.stdout
+    (trial,) = show(tmp_path / "runs" / "tw")["trials"]
+    assert trial["status"] == "failed" and "watchdog: program ddp_wandb.py logged no score for 4 s" in trial["error"]
+    assert "ddp_wandb: stuck at epoch 2" in trial["error"]  # the tail of its stderr
+    assert not _scripts_left("ddp_wandb.py")
+
+
+@pytest.mark.ray
+def test_sigterm_to_the_driver_ends_every_script_and_saves_the_sweep(tmp_path, ray_cluster):
+    """SLURM's SIGTERM, or kill: the scripts end with their trials (none left with parent 1),
+    the driver exits 130 with the resume command, and show lists the trials as pending."""
+    spec = _project(
+        tmp_path, "tk", program="ddp_wandb.py", method="grid", metric={"name": "score", "goal": "minimize"},
+        parameters={"lr": {"values": [0.1, 0.2]}, "epochs": {"value": 30}, "sleep": {"value": 1.0},
+                    "num_gpus": {"value": 2}},
+    )  # fmt: skip
+    cmd = [sys.executable, "-m", "raysweep", "run", str(spec), "--address", ray_cluster, "--storage",
+           str(tmp_path / "runs"), "--wandb", "disabled"]  # fmt: skip
+    driver = subprocess.Popen(cmd, cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 240
+    while time.time() < deadline and len(_scripts_left("ddp_wandb.py")) < 2:
+        assert driver.poll() is None, driver.communicate()
+        time.sleep(0.3)
+    assert _scripts_left("ddp_wandb.py"), "no script started"
+    driver.send_signal(signal.SIGTERM)
+    out, err = driver.communicate(timeout=120)
+    assert driver.returncode == 130, out + err
+    assert "raysweep resume" in err and "every trial failed" not in out
+    deadline = time.time() + 30
+    while _scripts_left("ddp_wandb.py") and time.time() < deadline:
+        time.sleep(0.5)
+    assert not _scripts_left("ddp_wandb.py")
+    assert {t["status"] for t in show(tmp_path / "runs" / "tk")["trials"]} <= {"pending", "done"}
 
 
 @pytest.mark.ray

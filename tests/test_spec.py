@@ -6,6 +6,7 @@ import json
 import math
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -68,7 +69,7 @@ def test_nested_parameters_and_dotted_names_are_the_same_path():
     base = {"arch": {"stages": [{"repeat": 1}, {"repeat": 1}]}}
     nested = spec_of(base_config=base, parameters={"arch": {"parameters": {"stages": {"parameters": {"1": {"parameters": {"repeat": {"values": [2, 3]}}}}}}}})
     dotted = spec_of(base_config=base, parameters={"arch.stages.1.repeat": {"values": [2, 3]}})
-    assert nested.parameters == dotted.parameters
+    assert [replace(p, nest=()) for p in nested.parameters] == list(dotted.parameters)  # nest: how W&B hands them over
     config = json.loads(json.dumps(sample_points(dotted, 1)[0]))
     from raysweep.spec import trial_config
 
@@ -179,6 +180,8 @@ LAWS = {
     "q_normal": dict(mu=10.0, sigma=3.0, q=2),
     "log_normal": dict(mu=0.0, sigma=0.5),
     "q_log_normal": dict(mu=2.0, sigma=0.3, q=1),
+    "beta": dict(a=2.0, b=5.0),
+    "q_beta": dict(a=2.0, b=2.0, q=0.25),
     "categorical": dict(values=("a", "b", "c"), probabilities=(0.2, 0.3, 0.5)),
 }
 
@@ -243,6 +246,8 @@ def test_samplers_obey_the_distribution(name, draw):
         assert (arr.mean(), arr.std()) == pytest.approx((2.0, 0.5), abs=0.05)
     if name == "log_normal":
         assert np.log(arr).mean() == pytest.approx(0.0, abs=0.05)
+    if name == "beta":  # Beta(2, 5): mean 2/7, inside [0, 1]
+        assert arr.mean() == pytest.approx(2 / 7, abs=0.02) and 0 <= arr.min() and arr.max() <= 1
 
 
 def test_grid_of_the_stages_space_has_256_points_in_wandbs_order():

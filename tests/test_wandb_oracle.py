@@ -26,7 +26,9 @@ from raysweep.spec.loader import read_yaml
 from raysweep.spec.space import wandb_config
 
 ROOT = Path(__file__).resolve().parents[1]
-FILES = sorted((ROOT / "tests" / "wandb_files").glob("*.yaml"))
+# Our own files, plus real ones steering may keep in shared/wandb_files (tests/wandb_audit.py
+# audits any dir of sweep files the same way).
+FILES = sorted((ROOT / "tests" / "wandb_files").glob("*.yaml")) + sorted((ROOT.parent / "shared" / "wandb_files").glob("*.y*ml"))
 
 
 def ours_accepts(doc: dict) -> tuple[bool, list[str]]:
@@ -69,6 +71,13 @@ VERDICTS = [
     program_sweep(method="random", parameters={"n": {"parameters": {"lr": {"min": 0.0, "max": 1.0}, "bs": {"values": [1, 2]}}}}),
     program_sweep(method="random", parameters={"a": {"value": 1}}, scheduler={"engine": "optuna"}),
     program_sweep(method="random", parameters={}),
+    program_sweep(method="random", parameters={"lr": {"distribution": "log_uniform", "min": -11, "max": -2}}),
+    program_sweep(method="random", parameters={"lr": {"distribution": "q_log_uniform", "min": 0, "max": 3}}),
+    program_sweep(method="random", parameters={"lr": {"distribution": "inv_log_uniform_values", "min": 0.1, "max": 3}}),
+    program_sweep(method="random", parameters={"b": {"distribution": "beta", "a": 2, "b": 3}}),
+    program_sweep(method="random", parameters={"a": {"value": 1}},
+                  command=["${env}", "python", "-m", "scripts.train", "${args_no_hyphens}", "hydra.run.dir=out/${now:%H%M}"]),
+    program_sweep(method="random", parameters={"a": {"value": 1}}, metric={"name": "m", "impute": "best"}),
 ]
 
 
@@ -158,7 +167,6 @@ LAWS = {
     "q_uniform": {"distribution": "q_uniform", "min": 0, "max": 10, "q": 2},
     "q_uniform_float": {"distribution": "q_uniform", "min": 0.0, "max": 1.0, "q": 0.25},
     "q_uniform_default_q": {"distribution": "q_uniform", "min": 0, "max": 10},
-    "log_uniform": {"distribution": "log_uniform", "min": -3, "max": 1},
     "log_uniform_values": {"distribution": "log_uniform_values", "min": 1e-4, "max": 1e-1},
     "q_log_uniform_values": {"distribution": "q_log_uniform_values", "min": 1, "max": 1000, "q": 5},
     "inv_log_uniform_values": {"distribution": "inv_log_uniform_values", "min": 0.01, "max": 10.0},
@@ -166,6 +174,8 @@ LAWS = {
     "q_normal": {"distribution": "q_normal", "mu": 10, "sigma": 3, "q": 2},
     "log_normal": {"distribution": "log_normal", "mu": 0.0, "sigma": 0.5},
     "categorical": {"values": ["a", "b", "c"], "probabilities": [0.2, 0.3, 0.5]},
+    "beta": {"distribution": "beta", "a": 2, "b": 5},
+    "q_beta": {"distribution": "q_beta", "a": 2, "b": 2, "q": 0.1},
 }
 N = 3000
 
@@ -258,8 +268,10 @@ def test_sweep_files_validate_as_under_wandb(wandb_oracle, path):
     assert theirs["ok"], theirs["errors"]
     spec = load_spec(path)
     if spec.method == "grid":
-        points = wandb_oracle.ask("grid", config=wandb_part, limit=300)["points"]
-        assert typed(grid_points(spec, len(points))) == typed(points)
+        answer = wandb_oracle.ask("grid", config=wandb_part, limit=300)
+        ours = grid_points(spec, len(answer["points"]))
+        assert typed(ours) == typed(answer["points"])
+        assert typed([wandb_config(spec, p) for p in ours]) == typed(answer["configs"])
 
 
 # --- the documented differences (README: "Differences from W&B") ----------------------------------

@@ -216,7 +216,7 @@ def run_program(
                 raise ProgramHung(
                     f"watchdog: program {job['program'] or job['command'][0]} logged no {job['metric'] or 'metric'} for {timeout:g} s "
                     f"(report_timeout_s) after {metrics.reports} report(s) on rank {rank} of {world_size}; "
-                    "the trial was ended as hung"
+                    f"the trial was ended as hung. The end of its stderr ({stderr_path}):\n{_tail(stderr_path)}"
                 )
             time.sleep(POLL_S)
     finally:

@@ -89,6 +89,13 @@ class SweepMonitor(Callback):
         row.pop("error", None)  # a failed trial run again (resume --retry-failed) starts clean
         self._save()
 
+    def interrupted(self) -> None:
+        """The sweep was interrupted: its running trials wait for ``resume`` (``show``: pending)."""
+        for row in self.rows.values():
+            if row.get("status") == "running":
+                row["status"] = "pending"
+        self._save()
+
     def initial_failures(self, limit: int) -> bool:
         """The sweep's first ``limit`` trials to end all failed (W&B's agent gives up at 5)."""
         return limit > 0 and len(self.ended) >= limit and all(s == "failed" for s in self.ended[:limit])
@@ -196,10 +203,51 @@ class ResultLog(JsonLoggerCallback):
     copy is never older than storage's, so it is kept whenever there is one.
     """
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._last: dict[str, dict[str, Any] | None] = {}
+
     def _restore_from_remote(self, file_name: str, trial: Any) -> None:
         local = Path(trial.local_path, file_name)
         if not (local.exists() and local.stat().st_size > 0):
             super()._restore_from_remote(file_name, trial)
+
+    def log_trial_result(self, iteration: int, trial: Any, result: dict) -> None:
+        """Skip a result Tune sends again: a trial that finished just before its driver was
+        killed is restored at its end and re-sends its last result, which is already logged."""
+        if trial.trial_id not in self._last:
+            self._last[trial.trial_id] = _last_line(Path(trial.local_path, "result.json"))
+        last = self._last[trial.trial_id]
+        if last is not None and _same_report(last, result):
+            return
+        self._last[trial.trial_id] = dict(result)
+        super().log_trial_result(iteration, trial, result)
+
+
+# Keys Tune fills in itself, which differ when it sends a result again.
+_BOOKKEEPING = {"timestamp", "date", "time_since_restore", "iterations_since_restore", "time_this_iter_s", "time_total_s",
+                "pid", "hostname", "node_ip", "done", "checkpoint_dir_name", "config", "should_checkpoint"}  # fmt: skip
+
+
+def _same_report(last: dict[str, Any], result: dict[str, Any]) -> bool:
+    """The same iteration with the same reported values: a re-sent result, not a new one."""
+    if last.get("training_iteration") != result.get("training_iteration"):
+        return False
+    keys = (set(last) | set(result)) - _BOOKKEEPING
+    return all(json.dumps(last.get(k), default=str) == json.dumps(result.get(k), default=str) for k in keys)
+
+
+def _last_line(path: Path) -> dict[str, Any] | None:
+    """The last result a trial's ``result.json`` holds (read from its end), or None."""
+    if not path.exists() or path.stat().st_size == 0:
+        return None
+    with open(path, "rb") as f:
+        f.seek(max(0, path.stat().st_size - 65536))
+        lines = [ln for ln in f.read().splitlines() if ln.strip()]
+    try:
+        return json.loads(lines[-1]) if lines else None
+    except json.JSONDecodeError:
+        return None
 
 
 class TargetStopper(Stopper):

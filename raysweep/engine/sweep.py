@@ -212,6 +212,7 @@ def _run(spec: SweepSpec, settings: dict[str, Any], run_dir: Path, restore: bool
     with interrupt.handled() as signals:
         results = tuner.fit()
     if signals.received or _left_unfinished(results, monitor, stoppers, settings["budget"]):
+        monitor.interrupted()
         print(f"\nsweep {settings['name']} interrupted; its state is saved. Continue it with: raysweep resume {run_dir}",
               file=sys.stderr)  # fmt: skip
         return 130

@@ -10,7 +10,8 @@ This is the only module that knows a distribution's meaning. Rules that hold eve
   min/max, the ``*_values`` variants take the values themselves;
 * ``inv_log_uniform(_values)`` gives X with log(1/X) uniform, i.e. X log-uniform on
   [e^-max, e^-min] (exponents) or [min, max] (values);
-* normal family: ``mu`` (default 0) and ``sigma`` (default 1); ``log_normal`` is exp(N(mu, sigma)).
+* normal family: ``mu`` (default 0) and ``sigma`` (default 1); ``log_normal`` is exp(N(mu, sigma));
+* ``beta`` / ``q_beta``: Beta(a, b) on [0, 1], ``a`` and ``b`` default 1.
 
 Three samplers are kept equal in law and tested against each other: ``sample`` (NumPy,
 for ``validate --sample``), ``tune_domain`` (random search through Tune's
@@ -29,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
-FIELDS = ("value", "values", "probabilities", "min", "max", "q", "mu", "sigma")
-NUMERIC_FIELDS = ("min", "max", "q", "mu", "sigma")
+FIELDS = ("value", "values", "probabilities", "min", "max", "q", "mu", "sigma", "a", "b")
+NUMERIC_FIELDS = ("min", "max", "q", "mu", "sigma", "a", "b")
 DISCRETE = ("constant", "categorical", "int_uniform", "q_uniform")
 
 
@@ -48,6 +49,8 @@ class Param:
     q: float | None = None
     mu: float | None = None
     sigma: float | None = None
+    a: float | None = None  # beta's shape parameters
+    b: float | None = None
     nest: tuple[str, ...] = ()  # the nested ``parameters:`` blocks it sits in (W&B hands those over as mappings)
 
     @property
@@ -414,6 +417,33 @@ def _normal(log: bool, quantised: bool) -> Distribution:
     )
 
 
+def _beta(quantised: bool) -> Distribution:
+    """W&B's ``beta`` / ``q_beta``: Beta(a, b) on [0, 1] (``a``, ``b`` default 1, must be >= 0)."""
+
+    def finish(p: Param, x: float) -> Any:
+        return _quantise(p, x) if quantised else float(x)
+
+    def suggest(p: Param, trial: Any) -> Any:
+        from scipy import stats
+
+        u = trial.suggest_float(p.name, 1e-9, 1 - 1e-9)  # a quantile, as for the normal family
+        return finish(p, float(stats.beta.ppf(u, p.a, p.b)))
+
+    def check(p: Param) -> list[str]:
+        bad = [f"{k} must be > 0, got {getattr(p, k)}" for k in ("a", "b") if getattr(p, k) <= 0]
+        return bad + _positive_q(p)
+
+    return Distribution(
+        required=(),
+        optional=("a", "b") + (("q",) if quantised else ()),
+        defaults={"a": 1.0, "b": 1.0} | ({"q": 1.0} if quantised else {}),
+        sample=lambda p, rng: finish(p, rng.beta(p.a, p.b)),
+        tune=_sample_from,
+        suggest=suggest,
+        check=check,
+    )
+
+
 DISTRIBUTIONS: dict[str, Distribution] = {
     "constant": _constant(),
     "categorical": _categorical(),
@@ -430,6 +460,8 @@ DISTRIBUTIONS: dict[str, Distribution] = {
     "q_normal": _normal(log=False, quantised=True),
     "log_normal": _normal(log=True, quantised=False),
     "q_log_normal": _normal(log=True, quantised=True),
+    "beta": _beta(quantised=False),
+    "q_beta": _beta(quantised=True),
 }
 
 

@@ -22,6 +22,7 @@ from raysweep.errors import SpecError
 from raysweep.spec.distributions import DISTRIBUTIONS, FIELDS, NUMERIC_FIELDS, Param, infer_distribution
 
 METHODS = ("grid", "random", "bayes")
+EXPONENT_LAWS = ("log_uniform", "inv_log_uniform", "q_log_uniform")  # W&B refuses them: min/max read as exponents
 GOALS = ("minimize", "maximize")
 SCHEDULERS = ("asha", "hyperband", "fifo")
 WANDB_MODES = ("offline", "online", "disabled")
@@ -32,7 +33,7 @@ COMMAND_MACROS = (
     "env", "interpreter", "program", "args", "args_no_hyphens", "args_no_boolean_flags", "args_json",
     "args_json_file", "args_no_equals", "args_append_hydra", "args_override_hydra",
 )  # fmt: skip
-_MACRO = re.compile(r"\$\{([^}]*)\}")
+_MACRO = re.compile(r"^\$\{([^}]*)\}$")  # a whole chunk: W&B's agent replaces only those (and ${envvar:...})
 _ENVVAR = re.compile(r"envvar:[A-Za-z0-9_]+")
 
 
@@ -391,6 +392,12 @@ def _parse_param(name: str, entry: dict, problems: list[str], nest: tuple[str, .
         )
         return None
 
+    if dist in EXPONENT_LAWS:  # W&B's engine refuses these (sweeps' PARAM_DEPRECATION_MAP)
+        problems.append(
+            f"{where}.distribution: {dist} takes base-e exponents as min/max, and W&B refuses it; use "
+            f"{dist}_values to give the limits themselves (e.g. min: 1e-5, max: 1e-2)"
+        )
+        return None
     law = DISTRIBUTIONS[dist]
     allowed = law.required + law.optional
     stray = [k for k in fields if k not in allowed]
@@ -736,6 +743,7 @@ def parse_spec(doc: Any, source: str | None = None, base_dir: Path = Path()) -> 
         command = None
     elif command is not None:
         for i, chunk in enumerate(command):
+            # `hydra.run.dir=out/${now:%H}` passes to the script as written, as under wandb agent
             for name in _MACRO.findall(chunk):
                 if name not in COMMAND_MACROS and not _ENVVAR.fullmatch(name):
                     problems.append(

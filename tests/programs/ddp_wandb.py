@@ -6,6 +6,7 @@ learning rate each rank sees, so rank 0 can log proof that every rank got the tr
 """
 
 import argparse
+import sys
 import time
 
 import torch
@@ -18,6 +19,7 @@ parser.add_argument("--epochs", type=int, default=3)
 parser.add_argument("--sleep", type=float, default=0.0)
 parser.add_argument("--num_gpus", type=int, default=1)
 parser.add_argument("--fail", type=str, default="no")
+parser.add_argument("--hang_at", type=int, default=0)  # from this epoch on, log nothing (watchdog tests)
 args = parser.parse_args()
 
 dist.init_process_group("gloo")  # MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE from the environment
@@ -32,6 +34,9 @@ for epoch in range(1, int(wandb.config.epochs) + 1):
     dist.all_reduce(loss)
     if args.fail == "yes" and epoch == 2:
         raise SystemExit("ddp_wandb: planned failure at epoch 2")
+    if args.hang_at and epoch >= args.hang_at:
+        print(f"ddp_wandb: stuck at epoch {epoch}", file=sys.stderr, flush=True)
+        time.sleep(3600)
     if rank == 0:
         wandb.log({"train/step_loss": loss.item() / world})  # no metric: merged into the next report
         wandb.log({"score": loss.item() / world, "epoch": epoch, "lr_sum": lr_seen.item(), "world_size": world})
