@@ -50,6 +50,7 @@ def test_dashboard_shows_the_sweep_and_the_run_dir_holds_no_wandb_key(tmp_path):
     env = os.environ | {"PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1", "WANDB_SILENT": "true", "WANDB_API_KEY": SECRET}
     env.pop("RAY_AUTH_MODE", None)  # the embedded Ray keeps token auth on by itself
     cmd = [sys.executable, "-m", "raysweep", "run", str(spec), "--storage", str(tmp_path / "runs"), "--wandb", "offline"]
+    sessions_before = set(Path("/tmp/ray").glob("session_2*"))
     driver = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         lines = []
@@ -81,6 +82,9 @@ def test_dashboard_shows_the_sweep_and_the_run_dir_holds_no_wandb_key(tmp_path):
                 page.get_by_text("ImplicitFunc").first.wait_for(timeout=60_000)
                 page.get_by_text("ALIVE", exact=True).first.wait_for(timeout=60_000)  # a trial running
                 page.screenshot(path=str(screenshot_path(tmp_path, "dashboard.png")))
+                # What the dashboard knows of every actor (the W&B logging actor's included).
+                actors = page.request.get(f"{url}/logical/actors").text()
+                assert "_FlushingLoggingActor" in actors and SECRET not in actors
             finally:
                 browser.close()
         stdout, stderr = driver.communicate(timeout=300)
@@ -97,3 +101,8 @@ def test_dashboard_shows_the_sweep_and_the_run_dir_holds_no_wandb_key(tmp_path):
     assert run_dir / "driver.log" in files and len(files) > 10
     leaked = [str(p.relative_to(run_dir)) for p in files if SECRET.encode() in p.read_bytes()]
     assert leaked == []
+    # Ray's session dir (its logs, runtime_env_agent.log among them): the key is in no file.
+    (session,) = set(Path("/tmp/ray").glob("session_2*")) - sessions_before
+    logged = [p for p in session.rglob("*") if p.is_file() and not p.is_symlink()]
+    assert any(p.name.startswith("runtime_env") for p in logged), "Ray's runtime_env logs were expected"
+    assert [str(p) for p in logged if SECRET.encode() in p.read_bytes()] == []

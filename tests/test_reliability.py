@@ -33,19 +33,25 @@ def run(spec: Path, cluster: str, *flags: str) -> subprocess.CompletedProcess:
     return raysweep("run", str(spec), "--address", cluster, "--storage", str(spec.parent / "runs"), "--wandb", "disabled", *flags)
 
 
+# Each 2+-worker fault runs under both trial paths; the process title of a worker in each.
+WORKERS = {"warm": "DDPWorker", "torchtrainer": "RayTrainWorker"}
+both_paths = pytest.mark.parametrize("ddp_workers", list(WORKERS))
+
+
 def results(run_dir: Path, trial_id: str) -> list[dict]:
     row = next(r for r in read_trials(run_dir / TRIALS_FILE) if r["trial_id"] == trial_id)
     return [json.loads(line) for line in (Path(row["trial_dir"]) / "result.json").read_text().splitlines()]
 
 
-def test_a_killed_train_worker_restarts_from_its_checkpoint(tmp_path, ray_cluster):
+@both_paths
+def test_a_killed_train_worker_restarts_from_its_checkpoint(tmp_path, ray_cluster, ddp_workers):
     spec = sweep(
-        tmp_path, "wk", max_failures=1, base_config={"epochs": 6, "sleep": 1.5},
+        tmp_path, "wk", max_failures=1, base_config={"epochs": 6, "sleep": 1.5}, ddp_workers=ddp_workers,
         parameters={"x": {"value": 0.3}, "num_gpus": {"value": 2}},
     )  # fmt: skip
     driver = start_sweep(spec, ray_cluster)
     wait_for_iterations(driver, tmp_path / "runs" / "wk" / TRIALS_FILE, 2)  # epochs 1-2 reported, and checkpointed
-    victims = processes("DDPWorker", ray_cluster)
+    victims = processes(WORKERS[ddp_workers], ray_cluster)
     assert len(victims) == 2
     victims[-1].send_signal(signal.SIGKILL)
     out, err = driver.communicate(timeout=400)
@@ -121,9 +127,10 @@ def test_watchdog_ends_a_hung_loop_with_an_explanation(tmp_path, ray_cluster):
     assert "watchdog: the train loop sent no report for 4 s (report_timeout_s) after its report #1" in trials[2]["error"]
 
 
-def test_watchdog_ends_a_rank_stuck_in_a_collective(tmp_path, ray_cluster):
+@both_paths
+def test_watchdog_ends_a_rank_stuck_in_a_collective(tmp_path, ray_cluster, ddp_workers):
     spec = sweep(
-        tmp_path, "h2", report_timeout_s=5,
+        tmp_path, "h2", report_timeout_s=5, ddp_workers=ddp_workers,
         base_config={"epochs": 3, "collective": True, "hang_at_epoch": 2, "hang_rank": 1},
         parameters={"num_gpus": {"value": 2}},
     )  # fmt: skip
@@ -133,12 +140,16 @@ def test_watchdog_ends_a_rank_stuck_in_a_collective(tmp_path, ray_cluster):
     assert trial["status"] == "failed"
     assert "of 2 sent no report for 5 s (report_timeout_s) after its report #1" in trial["error"]
     assert "reports per rank: rank 0: 1, rank 1: 1" in trial["error"]
-    assert not processes("DDPWorker", ray_cluster)
+    deadline = time.time() + 30  # Ray Train ends its worker group as the trial fails
+    while processes(WORKERS[ddp_workers], ray_cluster) and time.time() < deadline:
+        time.sleep(0.5)
+    assert not processes(WORKERS[ddp_workers], ray_cluster)
 
 
-def test_ranks_that_report_different_numbers_of_times_fail_with_an_explanation(tmp_path, ray_cluster):
+@both_paths
+def test_ranks_that_report_different_numbers_of_times_fail_with_an_explanation(tmp_path, ray_cluster, ddp_workers):
     spec = sweep(
-        tmp_path, "h3", report_timeout_s=5, base_config={"epochs": 2, "extra_report_rank": 0},
+        tmp_path, "h3", report_timeout_s=5, base_config={"epochs": 2, "extra_report_rank": 0}, ddp_workers=ddp_workers,
         parameters={"num_gpus": {"value": 2}},
     )  # fmt: skip
     out = run(spec, ray_cluster)

@@ -89,8 +89,8 @@ def test_figures_follow_the_run_dir(sweeps):
     assert all(fig is not None for fig, _ in figs.values()), {n: note for n, (fig, note) in figs.items() if fig is None}
 
     parallel = figs["parallel"][0].data[0]
-    assert [d.label for d in parallel.dimensions] == ["x", "sleep", "score"]
-    assert sorted(parallel.dimensions[0].values) == sorted(XS * 2)
+    assert [d.label for d in parallel.dimensions] == ["sleep", "x", "score"]  # the spec's (W&B's) order: by name
+    assert sorted(parallel.dimensions[1].values) == sorted(XS * 2)
 
     curves = figs["curves"][0]
     stop = next(tr for tr in curves.data if tr.name == "stopped by the scheduler")
@@ -216,7 +216,7 @@ def test_categorical_and_bool_params_become_indexed_axes_and_maximize_is_respect
         {"config": {"opt": "adam", "bn": False, "lr": 0.002}, "accs": [0.3, 0.7]},
     ])  # fmt: skip
     figs = {name: (fig, note) for name, _, fig, note in figures(load_sweep(run_dir))}
-    opt, bn, lr, acc = figs["parallel"][0].data[0].dimensions
+    bn, lr, opt, acc = figs["parallel"][0].data[0].dimensions  # parameters in the spec's (W&B's) order: by name
     assert (list(opt.ticktext), list(opt.values)) == (["sgd", "adam"], [1, 1, 0])  # spec order, best first
     assert (list(bn.ticktext), list(bn.values)) == (["true", "false"], [0, 1, 1])
     assert list(acc.values) == [0.9, 0.7, 0.6]

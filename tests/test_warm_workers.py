@@ -61,16 +61,17 @@ def test_two_worker_trials_run_on_the_same_warm_workers_through_scheduler_stops(
     assert len(set(group)) == 2
 
 
-def test_a_failing_rank_fails_its_trial_at_once_and_the_next_trial_gets_new_workers(tmp_path, ray_cluster):
+@pytest.mark.parametrize("ddp_workers", ["warm", "torchtrainer"])
+def test_a_failing_rank_fails_its_trial_at_once_and_the_next_trial_gets_new_workers(tmp_path, ray_cluster, ddp_workers):
     # rank 0 waits for rank 1 in an all-reduce that never comes: the trial must not wait for rank 0
-    spec = sweep(tmp_path, "w2", base_config={"epochs": 2},
+    spec = sweep(tmp_path, "w2", base_config={"epochs": 2}, ddp_workers=ddp_workers,
                  parameters={"fail_rank": {"values": [1, -1]}, "num_gpus": {"value": 2}})  # fmt: skip
     out, rows = run(spec, ray_cluster)
     assert out.returncode == 0, out.stderr + out.stdout
     failed, ok = sorted(rows, key=lambda r: r["config"]["fail_rank"], reverse=True)
     assert failed["status"] == "failed"
     assert "warm loop: planned failure on rank 1" in failed["error"]
-    assert "on rank 1 of 2" in failed["error"]
+    assert ("on rank 1 of 2" if ddp_workers == "warm" else "Rank 1") in failed["error"]
     assert ok["status"] == "done" and ok["iterations"] == 2
     assert not set(pids(failed)) & set(pids(ok))  # the failed group was ended, not reused
 
@@ -96,13 +97,14 @@ def test_trials_of_every_size_borrow_the_same_warm_workers(tmp_path, ray_cluster
     assert len(every) == 2, every  # the node's two slots: two processes ran all six ranks
 
 
-def test_workers_of_a_trial_process_that_died_are_ended_not_lent_again(tmp_path, ray_cluster):
-    spec = sweep(tmp_path, "w5", max_failures=1, base_config={"epochs": 6, "sleep": 1.5},
+@pytest.mark.parametrize(("ddp_workers", "marker"), [("warm", "DDPWorker"), ("torchtrainer", "RayTrainWorker")])
+def test_workers_of_a_trial_process_that_died_are_ended_not_lent_again(tmp_path, ray_cluster, ddp_workers, marker):
+    spec = sweep(tmp_path, "w5", max_failures=1, base_config={"epochs": 6, "sleep": 1.5}, ddp_workers=ddp_workers,
                  parameters={"x": {"value": 0.3}, "num_gpus": {"value": 2}})  # fmt: skip
     driver = start_sweep(spec, ray_cluster)
     trials_file = tmp_path / "runs" / "w5" / TRIALS_FILE
     wait_for_iterations(driver, trials_file, 2)  # epochs 1-2 reported, and checkpointed
-    borrowed = processes("DDPWorker", ray_cluster)
+    borrowed = processes(marker, ray_cluster)
     assert len(borrowed) == 2
     (trial_process,) = processes("ImplicitFunc", ray_cluster)
     trial_process.kill()  # the trial's Tune actor dies with the workers lent to it mid-trial

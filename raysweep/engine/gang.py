@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import ray
 
 from raysweep.engine.rank import free_port
+from raysweep.engine.watchdog import ended_early_text
 
 if TYPE_CHECKING:
     from raysweep.engine.pool import Lease
@@ -189,11 +190,7 @@ def run(
                 ray.get(runs)  # each rank's teardown (destroy_process_group) ends before the workers go back
                 return
             if "done" in kinds:
-                ended = ", ".join(str(r) for r, k in enumerate(kinds) if k == "done")
-                raise RankReports(
-                    f"rank(s) {ended} of {size} ended after {reports} report(s) while the others reported again; "
-                    "every rank must report the same number of times"
-                )
+                raise RankReports(ended_early_text([r for r, k in enumerate(kinds) if k == "done"], size, reports))
             try:
                 on_report([item[1] for item in items], next((item[2] for item in items if item[2]), None))
             except BaseException:  # stopped by the scheduler, or a report Tune refused

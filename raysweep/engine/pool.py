@@ -57,14 +57,9 @@ class WorkerPool:
         self._end_abandoned()
         idle = self._idle.setdefault(node_id, [])
         idle[:] = _alive(idle)  # a worker that died while idle would fail the trial that borrows it
-        missing = count - min(count, len(idle))
-        room = self._slots.get(node_id, count) - self._have(node_id)
-        if missing > room:
-            raise RuntimeError(
-                f"the worker pool has {len(idle)} idle worker(s) on node {node_id} and room for {room} more, "
-                f"but a trial asked for {count}: the node's worker slots are all lent"
-            )
-        workers = idle[:count] + [_new_worker(node_id) for _ in range(missing)]
+        # A trial's placement group holds its slots, so a lend never waits; the pool's count of lent
+        # workers can lag behind a node's failure, so extra workers are made now and ended on return.
+        workers = idle[:count] + [_new_worker(node_id) for _ in range(count - min(count, len(idle)))]
         del idle[:count]
         lease = next(self._ids)
         self._lent[lease] = (node_id, group, workers)
@@ -72,7 +67,8 @@ class WorkerPool:
 
     def give_back(self, lease: int, broken: bool, workers: list[Any]) -> None:
         node_id, _, _ = self._lent.pop(lease, (None, None, None))  # unknown: lent before the pool restarted
-        if broken or node_id is None:
+        over = node_id is not None and self._have(node_id) + len(workers) > self._slots.get(node_id, len(workers))
+        if broken or node_id is None or over:  # `over`: never more workers on a node than its slots
             _end(workers)
         else:  # first in line again, in rank order: a trial of the same size gets the same ranks
             self._idle[node_id][:0] = workers

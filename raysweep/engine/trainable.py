@@ -157,6 +157,10 @@ def run_trial(
         explanation = watchdog.read_explanation(trial_dir)
         if explanation:
             raise TrialHung(explanation) from e
+        early = watchdog.ended_early(trial_dir, workers)  # a TorchTrainer says only that its workers died
+        if early and not isinstance(e, gang.RankReports):
+            ranks, reports = early
+            raise gang.RankReports(watchdog.ended_early_text(ranks, workers, reports)) from e
         raise
 
 

@@ -69,6 +69,9 @@ class ReportWatchdog:
             f"watchdog: {who} sent no report for {self.timeout_s:g} s (report_timeout_s) {after}; "
             "the trial was ended as hung."
         ]
+        early = ended_early(self.trial_dir, self.world_size) if self.world_size > 1 else None
+        if early:  # the cause: a rank's loop returned while this one waits for it in a report
+            lines.insert(0, ended_early_text(early[0], self.world_size, early[1]) + ".")
         if self.world_size > 1:
             lines.append(f"reports per rank: {rank_summary(self.trial_dir, self.world_size)}.")
             lines.append(
@@ -89,6 +92,30 @@ def rank_summary(trial_dir: Path, world_size: int) -> str:
             continue
         parts.append(f"rank {rank}: {state['reports']}" + (" (its loop returned)" if state["finished"] else ""))
     return ", ".join(parts)
+
+
+def ended_early_text(ranks: list[int], size: int, reports: int) -> str:
+    """The sentence for ranks that reported fewer times than their peers (both trial paths use it)."""
+    ended = ", ".join(str(r) for r in ranks)
+    return (
+        f"rank(s) {ended} of {size} ended after {reports} report(s) while the others reported again; "
+        "every rank must report the same number of times"
+    )
+
+
+def ended_early(trial_dir: str | os.PathLike, world_size: int) -> tuple[list[int], int] | None:
+    """Ranks whose loop returned while another rank was still reporting, and their report
+    count, from the ranks' records (under a TorchTrainer the others then wait in a report)."""
+    states = {}
+    for rank in range(world_size):
+        try:
+            states[rank] = json.loads((Path(trial_dir) / _RANKS_DIR / f"rank{rank}.json").read_text())
+        except (OSError, ValueError):
+            return None
+    done = [r for r, s in states.items() if s["finished"]]
+    if not done or len(done) == world_size:
+        return None
+    return done, states[done[0]]["reports"]
 
 
 def write_explanation(trial_dir: Path, text: str) -> None:
