@@ -116,7 +116,7 @@ def test_a_nan_metric_fails_the_trial_and_optuna_records_it_failed(tmp_path, ray
 
 def test_watchdog_ends_a_hung_loop_with_an_explanation(tmp_path, ray_cluster):
     spec = sweep(
-        tmp_path, "h1", report_timeout_s=4, base_config={"epochs": 3},
+        tmp_path, "h1", report_timeout_s=10, base_config={"epochs": 3},  # 10 s: a loaded machine's first epoch fits
         parameters={"hang_at_epoch": {"values": [2, 99]}},
     )  # fmt: skip
     out = run(spec, ray_cluster)
@@ -124,7 +124,7 @@ def test_watchdog_ends_a_hung_loop_with_an_explanation(tmp_path, ray_cluster):
     trials = {t["config"]["hang_at_epoch"]: t for t in show(tmp_path / "runs" / "h1")["trials"]}
     assert trials[99]["status"] == "done"
     assert trials[2]["status"] == "failed"
-    assert "watchdog: the train loop sent no report for 4 s (report_timeout_s) after its report #1" in trials[2]["error"]
+    assert "watchdog: the train loop sent no report for 10 s (report_timeout_s) after its report #1" in trials[2]["error"]
 
 
 @both_paths

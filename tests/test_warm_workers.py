@@ -118,7 +118,8 @@ def test_workers_of_a_trial_process_that_died_are_ended_not_lent_again(tmp_path,
     out, err = driver.communicate()
     assert driver.returncode == 0, err + out
     (row,) = read_trials(trials_file)
-    assert row["status"] == "done" and row["iterations"] == 6
+    # (Under torchtrainer, Tune's retry counts its iterations afresh while Ray Train resumes the epochs.)
+    assert row["status"] == "done" and row["metrics"]["epoch"] == 6
     assert not set(pids(row)) & {p.pid for p in borrowed}  # the retry ran on new workers
     assert ended_while_the_retry_ran  # the stale workers were ended when the retry borrowed, not left waiting
 

@@ -37,6 +37,7 @@ class Capacity:
     cpus_per_worker: float
     managed_slots: bool  # nodes advertise raysweep_slot (else a fallback is used)
     node_ids: tuple[str, ...]  # of the nodes in slots_per_node, in the same order
+    gpus_per_worker: float = 1.0  # resources.gpus_per_worker: < 1 packs 1-worker trials onto one GPU
 
     @property
     def largest_node(self) -> int:
@@ -48,14 +49,24 @@ class Capacity:
 
     def describe(self) -> str:
         unit = "GPU" if self.use_gpu else "CPU worker"
+        if self.use_gpu and self.gpus_per_worker != 1:
+            unit = f"GPU worker ({self.gpus_per_worker:g} GPU each)"
         nodes = len(self.slots_per_node)
         return f"{self.total} {unit} slot(s) on {nodes} node(s), at most {self.largest_node} on one node"
 
 
-def slots_for(node_resources: dict[str, float], use_gpu: bool, cpus_per_worker: float) -> int:
+def slots_for(node_resources: dict[str, float], use_gpu: bool, cpus_per_worker: float, gpus_per_worker: float = 1.0) -> int:
+    """The DDP workers a node hosts: its GPUs / gpus_per_worker, or its CPUs / cpus_per_worker.
+
+    On GPU nodes ``raysweep_slot`` counts GPUs, so it divides the same way."""
     if use_gpu:
-        return int(node_resources.get("GPU", 0))
+        return workers_on(node_resources.get(SLOT, node_resources.get("GPU", 0)), gpus_per_worker)
     return int(node_resources.get("CPU", 0) // cpus_per_worker)
+
+
+def workers_on(gpus: float, gpus_per_worker: float) -> int:
+    """Whole workers that fit in ``gpus`` GPUs (a little slack for float sums such as 3 x 0.1)."""
+    return int(gpus / gpus_per_worker + 1e-9)
 
 
 def parse_gpu_set(text: str, device_count: int) -> tuple[int, ...]:
@@ -102,6 +113,7 @@ def start_or_connect(
     cpus_per_worker: float,
     gpus: str | None = None,
     dashboard_host: str | None = None,
+    gpus_per_worker: float = 1.0,
 ) -> Capacity:
     """Start an embedded Ray (``address`` None) or join a cluster, and measure it.
 
@@ -163,7 +175,7 @@ def start_or_connect(
             **common,
         )
     private_token_file()
-    return measure(use_gpu, cpus_per_worker)
+    return measure(use_gpu, cpus_per_worker, gpus_per_worker)
 
 
 PROBE_TIMEOUT_S = 10.0
@@ -223,7 +235,7 @@ def check_embedded_only(address: str | None, gpus: str | None, dashboard_host: s
         )
 
 
-def measure(use_gpu: str | bool, cpus_per_worker: float) -> Capacity:
+def measure(use_gpu: str | bool, cpus_per_worker: float, gpus_per_worker: float = 1.0) -> Capacity:
     """Read the live cluster's nodes and turn them into worker slots."""
     nodes = [n for n in ray.nodes() if n.get("Alive")]
     has_gpu = any(n["Resources"].get("GPU", 0) > 0 for n in nodes)
@@ -231,12 +243,15 @@ def measure(use_gpu: str | bool, cpus_per_worker: float) -> Capacity:
         raise UserError("resources.use_gpu is true, but the Ray cluster has no GPUs")
     gpu = has_gpu if use_gpu == "auto" else bool(use_gpu)
     managed = any(SLOT in n["Resources"] for n in nodes)  # nodes without it host no workers
-    if managed:
+    if managed and not gpu:
         slots = tuple(int(n["Resources"].get(SLOT, 0)) for n in nodes)
+    elif managed:  # raysweep_slot counts a GPU node's GPUs; nodes without it host no workers
+        slots = tuple(workers_on(n["Resources"].get(SLOT, 0), gpus_per_worker) for n in nodes)
     else:
-        slots = tuple(slots_for(n["Resources"], gpu, cpus_per_worker) for n in nodes)
+        slots = tuple(slots_for(n["Resources"], gpu, cpus_per_worker, gpus_per_worker) for n in nodes)
     hosts = [(n["NodeID"], s) for n, s in zip(nodes, slots, strict=True) if s > 0]
-    capacity = Capacity(tuple(s for _, s in hosts), gpu, cpus_per_worker, managed, tuple(n for n, _ in hosts))
+    capacity = Capacity(tuple(s for _, s in hosts), gpu, cpus_per_worker, managed, tuple(n for n, _ in hosts),
+                        gpus_per_worker if gpu else 1.0)  # fmt: skip
     if capacity.total == 0:
         raise UserError(f"the Ray cluster has no room for a single worker ({cpus_per_worker} CPU each)")
     return capacity
@@ -255,9 +270,10 @@ def trial_bundle(num_workers: int, capacity: Capacity, warm: bool = True) -> lis
     if num_workers > capacity.largest_node:
         return [{"memory": 1}]
     holds = num_workers if warm or num_workers == 1 else 0
-    bundle = {k: v * holds for k, v in {"CPU": capacity.cpus_per_worker, "GPU": int(capacity.use_gpu)}.items() if v * holds}
-    if capacity.managed_slots:
-        bundle[SLOT] = num_workers
+    gpu = capacity.gpus_per_worker if capacity.use_gpu else 0
+    bundle = {k: v * holds for k, v in {"CPU": capacity.cpus_per_worker, "GPU": gpu}.items() if v * holds}
+    if capacity.managed_slots:  # a GPU node's slots are its GPUs: a packed worker holds its share
+        bundle[SLOT] = num_workers * (gpu or 1)
     return [bundle or {"memory": 1}]
 
 

@@ -105,6 +105,8 @@ class DDPWorker:
         try:  # everything, device choice included: an error must reach the trial, never leave it waiting
             link = RankLink(rank, world_size, _use_device(gpus[rank] if gpus else None, threads), gpus,
                             checkpoint_dir, self._outbox, self._inbox)  # fmt: skip
+            if group_backend == "nccl" and not torch.cuda.is_available():
+                group_backend = "gloo"  # GPUs Ray advertises that CUDA cannot see (placement tests)
             if group_backend:
                 dist.init_process_group(
                     group_backend, init_method=f"tcp://{master[0]}:{master[1]}", rank=rank,
@@ -161,7 +163,8 @@ def _use_device(gpu: str | None, threads: int) -> str:
             f"node's workers is {os.environ.get('CUDA_VISIBLE_DEVICES')!r}. Start the node's Ray with GPU indices "
             "in CUDA_VISIBLE_DEVICES (not UUIDs or MIG ids)"
         )
-    torch.cuda.set_device(index)
+    if torch.cuda.is_available():  # else Ray advertises GPUs CUDA cannot see: the loop's first CUDA call says so
+        torch.cuda.set_device(index)
     return f"cuda:{index}"
 
 

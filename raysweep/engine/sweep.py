@@ -135,6 +135,7 @@ def _run(spec: SweepSpec, settings: dict[str, Any], run_dir: Path, restore: bool
     capacity = start_or_connect(
         settings["address"], spec.resources.use_gpu, spec.resources.cpus_per_worker,
         gpus=settings.get("gpus"), dashboard_host=settings.get("dashboard_host"),
+        gpus_per_worker=spec.resources.gpus_per_worker,
     )  # fmt: skip
     budget = settings["budget"]
     sizes = _possible_workers(spec)

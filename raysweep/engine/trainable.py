@@ -53,11 +53,18 @@ class RankMeanReportCallback(TuneReportCallback):
         super().after_report(run_context, [gang.mean_over_ranks(metrics)], checkpoint)
 
 
+def rank_gpus(assigned: list[Any], workers: int) -> list[str]:
+    """Each rank's GPU among those Ray assigned to the trial's bundle, in order: one each, the
+    first of each rank's share with ``gpus_per_worker`` > 1, the one shared GPU when packed."""
+    ids = sorted((str(g) for g in assigned), key=lambda g: (len(g), g))
+    return [ids[(r * len(ids)) // workers] for r in range(workers)] if ids else []
+
+
 def _run_warm(
     workers: int, capacity: Capacity, worker_pool: Any, fn: Callable[..., None], args: Any, group_backend: str | None
 ) -> None:  # fmt: skip
     """Run the trial on ``workers`` of the pool's warm workers; rank means go to Tune."""
-    gpus = sorted((str(g) for g in ray.get_gpu_ids()), key=lambda g: (len(g), g)) if capacity.use_gpu else None
+    gpus = rank_gpus(ray.get_gpu_ids(), workers) if capacity.use_gpu else None
 
     def forward(metrics: list[dict[str, Any]], checkpoint_dir: str | None) -> None:
         ckpt = tune.Checkpoint.from_directory(checkpoint_dir) if checkpoint_dir else None
@@ -179,7 +186,7 @@ def _fit_torchtrainer(
         scaling_config=ScalingConfig(
             num_workers=workers,
             use_gpu=capacity.use_gpu,
-            resources_per_worker={"CPU": capacity.cpus_per_worker} | ({"GPU": 1} if capacity.use_gpu else {}),
+            resources_per_worker={"CPU": capacity.cpus_per_worker} | ({"GPU": capacity.gpus_per_worker} if capacity.use_gpu else {}),
             placement_strategy="STRICT_PACK",
             label_selector={"ray.io/node-id": node_id},  # the node whose slots this trial holds
         ),

@@ -102,6 +102,7 @@ def wandb_bands(min_iter: int | None, max_iter: int | None, s: int | None, eta: 
 class Resources:
     cpus_per_worker: float = 1.0
     use_gpu: str | bool = "auto"
+    gpus_per_worker: float = 1.0  # < 1 packs that many 1-worker trials onto one GPU (0.25: four)
 
 
 @dataclass(frozen=True)
@@ -693,6 +694,30 @@ def _non_finite(value: Any, where: str, problems: list[str]) -> None:
             _non_finite(child, f"{where}.{i}", problems)
 
 
+def _gpu_share(value: Any, where: str, problems: list[str]) -> float | None:
+    """A worker's GPUs: a share of one, in (0, 1], or a whole number of them."""
+    value = _number(value)
+    if not _is_number(value) or value <= 0 or (value > 1 and value != int(value)):
+        problems.append(f"{where}: must be a number in (0, 1] (a share of one GPU) or a whole number of GPUs, got {value!r}")
+        return None
+    return value
+
+
+def _check_packing(resources: Resources, size_param: Param | None, num_gpus: int | None, problems: list[str]) -> None:
+    """A GPU share below 1 packs 1-worker trials; a DDP rank needs a GPU of its own (NCCL)."""
+    if resources.gpus_per_worker >= 1:
+        return
+    sizes = [num_gpus or 1]
+    if size_param is not None:
+        sizes = [size_param.value] if size_param.distribution == "constant" else list(size_param.values or [size_param.max or 1])
+    if any(isinstance(s, int) and s > 1 for s in sizes):
+        problems.append(
+            f"raysweep.resources.gpus_per_worker: {resources.gpus_per_worker:g} packs 1-worker trials onto one GPU, "
+            f"but this sweep has trials with num_gpus up to {max(s for s in sizes if isinstance(s, int))}: each DDP rank "
+            "needs a GPU of its own (NCCL refuses two ranks on one device)"
+        )
+
+
 def _check_size_param(param: Param, problems: list[str]) -> None:
     """A ``num_gpus`` parameter sizes the trial: every value it can take is a whole number >= 1."""
     where = f"parameters.{param.name}"
@@ -806,7 +831,7 @@ def parse_spec(doc: Any, source: str | None = None, base_dir: Path = Path()) -> 
     if "resources" in own:
         resources = _parse_block(
             own["resources"], "raysweep.resources", Resources,
-            {"cpus_per_worker": _positive,
+            {"cpus_per_worker": _positive, "gpus_per_worker": _gpu_share,
              "use_gpu": lambda v, w, pr: _choice(v, USE_GPU, w, pr)},
             problems,
         )  # fmt: skip
@@ -818,6 +843,7 @@ def parse_spec(doc: Any, source: str | None = None, base_dir: Path = Path()) -> 
              "skip_duplicates": _bool},
             problems,
         )  # fmt: skip
+    _check_packing(resources, size_param, num_gpus, problems)
     wandb = WandbSettings(project=doc.get("project"), entity=doc.get("entity"))
     if "wandb" in own:
         block = _parse_block(
