@@ -59,6 +59,20 @@ def test_hostile_files_are_refused_at_once(tmp_path, text, pattern):
     refused(out, pattern)
 
 
+@pytest.mark.parametrize(
+    "source, pattern",
+    [("def train(config):\n    return (\n", r"could not be imported: SyntaxError"),
+     ("raise RuntimeError('no data here')\n", r"could not be imported: RuntimeError: no data here")],
+    ids=["syntax-error", "raises-at-import"],
+)
+def test_a_train_loop_that_cannot_be_imported_is_a_user_error(tmp_path, source, pattern):
+    (tmp_path / "myloop.py").write_text(source)  # loops are imported from where `run` starts
+    spec = write_spec(tmp_path / "s.yaml", **(SMOKE | {"raysweep": SMOKE["raysweep"] | {"train_loop": "myloop:train"}}))
+    out = raysweep("run", str(spec), "--storage", str(tmp_path / "runs"), cwd=tmp_path)
+    refused(out, pattern)
+    assert not (tmp_path / "runs").exists()
+
+
 def test_a_binary_base_config_is_refused(tmp_path):
     (tmp_path / "base.yaml").write_bytes(b"\x00\x01\x02\xff")
     spec = write_spec(tmp_path / "s.yaml", **(SMOKE | {"raysweep": SMOKE["raysweep"] | {"base_config": "base.yaml"}}))

@@ -59,6 +59,20 @@ def test_running_configurations_count_as_taken(tmp_path):
     assert sorted(run_trials(bayes_search(tmp_path), 4, finish=False)) == POINTS
 
 
+def test_trials_a_killed_driver_left_running_do_not_count_as_taken(tmp_path):
+    """The journal keeps the killed driver's unfinished trials RUNNING for ever; the resumed
+    driver's searcher must not treat their configurations as taken."""
+    killed = bayes_search(tmp_path)
+    assert sorted(run_trials(killed, 4, finish=False)) == POINTS  # all four left RUNNING
+    stale = {t.number for t in killed._ot_study.get_trials(states=(optuna.trial.TrialState.RUNNING,))}
+    before = {t.number for t in killed._ot_study.trials}
+    resumed = bayes_search(tmp_path)  # a new driver on the same journal
+    run_trials(resumed, 4, first=100)
+    fails = resumed._ot_study.get_trials(states=(optuna.trial.TrialState.FAIL,))
+    repeats_of = {t.user_attrs.get("raysweep_repeat_of") for t in fails if t.number not in before}
+    assert not repeats_of & stale, "a configuration was refused because of a trial that will never finish"
+
+
 def test_without_skip_duplicates_the_same_draws_repeat(tmp_path):
     """The same seed and space as above, the plain OptunaSearch: the check above can fail."""
     found = bayes_search(tmp_path, n_startup_trials=10, skip_duplicates=False)

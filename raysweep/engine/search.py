@@ -83,7 +83,8 @@ class DistinctOptunaSearch(OptunaSearch):
         config = super().suggest(trial_id)
         for attempt in range(MAX_REDRAWS):
             ot_trial = self._ot_trials[trial_id]
-            twin = _twin(self._ot_study, ot_trial)
+            live = {t.number for t in self._ot_trials.values()}  # RUNNING trials of this driver's Tune trials
+            twin = _twin(self._ot_study, ot_trial, live)
             if twin is None:
                 break
             ot_trial.set_user_attr("raysweep_repeat_of", twin)
@@ -102,9 +103,15 @@ class DistinctOptunaSearch(OptunaSearch):
             study.sampler = model
 
 
-def _twin(study: Any, ot_trial: Any) -> int | None:
-    """The number of a finished or running trial of ``study`` with ``ot_trial``'s parameters."""
+def _twin(study: Any, ot_trial: Any, live: set[int]) -> int | None:
+    """The number of a finished or running trial of ``study`` with ``ot_trial``'s parameters.
+
+    A trial the journal says is RUNNING counts only if it is ``live``: one a killed driver left
+    RUNNING will never finish, and must not keep its configuration from being run.
+    """
     for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING)):
+        if t.state == TrialState.RUNNING and t.number not in live:
+            continue
         if t.number != ot_trial.number and t.params == ot_trial.params:
             return t.number
     return None
