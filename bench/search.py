@@ -34,13 +34,17 @@ SEEDS = {"full": 3, "quick": 1}  # repetitions of bayes and random, seeds 0..n-1
 def search_spec(method: str, quick: bool, seed: int = 0, asha_min_iter: int | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     size = dict(SIZES["quick" if quick else "full"])
     doc = yaml.safe_load((REPO / "search_spaces" / FILES[method]).read_text())
+    doc.update(doc.pop("raysweep", {}))  # the bench's systems take raysweep's keys at the top level
     epochs = size["epochs"]
     doc["base_config"].update(
         {"epochs": epochs, "train_size": size["train_size"], "val_size": size["val_size"], "checkpoint_every": 0}
     )
     size["asha_min_iter"] = asha_min_iter or size["asha_min_iter"] or doc["early_terminate"]["min_iter"]
-    doc["early_terminate"] = {"type": "hyperband", "min_iter": size["asha_min_iter"], "max_iter": epochs,
-                              "eta": doc["early_terminate"]["eta"]}  # fmt: skip
+    doc["early_terminate"] = {"type": "hyperband", "min_iter": size["asha_min_iter"], "eta": doc["early_terminate"]["eta"]}
+    # Part 3 measures Ray's ASHA at the file's first rung (W&B's own hyperband would put its
+    # bands at max_iter / eta^k): raysweep's scheduler key picks it explicitly.
+    doc["scheduler"] = {"type": "asha", "grace_period": size["asha_min_iter"], "max_t": epochs,
+                        "reduction_factor": doc["early_terminate"]["eta"]}  # fmt: skip
     trials = size.get("grid_trials") if method == "grid" else size["trials"]
     if trials is None:
         doc.pop("run_cap", None)  # the whole grid
