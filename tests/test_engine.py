@@ -43,13 +43,13 @@ def run(spec: Path, cluster: str, *flags: str) -> subprocess.CompletedProcess:
     ],
 )
 def test_actors_are_reused_where_a_stopped_trial_ends_at_its_report(tmp_path, doc, reuse):
-    from raysweep.engine.sweep import _possible_workers, _reuse_actors
+    from raysweep.engine.sweep import _reuse_actors
     from raysweep.spec import load_spec
 
     path = sweep(tmp_path, method="grid", **{"parameters": {"x": {"value": 1}}} | doc)
     write_spec(path, **{k: v for k, v in yaml.safe_load(path.read_text()).items() if v is not None})
     spec = load_spec(path)
-    assert _reuse_actors(spec, _possible_workers(spec)) is reuse
+    assert _reuse_actors(spec, spec.trial_sizes) is reuse
 
 
 def test_grid_runs_its_grid_and_logs_every_trial_to_wandb(tmp_path, ray_cluster):

@@ -56,11 +56,10 @@ class Capacity:
 
 
 def slots_for(node_resources: dict[str, float], use_gpu: bool, cpus_per_worker: float, gpus_per_worker: float = 1.0) -> int:
-    """The DDP workers a node hosts: its GPUs / gpus_per_worker, or its CPUs / cpus_per_worker.
-
-    On GPU nodes ``raysweep_slot`` counts GPUs, so it divides the same way."""
+    """The DDP workers a node without ``raysweep_slot`` hosts: its GPUs / gpus_per_worker, or its
+    CPUs / cpus_per_worker."""
     if use_gpu:
-        return workers_on(node_resources.get(SLOT, node_resources.get("GPU", 0)), gpus_per_worker)
+        return workers_on(node_resources.get("GPU", 0), gpus_per_worker)
     return int(node_resources.get("CPU", 0) // cpus_per_worker)
 
 

@@ -76,7 +76,7 @@ class SweepMonitor(Callback):
     def _row(self, trial: Any) -> dict[str, Any]:
         row = self.rows.setdefault(trial.trial_id, {"trial_id": trial.trial_id, "start": time.time()})
         row["config"] = {k: plain(v) for k, v in trial.config.items()}
-        row["num_workers"] = int(trial.config.get("num_gpus", self.spec.num_gpus or 1))
+        row["num_workers"] = int(self.spec.trial_size(trial.config))
         row["trial_dir"] = trial.path  # in the run dir (trial.local_path is Ray's session staging copy)
         return row
 

@@ -47,9 +47,11 @@ log = logging.getLogger("raysweep")
 def _sweep_name(spec: SweepSpec, name: str | None) -> str:
     raw = name or spec.name or Path(spec.source or "sweep").stem
     clean = re.sub(r"[^\w.-]+", "-", raw).strip("-")
-    if name is not None and clean.strip(".") == "":
+    if clean.strip("."):
+        return clean
+    if name is not None:  # "." and ".." would put the run dir beside or above --storage
         raise UserError(f"--name {name!r}: a sweep's name is a directory under --storage; use letters, digits, '-', '_' or '.'")
-    return clean.strip(".") and clean or "sweep"
+    return "sweep"
 
 
 def new_run_dir(storage: str | os.PathLike, name: str) -> Path:
@@ -64,16 +66,6 @@ def new_run_dir(storage: str | os.PathLike, name: str) -> Path:
     if (run_dir / "spec.json").exists():
         raise UserError(f"{run_dir} already holds a sweep: continue it with `raysweep resume {name}`, or pick another --name")
     return run_dir
-
-
-def _possible_workers(spec: SweepSpec) -> set[int]:
-    """Every trial size the sweep can ask for (the spec checked they are whole numbers >= 1)."""
-    param = spec.param("num_gpus")
-    if param is None:
-        return {spec.num_gpus or 1}
-    if param.distribution == "int_uniform":
-        return {int(param.min), int(param.max)} | set(range(int(param.min), min(int(param.max), int(param.min) + 64) + 1))
-    return {int(v) for v in param.grid_values()}
 
 
 def _check_feasible(sizes: set[int], capacity: Capacity) -> None:
@@ -138,7 +130,7 @@ def _run(spec: SweepSpec, settings: dict[str, Any], run_dir: Path, restore: bool
         gpus_per_worker=spec.resources.gpus_per_worker,
     )  # fmt: skip
     budget = settings["budget"]
-    sizes = _possible_workers(spec)
+    sizes = spec.trial_sizes
     _check_feasible(sizes, capacity)
     limit = concurrency_limit(capacity, min(max(sizes), capacity.largest_node), settings["max_concurrent"])
 

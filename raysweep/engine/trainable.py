@@ -40,7 +40,7 @@ class TrialHung(RuntimeError):
 
 def num_workers(spec: SweepSpec, config: dict[str, Any]) -> int:
     """The trial's DDP world size: its ``num_gpus`` parameter, else ``raysweep.num_gpus``, else 1."""
-    value = config.get("num_gpus", spec.num_gpus or 1)
+    value = spec.trial_size(config)
     if isinstance(value, bool) or not isinstance(value, numbers.Number) or value < 1 or value != int(value):
         raise ValueError(f"num_gpus must be a whole number >= 1, got {value!r}")
     return int(value)

@@ -161,6 +161,15 @@ class SweepSpec:
     def param(self, name: str) -> Param | None:
         return next((p for p in self.parameters if p.name == name), None)
 
+    def trial_size(self, flat_config: Mapping[str, Any]) -> Any:
+        """A trial's DDP world size: its ``num_gpus`` parameter, else ``raysweep.num_gpus``, else 1."""
+        return flat_config.get(SIZE, self.num_gpus or 1)
+
+    @property
+    def trial_sizes(self) -> set[int]:
+        """Every size a trial of this sweep can ask for."""
+        return trial_sizes(self.param(SIZE), self.num_gpus)
+
     @property
     def grid_size(self) -> int | None:
         """W&B's grid size: distinct values per parameter, multiplied (never materialised)."""
@@ -703,17 +712,27 @@ def _gpu_share(value: Any, where: str, problems: list[str]) -> float | None:
     return value
 
 
+def trial_sizes(size_param: Param | None, num_gpus: int | None) -> set[int]:
+    """The sizes a sweep's trials can ask for, from a checked ``num_gpus`` parameter (constant,
+    categorical or int_uniform) or ``raysweep.num_gpus``. A wide int_uniform counts its first 65
+    sizes and its largest: enough to tell the smallest, the largest and which never fit."""
+    if size_param is None:
+        return {num_gpus or 1}
+    if size_param.distribution == "int_uniform":
+        low, high = int(size_param.min), int(size_param.max)
+        return set(range(low, min(high, low + 64) + 1)) | {high}
+    return {int(v) for v in size_param.grid_values()}
+
+
 def _check_packing(resources: Resources, size_param: Param | None, num_gpus: int | None, problems: list[str]) -> None:
     """A GPU share below 1 packs 1-worker trials; a DDP rank needs a GPU of its own (NCCL)."""
     if resources.gpus_per_worker >= 1:
         return
-    sizes = [num_gpus or 1]
-    if size_param is not None:
-        sizes = [size_param.value] if size_param.distribution == "constant" else list(size_param.values or [size_param.max or 1])
-    if any(isinstance(s, int) and s > 1 for s in sizes):
+    sizes = trial_sizes(size_param, num_gpus)
+    if max(sizes) > 1:
         problems.append(
             f"raysweep.resources.gpus_per_worker: {resources.gpus_per_worker:g} packs 1-worker trials onto one GPU, "
-            f"but this sweep has trials with num_gpus up to {max(s for s in sizes if isinstance(s, int))}: each DDP rank "
+            f"but this sweep has trials with num_gpus up to {max(sizes)}: each DDP rank "
             "needs a GPU of its own (NCCL refuses two ranks on one device)"
         )
 
@@ -803,8 +822,11 @@ def parse_spec(doc: Any, source: str | None = None, base_dir: Path = Path()) -> 
             problems.append("metric: required for early termination (the scheduler compares trials on it)")
 
     size_param = next((p for p in params if p.name == SIZE), None)
+    sizes_known = True
     if size_param is not None:
+        before = len(problems)
         _check_size_param(size_param, problems)
+        sizes_known = len(problems) == before
     num_gpus = _int_at_least(own[SIZE], 1, f"raysweep.{SIZE}", problems) if SIZE in own else None
     if num_gpus is not None and size_param is not None:
         problems.append(
@@ -843,7 +865,8 @@ def parse_spec(doc: Any, source: str | None = None, base_dir: Path = Path()) -> 
              "skip_duplicates": _bool},
             problems,
         )  # fmt: skip
-    _check_packing(resources, size_param, num_gpus, problems)
+    if sizes_known:  # the size parameter's values are whole numbers >= 1
+        _check_packing(resources, size_param, num_gpus, problems)
     wandb = WandbSettings(project=doc.get("project"), entity=doc.get("entity"))
     if "wandb" in own:
         block = _parse_block(
