@@ -147,7 +147,7 @@ def trial():
 thread = threading.Thread(target=trial, daemon=True)
 thread.start()
 thread.join(120)
-print("OUTCOME", bool(outcome), lease.broken, "GPU-5f3c2a" in str(outcome[0]) if outcome else None)
+print("OUTCOME", bool(outcome), lease.broken, "GPU-5f3c2a" in str(outcome[0]) if outcome else None, repr(outcome[0])[:600] if outcome else "")
 """)
     assert "OUTCOME True True True" in out.stdout, out.stdout + out.stderr
 
