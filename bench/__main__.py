@@ -27,6 +27,7 @@ PARTS = {
     "search_bayes": ["bench.search", "--method", "bayes"],
     "search_random": ["bench.search", "--method", "random"],
     "search_grid": ["bench.search", "--method", "grid"],
+    "scale": ["bench.scale"],
 }
 
 

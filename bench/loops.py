@@ -71,3 +71,11 @@ def transformer(config: dict) -> None:
     from train_loops.loop_transformer import train
 
     _run_logged(train, config)
+
+
+def scale(config: dict) -> None:
+    """The scale part's trial: ``reports`` reports, ``trial_s`` seconds in all, no checkpoint."""
+    reports = int(config.get("reports", 3))
+    for epoch in range(1, reports + 1):
+        time.sleep(config["trial_s"] / reports)
+        raysweep.report({"score": (config["x"] % 97) / 97 + 1.0 / epoch, "epoch": epoch})

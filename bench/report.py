@@ -81,7 +81,27 @@ def tables(r: dict[str, Any]) -> tuple[list[str], list[tuple[str, str, str]]]:
 
     lines += ["", "### 3. Search efficiency (stages sweep, reduced; raysweep)", ""]
     lines_3, target_3 = search_table({m: r.get(f"search_{m}") or {} for m in ("bayes", "random", "grid")})
-    return lines + lines_3, targets + [target_3]
+    lines_6, target_6 = scale_table(r.get("scale") or {})
+    return lines + lines_3 + lines_6, [*targets, target_3, target_6]
+
+
+def scale_table(r: dict[str, Any]) -> tuple[list[str], tuple[str, str, str]]:
+    """Part 6: the 2,000-trial sweep of 1-s trials on 2 slots, and the driver's work per result."""
+    sweep, per = r.get("sweep") or {}, r.get("driver_per_result_us") or {}
+    eff = sweep.get("efficiency")
+    lines = ["", "### 6. Scale: many 1-s trials (3 reports each) on 2 slots, W&B off", "",
+             "| trials | recorded / done | ideal s | sweep wall s | efficiency | with start-up | s per trial per slot "
+             "| driver RSS MiB, 2nd tenth -> last tenth |", "|---|---|---|---|---|---|---|---|"]
+    if sweep:
+        rss = sweep.get("driver_rss_mib_by_tenth") or [None] * 10
+        lines.append(f"| {sweep.get('trials')} | {sweep.get('recorded')} / {sweep.get('done_with_3_reports')} | "
+                     f"{_f(sweep.get('ideal_s'), '{:.0f}')} | {_f(sweep.get('sweep_wall_s'), '{:.0f}')} | {_f(eff, '{:.3f}')} | "
+                     f"{_f(sweep.get('efficiency_incl_startup'), '{:.3f}')} | {_f(sweep.get('per_trial_s'), '{:.3f}')} | "
+                     f"{_f(rss[1], '{:.0f}')} -> {_f(rss[-1], '{:.0f}')} |")
+    if per:
+        lines.append("\nThe driver's bookkeeping per result (SweepMonitor + ResultLog), by trials already in the run dir: "
+                     + ", ".join(f"{k.removesuffix('_trials_us')}: {v:.0f} µs" for k, v in per.items()))
+    return lines, ("2,000-trial sweep: efficiency >= 0.9", _f(eff, "{:.3f}"), _check(None if eff is None else eff >= 0.9))
 
 
 def search_table(s: dict[str, dict[str, Any]]) -> tuple[list[str], tuple[str, str, str]]:

@@ -25,6 +25,7 @@ from typing import Any
 import yaml
 
 from bench.common import REPO, RssSampler, read_events
+from raysweep.engine.progress import TRIALS_FILE, read_trials
 from raysweep.spec import grid_points, load_spec, trial_config
 
 
@@ -70,7 +71,7 @@ def run_raysweep(spec_doc: dict[str, Any], loop: str, max_concurrent: int | None
     started = time.time()
     with RssSampler() as rss:
         code = run_sweep(spec, name="a", storage=workdir, max_concurrent=max_concurrent, wandb_mode="disabled", quiet=True)
-    rows = [json.loads(line) for line in (workdir / "a" / "trials.jsonl").read_text().splitlines() if line.strip()]
+    rows = read_trials(workdir / "a" / TRIALS_FILE)
     spans = [(r["start"], r["end"]) for r in rows if "end" in r]
     failed = [r.get("error", "")[-500:] for r in rows if r.get("status") == "failed"]
     extra = {"exit_code": code, "failed": failed, "run_dir": str(workdir / "a"), "rows": rows}

@@ -3,7 +3,8 @@
 Run as a ``train_loop`` (``train``) or as a ``program:`` script (``python gpu_probe.py``). It never
 touches CUDA: it writes what raysweep and Ray gave it (rank, LOCAL_RANK, device,
 CUDA_VISIBLE_DEVICES) to ``<barrier_dir>/<trial>.rank<r>.json``, waits until ``barrier`` trials
-have written theirs (so they provably ran at the same time), then reports once.
+have written theirs, every rank of them (so they provably ran at the same time, and no rank is
+ended before it wrote), then reports once.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ def probe(barrier_dir: str, barrier: int, timeout_s: float = 180) -> None:
     out = Path(barrier_dir)
     (out / f"{trial}.rank{ctx.rank}.json").write_text(json.dumps(seen))
     deadline = time.time() + timeout_s
-    while len({p.name.split(".rank")[0] for p in out.glob("*.rank0.json")}) < barrier:
+    while len(list(out.glob("*.rank*.json"))) < barrier * ctx.world_size:  # every rank: a program's rank 1 ends with rank 0
         if time.time() > deadline:
             raise RuntimeError(f"gpu_probe: fewer than {barrier} trials ran at the same time")
         time.sleep(0.2)

@@ -35,3 +35,17 @@ def test_quick_overhead_part_writes_results(tmp_path: Path) -> None:
         assert system["trials_done"] == data["trials"]
         assert system["per_trial_s"] > 0
         assert all(s > 0 for s in system["each_s"])
+
+
+@pytest.mark.skipif(shutil.which("flock") is None, reason="needs flock(1)")
+def test_quick_scale_part_records_every_trial(tmp_path: Path) -> None:
+    cmd = ["flock", LOCK, sys.executable, "-m", "bench.scale", "--quick", "--trials", "8"]
+    env = {**os.environ, "BENCH_RESULTS_DIR": str(tmp_path)}
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+
+    data = json.loads((tmp_path / "scale_quick.json").read_text())
+    sweep = data["sweep"]
+    assert sweep["exit_code"] == 0 and sweep["recorded"] == sweep["done_with_3_reports"] == 8
+    assert sweep["ideal_s"] == 4.0 and sweep["efficiency"] > 0 and len(sweep["driver_rss_mib_by_tenth"]) == 10
+    assert set(data["driver_per_result_us"]) == {"10_trials_us", "100_trials_us"}

@@ -125,7 +125,8 @@ def test_killing_a_node_mid_sweep_loses_no_trial(tmp_path, two_nodes):
 
     trials = {t["config"]["x"]: t for t in show(tmp_path / "runs" / "kill")["trials"]}
     summary = {x: (t["status"], t["iterations"], (t.get("error") or "")[-300:]) for x, t in trials.items()}
-    assert sorted(trials) == xs and all(t["status"] == "done" and t["iterations"] == 4 for t in trials.values()), summary
+    all_done = sorted(trials) == xs and all(t["status"] == "done" and t["iterations"] == 4 for t in trials.values())
+    assert all_done, f"{summary}\n{stdout[-3000:]}\n{stderr[-3000:]}"
     seen = records(record_dir)
     moved = {r["x"] for r in seen if r["node"] == "node_head"} & on_worker
     assert moved, "a trial that ran on the killed node was not retried on the head"

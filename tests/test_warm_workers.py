@@ -141,7 +141,7 @@ lease = Lease(0, [gang.DDPWorker.options(num_cpus=0).remote()])
 outcome = []
 def trial():
     try:
-        gang.run(lease, print, None, None, None, ["GPU-5f3c2a"], 1, lambda metrics, ckpt: None)
+        gang.run(lease, len, None, None, None, ["GPU-5f3c2a"], 1, lambda metrics, ckpt: None)
     except BaseException as e:
         outcome.append(e)
 thread = threading.Thread(target=trial, daemon=True)

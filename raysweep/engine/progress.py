@@ -3,6 +3,11 @@
 It keeps ``trials.jsonl`` in the run dir current (status, flat config, last metrics, workers,
 wall time, error) so ``show`` works during a sweep and after a killed driver, and it prints
 a compact status: counts, best so far, elapsed and an ETA.
+
+``trials.jsonl`` is a journal: each change to a trial appends that trial's whole row, and a
+reader keeps each trial's last line. A result costs the driver one short append however many
+trials the sweep has (a 2,000-trial sweep rewrote the whole file per result); the file is
+compacted to one line per trial when the sweep ends and when a driver resumes it.
 """
 
 from __future__ import annotations
@@ -42,10 +47,17 @@ def _replace(path: Path, text: str) -> None:
 
 
 def read_trials(path: Path) -> list[dict[str, Any]]:
-    """The rows of a run dir's trials file (one JSON object per line)."""
+    """The rows of a run dir's trials file: each trial's last line, in the order trials first appeared."""
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows: dict[str, dict[str, Any]] = {}
+    for line in path.read_text().splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # blank, or the line a killed driver was writing
+        rows[row["trial_id"]] = row
+    return list(rows.values())
 
 
 def finite_number(x: Any) -> bool:
@@ -65,6 +77,8 @@ class SweepMonitor(Callback):
         self.rows: dict[str, dict[str, Any]] = {}
         # resuming: keep what the earlier driver recorded
         self.rows = {r["trial_id"]: r for r in read_trials(self.path)}
+        if self.rows:
+            self.compact()  # one line per trial, and no half line a killed driver left to append after
         self.started = time.time()
         self.last_print = 0.0
         self.first_error: str | None = None
@@ -80,21 +94,30 @@ class SweepMonitor(Callback):
         row["trial_dir"] = trial.path  # in the run dir (trial.local_path is Ray's session staging copy)
         return row
 
-    def _save(self) -> None:
+    def _save(self, row: dict[str, Any]) -> None:
+        """Append the trial's row: constant work per change, however long the sweep."""
+        with open(self.path, "a") as f:
+            f.write(json.dumps(row, default=str) + "\n")
+
+    def compact(self) -> None:
+        """Rewrite the journal as one line per trial (atomically)."""
         _replace(self.path, "".join(json.dumps(r, default=str) + "\n" for r in self.rows.values()))
 
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         row = self._row(trial)
         row["status"] = "running"
         row.pop("error", None)  # a failed trial run again (resume --retry-failed) starts clean
-        self._save()
+        self._save(row)
+
+    def on_experiment_end(self, trials: list, **info: Any) -> None:
+        self.compact()
 
     def interrupted(self) -> None:
         """The sweep was interrupted: its running trials wait for ``resume`` (``show``: pending)."""
         for row in self.rows.values():
             if row.get("status") == "running":
                 row["status"] = "pending"
-        self._save()
+        self.compact()
 
     def initial_failures(self, limit: int) -> bool:
         """The sweep's first ``limit`` trials to end all failed (W&B's agent gives up at 5)."""
@@ -110,7 +133,7 @@ class SweepMonitor(Callback):
         value = row["metrics"].get(metric.name) if metric else None
         if finite_number(value) and (self.best_seen is None or _better(value, self.best_seen[0], metric.goal)):
             self.best_seen = (value, row["config"])
-        self._save()
+        self._save(row)
         self._print(trials)
 
     def _end(self, trials: list, trial: Any, status: str, error: str | None = None) -> None:
@@ -122,7 +145,7 @@ class SweepMonitor(Callback):
         if error:
             row["error"] = error
             self.first_error = self.first_error or error
-        self._save()
+        self._save(row)
         self._print(trials, force=True)
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
@@ -144,7 +167,7 @@ class SweepMonitor(Callback):
         for key in stale:
             del self.rows[key]
         if stale:
-            self._save()
+            self.compact()
 
     def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
         self._print(trials)
@@ -222,6 +245,12 @@ class ResultLog(JsonLoggerCallback):
             return
         self._last[trial.trial_id] = dict(result)
         super().log_trial_result(iteration, trial, result)
+
+    def log_trial_end(self, trial: Any, failed: bool = False) -> None:
+        """Forget the ended trial: the driver's memory stays flat over a long sweep."""
+        super().log_trial_end(trial, failed)
+        self._last.pop(trial.trial_id, None)
+        self._trial_configs.pop(trial, None)
 
 
 # Keys Tune fills in itself, which differ when it sends a result again.

@@ -1,0 +1,70 @@
+"""trials.jsonl as a journal: a result appends its trial's row and never rewrites the file,
+a reader keeps each trial's last row, and a line a killed driver left half-written is
+dropped. Runs the driver's callback on stand-in trials; no Ray is started."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from conftest import write_spec
+
+from raysweep.engine.progress import SweepMonitor, read_trials
+from raysweep.spec import load_spec
+
+
+@dataclass(eq=False)
+class Trial:
+    trial_id: str
+    config: dict
+    path: str
+    local_path: str
+    status: str = "RUNNING"
+
+
+def monitor_and_trials(tmp_path: Path, n: int) -> tuple[SweepMonitor, list[Trial]]:
+    spec = load_spec(write_spec(tmp_path / "s.yaml", name="s", method="grid", metric={"name": "score"},
+                                parameters={"x": {"values": list(range(n))}}, train_loop="train_loops.smoke:train"))  # fmt: skip
+    run_dir = tmp_path / "run"
+    run_dir.mkdir(exist_ok=True)
+    trials = [Trial(f"t{i}", {"x": i}, str(run_dir / f"t{i}"), str(run_dir / f"t{i}")) for i in range(n)]
+    return SweepMonitor(spec, run_dir, budget=n, quiet=True), trials
+
+
+def test_a_result_appends_one_line_and_leaves_the_rest_of_the_file_as_it_was(tmp_path):
+    monitor, trials = monitor_and_trials(tmp_path, 50)
+    for t in trials:
+        monitor.on_trial_start(0, trials, t)
+        monitor.on_trial_result(0, trials, t, {"score": 1.0, "training_iteration": 1})
+    before = monitor.path.read_bytes()
+    monitor.on_trial_result(0, trials, trials[7], {"score": 0.5, "training_iteration": 2})
+    after = monitor.path.read_bytes()
+    assert after.startswith(before)  # nothing rewritten: the cost of a result does not grow with the sweep
+    (line,) = after[len(before) :].decode().splitlines()
+    assert json.loads(line)["trial_id"] == "t7" and json.loads(line)["iterations"] == 2
+
+    rows = read_trials(monitor.path)
+    assert [r["trial_id"] for r in rows] == [t.trial_id for t in trials]  # each trial once, in first-seen order
+    assert rows[7]["metrics"]["score"] == 0.5 and rows[8]["metrics"]["score"] == 1.0  # its last row wins
+
+    monitor.on_trial_complete(0, trials, trials[7])
+    monitor.on_experiment_end(trials)
+    assert len(monitor.path.read_text().splitlines()) == 50  # compacted when the sweep ends
+    assert read_trials(monitor.path)[7]["status"] == "done"
+
+
+def test_a_half_written_last_line_is_dropped_and_a_resuming_driver_appends_after_it_cleanly(tmp_path):
+    monitor, trials = monitor_and_trials(tmp_path, 3)
+    for t in trials:
+        monitor.on_trial_start(0, trials, t)
+        monitor.on_trial_result(0, trials, t, {"score": 1.0, "training_iteration": 1})
+    with open(monitor.path, "a") as f:  # the driver was killed while writing t2's next row
+        f.write('{"trial_id": "t2", "status": "runn')
+    assert [r["iterations"] for r in read_trials(monitor.path)] == [1, 1, 1]
+
+    resumed, _ = monitor_and_trials(tmp_path, 3)
+    resumed.on_trial_result(0, trials, trials[2], {"score": 0.2, "training_iteration": 2})
+    rows = read_trials(resumed.path)
+    assert [r["iterations"] for r in rows] == [1, 1, 2]
+    assert all(json.loads(line) for line in resumed.path.read_text().splitlines())  # every line whole
