@@ -82,11 +82,19 @@ def main() -> None:
     p.add_argument("--method", choices=tuple(FILES), required=True)
     p.add_argument("--quick", action="store_true")
     p.add_argument("--asha-min-iter", type=int, help="the first rung, in epochs (default: the file's own min_iter)")
+    p.add_argument("--wandb-agent", type=float, metavar="STOP_PERIOD_S",
+                   help="run system (c) instead of raysweep: W&B's engine (its bayes or random, and its hyperband "
+                        "evaluated every STOP_PERIOD_S) proposing to one sequential torchrun agent")  # fmt: skip
     args = p.parse_args()
+    if args.wandb_agent is not None and args.method == "grid":
+        p.error("--wandb-agent runs bayes or random")
     runs = []
     for seed in range(1 if args.method == "grid" else SEEDS["quick" if args.quick else "full"]):
         doc, size = search_spec(args.method, args.quick, seed, args.asha_min_iter)
-        r = systems.run_raysweep(doc, "transformer")
+        if args.wandb_agent is None:
+            r = systems.run_raysweep(doc, "transformer")
+        else:
+            r = systems.run_wandb_agent(doc, "transformer", seed, args.wandb_agent, size["trials"])
         curve = best_curve(r) if r["spans"] else []
         ends, starts = [e for _, e in r["spans"]], [s for s, _ in r["spans"]]
         runs.append({
@@ -101,6 +109,7 @@ def main() -> None:
         print(f"search {args.method} seed {seed}: best {runs[-1]['best']} in {runs[-1]['wall_s']} s", flush=True)
     out = {
         "method": args.method,
+        "system": "raysweep" if args.wandb_agent is None else f"wandb agent, hyperband every {args.wandb_agent:g} s",
         "size": size,
         "best": median(x["best"] for x in runs if x["best"] is not None),
         "wall_s": median(x["wall_s"] for x in runs if x["wall_s"] is not None),
@@ -108,7 +117,8 @@ def main() -> None:
         "failed": [e for x in runs for e in x["failed"]],
         "runs": runs,
     }
-    print(write_result(f"search_{args.method}", out, args.quick))
+    name = f"search_{args.method}" if args.wandb_agent is None else f"search_wandb_{args.method}_every{args.wandb_agent:g}s"
+    print(write_result(name, out, args.quick))
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -235,3 +236,93 @@ def run_torchrun_agent(trials: list[dict[str, Any]], loop: str, metric: str, mod
                 study.tell(ask, reports[-1][metric])
             spans.append((t0, time.time()))
     return _finish(started, spans, events, rss, {"failed": failed})
+
+
+# --- (c) the seeds' way exactly: W&B's engine proposes, torchrun runs, one trial at a time -------
+
+WANDB_PYTHON = REPO / ".venv-wandb" / "bin" / "python"  # W&B's engine (PyPI sweeps) pins numpy<2: its own venv
+WANDB_ENGINE = REPO / "tests" / "wandb_oracle.py"  # the engine over JSON lines, as the oracle tests use it
+
+
+class WandbEngine:
+    """W&B's sweep engine in its own process: ``ask(op=..., ...)`` sends one request, returns the answer."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen([str(WANDB_PYTHON), str(WANDB_ENGINE)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def ask(self, **request: Any) -> dict[str, Any]:
+        self.proc.stdin.write(json.dumps(request) + "\n")
+        self.proc.stdin.flush()
+        answer = json.loads(self.proc.stdout.readline())
+        if "error" in answer:
+            raise RuntimeError(f"W&B's engine: {answer['error']}")
+        return answer
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait(30)
+
+
+def _history(events: str, tag: int) -> list[dict[str, Any]]:
+    """What rank 0 of trial ``tag`` has logged so far, one dict per report (W&B's run history)."""
+    return [e["metrics"] for e in read_events(events) if e["kind"] == "report" and e.get("tag") == tag and e["rank"] == 0]
+
+
+def run_wandb_agent(spec_doc: dict[str, Any], loop: str, seed: int, stop_period_s: float, budget: int,
+                    stopped_state: str = "killed") -> dict[str, Any]:
+    """One ``wandb agent``: W&B's engine proposes each configuration (its bayes or random method,
+    given every earlier run), ``torchrun`` runs it, and every ``stop_period_s`` W&B's hyperband
+    decides on the running trial from all runs' histories, as W&B's server does periodically
+    (the agent then ends the process: the run's state becomes ``stopped_state``)."""
+    workdir = Path(tempfile.mkdtemp(prefix="raysweep_bench_c_wandb_"))
+    events = str(workdir / "events.jsonl")
+    spec, _ = spec_trials(spec_doc)
+    sweep = {k: spec_doc[k] for k in ("method", "metric", "parameters", "early_terminate") if k in spec_doc}
+    metric = sweep["metric"]["name"]
+    engine = WandbEngine()
+    runs: list[dict[str, Any]] = []
+    spans, rows, failed = [], [], []
+    torchrun = str(Path(sys.executable).with_name("torchrun"))
+    started = time.time()
+    try:
+        with RssSampler() as rss:
+            while len(runs) < budget:
+                point = engine.ask(op="next_run", config=sweep, runs=runs, seed=seed if not runs else None)["point"]
+                if point is None:
+                    break
+                tag = len(runs)
+                run = {"name": f"run-{tag}", "state": "running", "config": point, "history": []}
+                runs.append(run)
+                cfg, out = workdir / f"config_{tag}.json", workdir / f"out_{tag}.json"
+                cfg.write_text(json.dumps({**trial_config(spec, point), "bench_events": events, "bench_tag": tag}))
+                t0 = time.time()
+                with open(workdir / f"stderr_{tag}.log", "w") as err:
+                    proc = subprocess.Popen(
+                        [torchrun, "--standalone", f"--nproc_per_node={int(point.get('num_gpus', 1))}",
+                         str(REPO / "bench" / "torchrun_entry.py"), loop, str(cfg), str(out)],
+                        cwd=REPO, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
+                    )  # fmt: skip
+                stopped, next_check = False, t0 + stop_period_s
+                while proc.poll() is None:
+                    time.sleep(0.2)
+                    if "early_terminate" in sweep and time.time() >= next_check:
+                        next_check += stop_period_s
+                        run["history"] = _history(events, tag)
+                        histories = [{"name": r["name"], "state": r["state"], "history": [h[metric] for h in r["history"] if metric in h]}
+                                     for r in runs]  # fmt: skip
+                        if run["name"] in engine.ask(op="hyperband", config=sweep, runs=histories)["stop"]:
+                            stopped = True
+                            os.killpg(proc.pid, signal.SIGTERM)
+                            proc.wait()
+                end = time.time()
+                run["history"] = _history(events, tag)
+                run["state"] = stopped_state if stopped else ("finished" if proc.returncode == 0 else "failed")
+                if run["state"] == "failed":
+                    failed.append((workdir / f"stderr_{tag}.log").read_text()[-500:])
+                spans.append((t0, end))
+                if run["history"]:
+                    rows.append({"start": t0, "end": end, "metrics": run["history"][-1], "iterations": len(run["history"]),
+                                 "config": point, "status": "stopped" if stopped else "done"})  # fmt: skip
+    finally:
+        engine.close()
+    return _finish(started, spans, events, rss, {"failed": failed, "rows": rows, "stopped": sum(r["state"] == stopped_state for r in runs)})

@@ -49,3 +49,19 @@ def test_quick_scale_part_records_every_trial(tmp_path: Path) -> None:
     assert sweep["exit_code"] == 0 and sweep["recorded"] == sweep["done_with_3_reports"] == 8
     assert sweep["ideal_s"] == 4.0 and sweep["efficiency"] > 0 and len(sweep["driver_rss_mib_by_tenth"]) == 10
     assert set(data["driver_per_result_us"]) == {"10_trials_us", "100_trials_us"}
+
+
+@pytest.mark.skipif(shutil.which("flock") is None, reason="needs flock(1)")
+def test_quick_wandb_agent_search_runs_wandbs_engine_with_torchrun(tmp_path: Path, wandb_oracle) -> None:  # noqa: ARG001  (its venv)
+    """System (c) of part 3: W&B's engine proposes each trial and its hyperband runs every 2 s."""
+    cmd = ["flock", LOCK, sys.executable, "-m", "bench.search", "--method", "bayes", "--quick", "--wandb-agent", "2"]
+    env = {**os.environ, "BENCH_RESULTS_DIR": str(tmp_path)}
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+
+    data = json.loads((tmp_path / "search_wandb_bayes_every2s_quick.json").read_text())
+    (run,) = data["runs"]
+    assert data["system"] == "wandb agent, hyperband every 2 s" and data["failed"] == []
+    assert run["trials_done"] == 3 and len(run["trials"]) == 3
+    for t in run["trials"]:
+        assert 1 <= t["config"]["arch.stages.0.repeat"] <= 4 and t["epochs"] in (1, 2)  # W&B's draw, its reports

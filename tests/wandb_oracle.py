@@ -10,6 +10,9 @@ torch and Ray do not. The tests start it once (``tests/conftest.py: wandb_oracle
 * ``{"op": "sample", "config": {...}, "n": N, "seed": S}`` -> ``{"points": [...], "types": [...]}``.
 * ``{"op": "hyperband", "config": {...}, "runs": [{"name", "state", "history": [values]}]}``
   -> ``{"stop": [names]}``.
+* ``{"op": "next_run", "config": {...}, "runs": [{"name", "state", "config": {name: value},
+  "history": [{metrics}]}], "seed": S}`` -> ``{"point": {name: value}}`` (null when the sweep
+  is done): what W&B's server proposes next (bench part 3's system (c), a ``wandb agent``).
 """
 
 from __future__ import annotations
@@ -110,6 +113,19 @@ def hyperband(config: dict, runs: list[dict]) -> dict:
     return {"stop": sorted(r.name for r in stop_runs(config, sweep_runs))}
 
 
+def propose(config: dict, runs: list[dict], seed: int | None) -> dict:
+    if seed is not None:  # W&B's random and bayes draw from numpy's and Python's global generators
+        random.seed(seed)
+        np.random.seed(seed)
+    sweep_runs = [
+        SweepRun(name=r["name"], state=RunState(r["state"]), config={k: {"value": v} for k, v in r["config"].items()},
+                 history=r.get("history", []), summary_metrics=(r.get("history") or [{}])[-1])
+        for r in runs
+    ]  # fmt: skip
+    run = next_run(config, sweep_runs)
+    return {"point": None if run is None else _plain({k: v["value"] for k, v in run.config.items()})}
+
+
 def main() -> None:
     for line in sys.stdin:
         request = json.loads(line)
@@ -125,6 +141,8 @@ def main() -> None:
                 answer = sample(request["config"], request["n"], request.get("seed", 0))
             elif op == "hyperband":
                 answer = hyperband(request["config"], request["runs"])
+            elif op == "next_run":
+                answer = propose(request["config"], request["runs"], request.get("seed"))
             else:
                 answer = {"error": f"unknown op {op!r}"}
         except Exception as e:  # noqa: BLE001
