@@ -85,11 +85,12 @@ def main() -> None:
     p.add_argument("--wandb-agent", type=float, metavar="STOP_PERIOD_S",
                    help="run system (c) instead of raysweep: W&B's engine (its bayes or random, and its hyperband "
                         "evaluated every STOP_PERIOD_S) proposing to one sequential torchrun agent")  # fmt: skip
+    p.add_argument("--seeds", type=int, help="runs of bayes or random, seeds 0..N-1 (default 3, --quick 1)")
     args = p.parse_args()
     if args.wandb_agent is not None and args.method == "grid":
         p.error("--wandb-agent runs bayes or random")
     runs = []
-    for seed in range(1 if args.method == "grid" else SEEDS["quick" if args.quick else "full"]):
+    for seed in range(1 if args.method == "grid" else args.seeds or SEEDS["quick" if args.quick else "full"]):
         doc, size = search_spec(args.method, args.quick, seed, args.asha_min_iter)
         if args.wandb_agent is None:
             r = systems.run_raysweep(doc, "transformer")

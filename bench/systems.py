@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import signal
 import subprocess
@@ -272,7 +273,8 @@ def run_wandb_agent(spec_doc: dict[str, Any], loop: str, seed: int, stop_period_
                     stopped_state: str = "killed") -> dict[str, Any]:
     """One ``wandb agent``: W&B's engine proposes each configuration (its bayes or random method,
     given every earlier run), ``torchrun`` runs it, and every ``stop_period_s`` W&B's hyperband
-    decides on the running trial from all runs' histories, as W&B's server does periodically
+    decides on the running trial from all runs' histories, as W&B's server does periodically:
+    on the sweep's clock, not the trial's, so a trial shorter than the period may meet no check
     (the agent then ends the process: the run's state becomes ``stopped_state``)."""
     workdir = Path(tempfile.mkdtemp(prefix="raysweep_bench_c_wandb_"))
     events = str(workdir / "events.jsonl")
@@ -284,6 +286,7 @@ def run_wandb_agent(spec_doc: dict[str, Any], loop: str, seed: int, stop_period_
     spans, rows, failed = [], [], []
     torchrun = str(Path(sys.executable).with_name("torchrun"))
     started = time.time()
+    next_check = started + stop_period_s
     try:
         with RssSampler() as rss:
             while len(runs) < budget:
@@ -302,11 +305,11 @@ def run_wandb_agent(spec_doc: dict[str, Any], loop: str, seed: int, stop_period_
                          str(REPO / "bench" / "torchrun_entry.py"), loop, str(cfg), str(out)],
                         cwd=REPO, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
                     )  # fmt: skip
-                stopped, next_check = False, t0 + stop_period_s
+                stopped = False
                 while proc.poll() is None:
                     time.sleep(0.2)
                     if "early_terminate" in sweep and time.time() >= next_check:
-                        next_check += stop_period_s
+                        next_check += stop_period_s * math.ceil((time.time() - next_check) / stop_period_s + 1e-9)
                         run["history"] = _history(events, tag)
                         histories = [{"name": r["name"], "state": r["state"], "history": [h[metric] for h in r["history"] if metric in h]}
                                      for r in runs]  # fmt: skip
