@@ -18,6 +18,7 @@ again: its state is unknown.
 from __future__ import annotations
 
 import itertools
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +26,8 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from raysweep.engine.gang import DDPWorker
+
+POOL_RESTART_WAIT_S = 120.0
 
 
 @dataclass
@@ -119,9 +122,24 @@ def borrow(pool: Any, count: int) -> Lease:
     """``count`` of the pool's workers on this trial's node (its placement group holds their resources)."""
     pg = ray.util.get_current_placement_group()
     node_id = ray.get_runtime_context().get_node_id()
-    lease, workers = ray.get(pool.lend.remote(node_id, count, pg.id.hex() if pg else None))
+    lease, workers = _ask(pool.lend, node_id, count, pg.id.hex() if pg else None)
     return Lease(lease, workers)
 
 
 def give_back(pool: Any, lease: Lease) -> None:
-    ray.get(pool.give_back.remote(lease.id, lease.broken, lease.workers))
+    _ask(pool.give_back, lease.id, lease.broken, lease.workers)
+
+
+def _ask(method: Any, *args: Any) -> Any:
+    """Call the pool, waiting while Ray restarts it: the driver's node can be a node that dies
+    (a driver attaches to any raylet of its machine), and every trial that asked the pool during
+    its restart used to fail at once. A lend that ran but whose answer was lost is ended with
+    its trial's placement group (``_end_abandoned``)."""
+    deadline = time.monotonic() + POOL_RESTART_WAIT_S
+    while True:
+        try:
+            return ray.get(method.remote(*args))
+        except ray.exceptions.ActorUnavailableError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
