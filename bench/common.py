@@ -71,12 +71,15 @@ class RssSampler:
         self.interval_s = interval_s
         self.peak_driver = 0
         self.peak_children = 0
+        self.driver_timeline: list[tuple[float, float]] = []  # (time, driver RSS MiB) at every sample
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _sample(self) -> None:
         me = psutil.Process()
-        self.peak_driver = max(self.peak_driver, me.memory_info().rss)
+        rss = me.memory_info().rss
+        self.peak_driver = max(self.peak_driver, rss)
+        self.driver_timeline.append((time.time(), rss / 2**20))
         total = 0
         for child in me.children(recursive=True):
             try:

@@ -14,16 +14,13 @@ from __future__ import annotations
 
 import argparse
 import tempfile
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import psutil
-
 from bench import systems
-from bench.common import write_result
+from bench.common import RssSampler, write_result
 from raysweep.engine.progress import ResultLog, SweepMonitor
 
 TRIAL_S = 1.0
@@ -40,35 +37,13 @@ def scale_spec(n: int) -> dict[str, Any]:
     }
 
 
-class RssTimeline:
-    """The driver's RSS every ``interval_s`` (bench.common.RssSampler keeps only a peak)."""
-
-    def __init__(self, interval_s: float = 1.0) -> None:
-        self.interval_s, self.samples = interval_s, []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        me = psutil.Process()
-        while not self._stop.is_set():
-            self.samples.append((time.time(), me.memory_info().rss / 2**20))
-            self._stop.wait(self.interval_s)
-
-    def __enter__(self) -> RssTimeline:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def tenths(self, start: float, end: float) -> list[float]:
-        """Peak RSS (MiB) in each tenth of [start, end]."""
-        out = []
-        for i in range(10):
-            lo, hi = start + (end - start) * i / 10, start + (end - start) * (i + 1) / 10
-            out.append(round(max((m for t, m in self.samples if lo <= t <= hi), default=float("nan")), 1))
-        return out
+def peaks_by_tenth(timeline: list[tuple[float, float]], start: float, end: float) -> list[float]:
+    """Peak driver RSS (MiB) in each tenth of [start, end]."""
+    out = []
+    for i in range(10):
+        lo, hi = start + (end - start) * i / 10, start + (end - start) * (i + 1) / 10
+        out.append(round(max((m for t, m in timeline if lo <= t <= hi), default=float("nan")), 1))
+    return out
 
 
 def sweep(n: int) -> dict[str, Any]:
@@ -77,7 +52,7 @@ def sweep(n: int) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix="raysweep_bench_scale_"))
     spec, _ = systems.spec_trials(scale_spec(n))
     started = time.time()
-    with RssTimeline() as rss:
+    with RssSampler(interval_s=1.0) as rss:
         code = run_sweep(spec, name="s", storage=workdir, wandb_mode="disabled", quiet=True)
     ended = time.time()
     rows = systems.read_trials(workdir / "s" / systems.TRIALS_FILE)
@@ -85,7 +60,7 @@ def sweep(n: int) -> dict[str, Any]:
     first_start = min(r["start"] for r in rows)
     last_end = max(r.get("end", 0) for r in rows)
     ideal = n * TRIAL_S / SLOTS
-    tenths = rss.tenths(first_start, last_end)
+    tenths = peaks_by_tenth(rss.driver_timeline, first_start, last_end)
     return {
         "exit_code": code,
         "trials": n,
