@@ -201,10 +201,10 @@ def test_driver_killed_mid_sweep_then_resume_completes_the_budget(tmp_path, ray_
     assert len(data["trials"]) == 6
     assert all(t["status"] == "done" and t["iterations"] == 3 for t in data["trials"])
     assert sorted(t["config"]["x"] for t in data["trials"]) == [0.0, 0.1, 0.2, 0.3, 0.4, 0.5]
-    # No trial trained an epoch twice, and none is recorded twice: finished ones were not re-run,
-    # unfinished ones went on from their checkpoint. (A trial that finished just before the kill,
-    # while Tune's state still said RUNNING, is restored at its end and re-sends its final
-    # result; ResultLog does not write it again.)
+    # No epoch is recorded twice: finished trials were not re-run, unfinished ones went on from
+    # their checkpoint. (A trial that finished just before the kill, while Tune's state still said
+    # RUNNING, is restored at its end and re-sends its final result; one whose last checkpoint
+    # the killed driver had not saved yet trains that epoch again. ResultLog keeps one line each.)
     for t in data["trials"]:
         row = next(r for r in read_trials(storage / "k" / TRIALS_FILE) if r["trial_id"] == t["trial_id"])
         results = [json.loads(r) for r in (Path(row["trial_dir"]) / "result.json").read_text().splitlines()]

@@ -1,6 +1,7 @@
 """trials.jsonl as a journal: a result appends its trial's row and never rewrites the file,
 a reader keeps each trial's last row, and a line a killed driver left half-written is
-dropped. Runs the driver's callback on stand-in trials; no Ray is started."""
+dropped; result.json holds each iteration once. Runs the driver's callbacks on stand-in
+trials; no Ray is started."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 from conftest import write_spec
 
-from raysweep.engine.progress import SweepMonitor, read_trials
+from raysweep.engine.progress import ResultLog, SweepMonitor, read_trials
 from raysweep.spec import load_spec
 
 
@@ -21,6 +22,10 @@ class Trial:
     path: str
     local_path: str
     status: str = "RUNNING"
+    checkpoint: object = None
+
+    def init_local_path(self) -> None:
+        Path(self.local_path).mkdir(parents=True, exist_ok=True)
 
 
 def monitor_and_trials(tmp_path: Path, n: int) -> tuple[SweepMonitor, list[Trial]]:
@@ -68,3 +73,20 @@ def test_a_half_written_last_line_is_dropped_and_a_resuming_driver_appends_after
     rows = read_trials(resumed.path)
     assert [r["iterations"] for r in rows] == [1, 1, 2]
     assert all(json.loads(line) for line in resumed.path.read_text().splitlines())  # every line whole
+
+
+def test_result_json_holds_each_iteration_once_when_a_resumed_trial_goes_back_to_an_earlier_checkpoint(tmp_path):
+    (trial,) = monitor_and_trials(tmp_path, 1)[1]
+    trial.init_local_path()
+    report = lambda it, resumed_from: {"training_iteration": it, "epoch": it, "resumed_from": resumed_from}  # noqa: E731
+    killed = ResultLog()
+    for it in (1, 2, 3):
+        killed.on_trial_result(0, [trial], trial, report(it, 0))
+    # The killed driver's saved state still had epoch 2's checkpoint: the resumed driver's trial
+    # trains epoch 3 again; and a trial restored at its end sends its last result again.
+    resumed = ResultLog()
+    resumed.on_trial_result(0, [trial], trial, report(3, 2))
+    resumed.on_trial_result(0, [trial], trial, report(3, 2))
+    resumed.on_trial_result(0, [trial], trial, report(4, 2))
+    lines = [json.loads(line) for line in (Path(trial.local_path) / "result.json").read_text().splitlines()]
+    assert [(r["epoch"], r["resumed_from"]) for r in lines] == [(1, 0), (2, 0), (3, 2), (4, 2)]

@@ -237,14 +237,38 @@ class ResultLog(JsonLoggerCallback):
 
     def log_trial_result(self, iteration: int, trial: Any, result: dict) -> None:
         """Skip a result Tune sends again: a trial that finished just before its driver was
-        killed is restored at its end and re-sends its last result, which is already logged."""
+        killed is restored at its end and re-sends its last result, which is already logged.
+
+        A result for an iteration already logged means the trial went back to an earlier
+        checkpoint (a killed driver's saved state lags the results it logged): the lines from
+        that iteration on are dropped, so the curve holds each iteration once, as last trained.
+        """
         if trial.trial_id not in self._last:
             self._last[trial.trial_id] = _last_line(Path(trial.local_path, "result.json"))
         last = self._last[trial.trial_id]
         if last is not None and _same_report(last, result):
             return
+        now, before = _iteration(result), _iteration(last or {})
+        if now is not None and before is not None and now <= before:
+            self._rewind(trial, now)
         self._last[trial.trial_id] = dict(result)
         super().log_trial_result(iteration, trial, result)
+
+    def _rewind(self, trial: Any, iteration: int) -> None:
+        """Drop the logged results from ``iteration`` on (rare: only after going back to a checkpoint)."""
+        if trial in self._trial_files:
+            self._trial_files.pop(trial).close()
+        path = Path(trial.local_path, "result.json")
+        kept = []
+        for line in path.read_text().splitlines() if path.exists() else []:
+            try:
+                logged = _iteration(json.loads(line))
+            except json.JSONDecodeError:
+                continue  # the line a killed driver was writing
+            if logged is not None and logged < iteration:
+                kept.append(line + "\n")
+        _replace(path, "".join(kept))
+        self._trial_files[trial] = path.open("at")
 
     def log_trial_end(self, trial: Any, failed: bool = False) -> None:
         """Forget the ended trial: the driver's memory stays flat over a long sweep."""
@@ -264,6 +288,11 @@ def _same_report(last: dict[str, Any], result: dict[str, Any]) -> bool:
         return False
     keys = (set(last) | set(result)) - _BOOKKEEPING
     return all(json.dumps(last.get(k), default=str) == json.dumps(result.get(k), default=str) for k in keys)
+
+
+def _iteration(result: dict[str, Any]) -> float | None:
+    value = result.get("training_iteration")
+    return value if finite_number(value) else None
 
 
 def _last_line(path: Path) -> dict[str, Any] | None:
