@@ -51,10 +51,12 @@ slots=$(awk -v g="$gpus" -v c="$cpus" 'BEGIN { print (g > 0 ? g : int(c / @CPUS_
 echo "raysweep: Ray head on $head ($head_ip:$PORT), ${#nodes[@]} node(s), $slots slot(s) each"
 
 # start_node NODE [ray start options]: one Ray node that blocks, as a background srun step.
+# No drain on SIGTERM: the step is ended after `ray stop`, when there is no GCS left to drain
+# with, and Ray would wait 30 s for it before exiting (the job's allocation with it).
 start_node() {
     local node=$1
     shift
-    srun --nodes=1 --ntasks=1 -w "$node" "$BIN/ray" start --block --disable-usage-stats \
+    RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S=0 srun --nodes=1 --ntasks=1 -w "$node" "$BIN/ray" start --block --disable-usage-stats \
         --num-cpus="$cpus" --num-gpus="$gpus" --resources="{\"raysweep_slot\": $slots}" "$@" &
 }
 

@@ -64,15 +64,17 @@ def cluster_processes(address: str) -> list[psutil.Process]:
     return list(found.values())
 
 
-def stop_cluster(address: str) -> None:
-    """End this test's cluster, and no other Ray on the machine (``ray stop`` would end them all)."""
-    victims = cluster_processes(address)
+def stop_cluster(*addresses: str) -> None:
+    """End this test's clusters, and no other Ray on the machine (``ray stop`` would end them all).
+    Several clusters end together. The GCS and the autoscaler's monitor outlive SIGTERM by 20 s
+    and more, so whatever is left after a short grace is killed: the cluster is the test's own."""
+    victims = [p for address in addresses for p in cluster_processes(address)]
     for p in victims:
         try:
             p.terminate()
         except psutil.NoSuchProcess:
             pass
-    _, alive = psutil.wait_procs(victims, timeout=15)
+    _, alive = psutil.wait_procs(victims, timeout=3)
     for p in alive:
         try:
             p.kill()

@@ -128,7 +128,7 @@ def test_one_ctrl_c_saves_the_sweep_and_resume_finishes_it(tmp_path):
     """One SIGINT mid-sweep: exit 130 with the resume hint; resume finishes the budget; every
     trial is listed once."""
     doc = SMOKE | {"parameters": {"x": {"values": [0.1, 0.2, 0.3, 0.4]}},
-                   "raysweep": {"train_loop": "train_loops.smoke:train", "base_config": {"epochs": 30, "sleep": 0.3},
+                   "raysweep": {"train_loop": "train_loops.smoke:train", "base_config": {"epochs": 10, "sleep": 0.3},
                                 "max_concurrent": 1}}  # fmt: skip
     spec = write_spec(tmp_path / "s.yaml", **doc)
     storage = tmp_path / "runs"

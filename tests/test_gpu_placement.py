@@ -20,10 +20,13 @@ pytestmark = pytest.mark.ray
 
 @pytest.fixture(scope="module")
 def fake_gpus():
-    """Start a one-node cluster advertising ``gpus`` GPUs (none exist); yields its address."""
-    started: list[str] = []
+    """A one-node cluster advertising ``gpus`` GPUs (none exist), started on first use and shared
+    by the module's tests that ask for the same one; yields its address."""
+    started: dict[tuple[int, int], str] = {}
 
     def start(gpus: int, cpus: int) -> str:
+        if (gpus, cpus) in started:
+            return started[gpus, cpus]
         port = free_port()
         ensure_ray_token()
         env = {k: v for k, v in cli_env().items() if k != "CUDA_VISIBLE_DEVICES"}
@@ -33,12 +36,11 @@ def fake_gpus():
              "--disable-usage-stats"],
             check=True, capture_output=True, cwd=ROOT, env=env,
         )  # fmt: skip
-        started.append(f"127.0.0.1:{port}")
-        return started[-1]
+        started[gpus, cpus] = f"127.0.0.1:{port}"
+        return started[gpus, cpus]
 
     yield start
-    for address in started:
-        stop_cluster(address)
+    stop_cluster(*started.values())
 
 
 def run(spec: Path, cluster: str) -> subprocess.CompletedProcess:

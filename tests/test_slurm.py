@@ -69,7 +69,7 @@ def test_script_for_two_gpu_nodes(tmp_path):
         assert expected in lines, expected
     assert f"BIN=${{RAYSWEEP_BIN:-{os.path.dirname(sys.executable)}}}" in script
     assert '--resources="{\\"raysweep_slot\\": $slots}"' in script
-    assert 'srun --nodes=1 --ntasks=1 -w "$node" "$BIN/ray" start --block' in script
+    assert 'RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S=0 srun --nodes=1 --ntasks=1 -w "$node" "$BIN/ray" start --block' in script
     assert "~/.ray/auth_token" in script and "$HOME is\n# shared" in script
 
 
@@ -163,9 +163,10 @@ def _job_env(tmp_path: Path, shims: Path) -> dict[str, str]:
 
 
 @pytest.mark.ray
-def test_sigterm_before_the_time_limit_saves_the_sweep_and_the_requeued_job_finishes_it(tmp_path):
-    """SLURM sends SIGTERM to the batch shell before the limit (--signal=B:TERM@180): the sweep
-    saves its state; the same script run again (a requeued job) continues it to the end."""
+def test_the_script_runs_the_sweep_saves_it_on_sigterm_and_the_requeued_job_finishes_it(tmp_path):
+    """The script starts Ray, runs the sweep and stops Ray. SLURM sends SIGTERM to the batch
+    shell before the limit (--signal=B:TERM@180): the sweep saves its state; the same script run
+    again (a requeued job) continues it to the end. (One test: each job starts a Ray head.)"""
     shims, storage, port = _shims(tmp_path), tmp_path / "runs", free_port()
     out = raysweep(
         "slurm", SMOKE, "--port", str(port), "-o", str(tmp_path / "job.sbatch"), "--", "--storage", str(storage),
@@ -184,33 +185,17 @@ def test_sigterm_before_the_time_limit_saves_the_sweep_and_the_requeued_job_fini
     stdout, stderr = job.communicate(timeout=180)
     assert job.returncode == 130, stdout + stderr
     assert "raysweep resume" in stderr
+    assert "raysweep: Ray head on node001" in stdout and "1 node(s), 2 slot(s) each" in stdout
+    assert "cluster: 2 CPU worker slot(s) on 1 node(s)" in stdout
+    assert _ray_processes(port) == []  # the script's `ray stop` ended the cluster it started
+    token = tmp_path / "home" / ".ray" / "auth_token"
+    assert token.stat().st_mode & 0o777 == 0o600  # the script wrote the cluster's token, private
+
     again = subprocess.run(["bash", str(tmp_path / "job.sbatch")], capture_output=True, text=True, env=env, cwd=tmp_path,
                            timeout=400)  # fmt: skip
     assert again.returncode == 0, again.stdout + again.stderr
     assert "its run dir exists; continuing it" in again.stdout
+    assert "sweep smoke finished" in again.stdout and "3 finished, 0 failed" in again.stdout
     rows = show(storage / "smoke")["trials"]
     assert sorted(t["config"]["x"] for t in rows) == [0.1, 0.3, 0.5] and all(t["status"] == "done" for t in rows), rows
     assert _ray_processes(port) == []
-
-
-@pytest.mark.ray
-def test_the_script_starts_ray_runs_the_sweep_and_stops_ray(tmp_path):
-    shims = _shims(tmp_path)
-    storage = tmp_path / "runs"
-    port = free_port()
-    out = raysweep(
-        "slurm", SMOKE, "--port", str(port), "-o", str(tmp_path / "job.sbatch"),
-        "--", "--count", "2", "--storage", str(storage), "--wandb", "disabled",
-    )  # fmt: skip
-    assert out.returncode == 0, out.stderr
-    env = _job_env(tmp_path, shims)
-    job = subprocess.run(["bash", str(tmp_path / "job.sbatch")], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=400)
-    assert job.returncode == 0, job.stdout + job.stderr
-    assert "raysweep: Ray head on node001" in job.stdout and "1 node(s), 2 slot(s) each" in job.stdout
-    assert "cluster: 2 CPU worker slot(s) on 1 node(s)" in job.stdout
-    assert "sweep smoke finished" in job.stdout and "2 finished, 0 failed" in job.stdout
-    trials = show(storage / "smoke")["trials"]
-    assert sorted(t["config"]["x"] for t in trials) == [0.1, 0.3] and all(t["status"] == "done" for t in trials)
-    assert _ray_processes(port) == []  # the script's `ray stop` ended the cluster it started
-    token = tmp_path / "home" / ".ray" / "auth_token"
-    assert token.stat().st_mode & 0o777 == 0o600  # the script wrote the cluster's token, private
