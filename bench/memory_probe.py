@@ -65,6 +65,9 @@ def main() -> None:
     run_sweep(spec, name="s", storage=workdir, wandb_mode="disabled", quiet=True)
     done.set()
     thread.join()
+    if len(samples) < 2:
+        print(f"fewer than 2 samples: the sweep ended within 2 x --every ({args.every} s); lower it")
+        return
     first = next((s for s in samples if s[2] >= args.trials // 5), samples[0])
     last = samples[-1]
     trials = max(1, last[2] - first[2])

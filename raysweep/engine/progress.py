@@ -254,7 +254,7 @@ class ResultLog(JsonLoggerCallback):
         self._last[trial.trial_id] = dict(result)
         super().log_trial_result(iteration, trial, result)
 
-    def _rewind(self, trial: Any, iteration: int) -> None:
+    def _rewind(self, trial: Any, iteration: float) -> None:
         """Drop the logged results from ``iteration`` on (rare: only after going back to a checkpoint)."""
         if trial in self._trial_files:
             self._trial_files.pop(trial).close()
