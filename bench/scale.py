@@ -21,7 +21,8 @@ from typing import Any
 
 from bench import systems
 from bench.common import RssSampler, write_result
-from raysweep.engine.progress import ResultLog, SweepMonitor
+from raysweep.engine.monitor import SweepMonitor
+from raysweep.engine.result_log import ResultLog
 
 TRIAL_S = 1.0
 SLOTS = 2

@@ -27,7 +27,7 @@ from typing import Any
 import yaml
 
 from bench.common import REPO, RssSampler, read_events
-from raysweep.engine.progress import TRIALS_FILE, read_trials
+from raysweep.runs.files import TRIALS_FILE, read_trials
 from raysweep.spec import grid_points, load_spec, trial_config
 
 
@@ -87,8 +87,9 @@ def _docs_worker(config: dict[str, Any]) -> None:
     """Every TorchTrainer worker: the same loop, reporting through ray.train."""
     from bench import loops
     from raysweep import trial
+    from raysweep.trial.backends import TrainBackend
 
-    trial.set_backend("train")  # the loop's report() goes straight to ray.train.report
+    trial.use(TrainBackend())  # the loop's report() goes straight to ray.train.report
     getattr(loops, config["loop"])(config["config"])
 
 
@@ -112,15 +113,16 @@ def _plain_trial(config: dict[str, Any], trials: list, loop: str, storage: str) 
     """(d): the loop inside the Tune trial, reporting through ray.tune."""
     from bench import loops
     from raysweep import trial
+    from raysweep.trial.backends import TuneBackend
 
-    trial.set_backend("tune")
+    trial.use(TuneBackend())
     getattr(loops, loop)(trials[config["index"]]["config"])
 
 
 @contextlib.contextmanager
 def ray_defaults() -> Iterator[None]:
     """(b) and (d) run as a user writes them, with Ray's defaults: the Ray they start must not
-    inherit what importing raysweep.engine set in this process (its Train poll interval)."""
+    inherit what importing raysweep set in this process (its Train poll interval)."""
     from raysweep.engine import TRAIN_POLL_ENV
 
     saved = os.environ.pop(TRAIN_POLL_ENV, None)

@@ -106,7 +106,7 @@ def _resume(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from raysweep.engine.results import load_results, render_csv, render_table, resolve_run_dir
+    from raysweep.runs.show import load_results, render_csv, render_table, resolve_run_dir
 
     data = load_results(resolve_run_dir(args.run, args.storage))
     if args.top:
@@ -121,8 +121,8 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from raysweep.engine.results import resolve_run_dir
-    from raysweep.sweep_report import build_report
+    from raysweep.runs.report import build_report
+    from raysweep.runs.show import resolve_run_dir
 
     run_dir = resolve_run_dir(args.run, args.storage)
     out = build_report(run_dir, args.output or run_dir / "report.html", png_dir=args.png)

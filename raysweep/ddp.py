@@ -50,9 +50,6 @@ __all__ = [
     "unwrap",
 ]
 
-IGNORED_KEYS = ("num_gpus",)  # set by the engine (the worker count); loops never read it
-
-
 # --- config ----------------------------------------------------------------------------------
 
 
@@ -61,25 +58,24 @@ def config_from_dict(cls: type, config: Mapping[str, Any] | None, where: str = "
 
     Nested dataclasses and lists of them are filled from nested dicts, each starting from
     its default. A key the dataclass lacks is a ``ValueError`` naming every such key at once
-    (a misspelt swept parameter would otherwise be silently ignored); ``num_gpus`` is allowed.
+    (a misspelt swept parameter would otherwise be silently ignored).
     """
     problems: list[str] = []
-    out = _build(cls(), dict(config or {}), where, problems, top=not where)
+    out = _build(cls(), dict(config or {}), where, problems)
     if problems:
         raise ValueError(f"{cls.__name__}: " + "; ".join(problems))
     return out
 
 
-def _build(default: Any, given: Mapping[str, Any], where: str, problems: list[str], top: bool = False) -> Any:
+def _build(default: Any, given: Mapping[str, Any], where: str, problems: list[str]) -> Any:
     names = [f.name for f in dataclasses.fields(default)]
     values: dict[str, Any] = {}
     for key, value in given.items():
         path = f"{where}{key}"
         if key not in names:
-            if not (top and key in IGNORED_KEYS):
-                close = difflib.get_close_matches(str(key), names, n=1)
-                hint = f" (did you mean {where}{close[0]}?)" if close else ""
-                problems.append(f"unknown config key {path!r}{hint}; valid keys here: {', '.join(names)}")
+            close = difflib.get_close_matches(str(key), names, n=1)
+            hint = f" (did you mean {where}{close[0]}?)" if close else ""
+            problems.append(f"unknown config key {path!r}{hint}; valid keys here: {', '.join(names)}")
             continue
         current = getattr(default, key)
         if dataclasses.is_dataclass(current) and isinstance(value, Mapping):

@@ -141,7 +141,7 @@ def start_sweep(spec: Path, cluster: str) -> subprocess.Popen:
 
 def wait_for_iterations(driver: subprocess.Popen, trials_file: Path, iterations: int, timeout: float = 240) -> None:
     """Until the sweep's first trial has reported ``iterations`` times (the driver must stay up)."""
-    from raysweep.engine.progress import read_trials
+    from raysweep.runs.files import read_trials
 
     deadline = time.time() + timeout
     while time.time() < deadline:

@@ -222,7 +222,7 @@ class _Cfg:
 
 
 def test_config_from_dict_fills_nested_dataclasses_from_their_defaults():
-    cfg = ddp.config_from_dict(_Cfg, {"lr": 0.5, "inner": {"flag": False}, "items": [{"repeat": 3}, {}], "num_gpus": 2})
+    cfg = ddp.config_from_dict(_Cfg, {"lr": 0.5, "inner": {"flag": False}, "items": [{"repeat": 3}, {}]})
     assert cfg == _Cfg(lr=0.5, inner=_Inner(1, False), items=[_Inner(3, True), _Inner(2, True)])
 
 
@@ -232,7 +232,7 @@ def test_config_from_dict_fills_nested_dataclasses_from_their_defaults():
         ({"lrr": 1}, r"unknown config key 'lrr' \(did you mean lr\?\)"),
         ({"inner": {"repeats": 2}}, r"'inner.repeats' \(did you mean inner.repeat\?\)"),
         ({"items": [{"flg": 1}]}, r"'items.0.flg' \(did you mean items.0.flag\?\)"),
-        ({"inner": {"num_gpus": 2}}, r"'inner.num_gpus'"),  # only the top level may carry it
+        ({"inner": {"num_gpus": 2}}, r"'inner.num_gpus'"),
     ],
 )
 def test_config_from_dict_names_unknown_keys(config, message):

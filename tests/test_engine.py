@@ -14,7 +14,7 @@ import yaml
 from conftest import ROOT, cli_env, raysweep, show, write_spec
 from wandb_records import run_contents
 
-from raysweep.engine.progress import TRIALS_FILE, read_trials
+from raysweep.runs.files import TRIALS_FILE, read_trials
 
 pytestmark = pytest.mark.ray
 

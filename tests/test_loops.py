@@ -101,11 +101,12 @@ def test_killed_run_resumes_exactly_where_the_uninterrupted_one_would_be(name):
 
 
 @pytest.mark.parametrize("name", LOOPS)
-def test_misspelt_config_key_is_an_error_and_num_gpus_is_not(name):
+def test_misspelt_config_key_is_an_error(name):
+    """(num_gpus never reaches a loop's config: it is the trial's world size, tests/test_spec.py.)"""
     train, tiny, _ = LOOPS[name]
     with pytest.raises(ValueError, match="unknown config key 'epochz'"):
         raysweep.run_local(train, {**tiny, "epochz": 2})
-    assert raysweep.run_local(train, {**tiny, "epochs": 1, "num_gpus": 1})
+    assert raysweep.run_local(train, {**tiny, "epochs": 1})
 
 
 def test_smoke_score_falls_towards_its_optimum_and_reports_rank():

@@ -20,9 +20,9 @@ import pytest
 from conftest import ROOT, cli_env, raysweep, show, write_spec
 from wandb_records import run_contents
 
-from raysweep.engine.program import DEFAULT_COMMAND, RankZeroMetrics, render_command
 from raysweep.errors import SpecError
 from raysweep.spec import parse_spec
+from raysweep.trial.program import DEFAULT_COMMAND, RankZeroMetrics, render_command
 
 PROGRAMS = ROOT / "tests" / "programs"
 
@@ -97,7 +97,7 @@ def test_supervisor_ends_the_whole_process_group_sigkill_after_grace(tmp_path):
         f"open({str(tmp_path / 'pid')!r}, 'w').write(str(child.pid))\n"
         "time.sleep(600)\n"
     )
-    sup = subprocess.Popen([sys.executable, "-m", "raysweep.engine.supervise", "1.5", str(os.getpid()), "--", sys.executable, str(script)])
+    sup = subprocess.Popen([sys.executable, "-m", "raysweep.trial.supervise", "1.5", str(os.getpid()), "--", sys.executable, str(script)])
     for _ in range(100):
         if (tmp_path / "pid").exists() and (tmp_path / "pid").read_text():
             break
@@ -109,7 +109,7 @@ def test_supervisor_ends_the_whole_process_group_sigkill_after_grace(tmp_path):
 
 
 def test_supervisor_passes_the_exit_code_through(tmp_path):
-    code = subprocess.call([sys.executable, "-m", "raysweep.engine.supervise", "1", str(os.getpid()), "--",
+    code = subprocess.call([sys.executable, "-m", "raysweep.trial.supervise", "1", str(os.getpid()), "--",
                             sys.executable, "-c", "raise SystemExit(3)"])  # fmt: skip
     assert code == 3
 

@@ -11,7 +11,9 @@ from pathlib import Path
 
 from conftest import write_spec
 
-from raysweep.engine.progress import ResultLog, SweepMonitor, read_trials
+from raysweep.engine.monitor import SweepMonitor
+from raysweep.engine.result_log import ResultLog
+from raysweep.runs.files import read_trials
 from raysweep.spec import load_spec
 
 

@@ -17,7 +17,7 @@ import psutil
 import pytest
 from conftest import processes, raysweep, show, start_sweep, wait_for_iterations, write_spec
 
-from raysweep.engine.progress import TRIALS_FILE, read_trials
+from raysweep.runs.files import TRIALS_FILE, read_trials
 
 pytestmark = pytest.mark.ray
 

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, raysweep, screenshot_path, show, write_spec
 
+from raysweep.runs.figures import FIGURES, figures
+from raysweep.runs.report import build_report, load_sweep
 from raysweep.spec import load_spec
-from raysweep.sweep_report import FIGURES, build_report, figures, load_sweep
 
 LOOP = "train_loops.smoke:train"
 PLOTS = [name for name, _, _ in FIGURES]

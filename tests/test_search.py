@@ -14,8 +14,8 @@ import pytest
 from conftest import write_spec
 from ray.tune.search.optuna import OptunaSearch
 
-from raysweep.engine import search
 from raysweep.errors import UserError
+from raysweep.search import searchers as search
 from raysweep.spec import load_spec, optuna_space
 
 POINTS = [1, 2, 3, 4]

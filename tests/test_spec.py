@@ -77,6 +77,23 @@ def test_nested_parameters_and_dotted_names_are_the_same_path():
     assert trial_config(dotted, config)["arch"]["stages"][1]["repeat"] in (2, 3)
 
 
+def test_num_gpus_sizes_the_trial_and_stays_out_of_the_loops_config():
+    """spec/ owns num_gpus: it is the world size (validated), not a key of the loop's config;
+    a program: script still gets it among its parameters, as under wandb agent."""
+    from raysweep.spec import trial_config
+    from raysweep.spec.space import wandb_config
+
+    spec = spec_of(parameters={"lr": {"values": [0.1]}, "num_gpus": {"values": [1, 2]}})
+    flat = {"lr": 0.1, "num_gpus": 2}
+    assert spec.world_size(flat) == 2 and isinstance(spec.world_size({"num_gpus": 2.0}), int)
+    assert trial_config(spec, flat) == {"lr": 0.1}
+    assert wandb_config(spec, flat) == {"lr": 0.1, "num_gpus": 2}
+    assert spec_of(parameters={"lr": {"values": [0.1]}}, raysweep={"num_gpus": 3}).world_size({"lr": 0.1}) == 3
+    for bad in (0, 1.5, "2", True):
+        with pytest.raises(ValueError, match="num_gpus must be a whole number >= 1"):
+            spec.world_size({"num_gpus": bad})
+
+
 def test_early_terminate_is_wandbs_hyperband_with_its_bands():
     # With max_iter W&B ignores min_iter: bands max_iter / eta^k for k = 1..s.
     spec = spec_of(parameters={"x": {"value": 1}}, early_terminate={"type": "hyperband", "min_iter": 3, "max_iter": 10, "s": 2, "eta": 3})

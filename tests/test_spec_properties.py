@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from raysweep.errors import SpecError
 from raysweep.spec import DISTRIBUTIONS, grid_points, optuna_space, parse_spec, sample_points, trial_config
-from raysweep.spec.loader import EXPONENT_LAWS
+from raysweep.spec.model import EXPONENT_LAWS
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 

@@ -18,11 +18,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from raysweep.engine.hyperband import WandbHyperband
 from raysweep.errors import SpecError
+from raysweep.search.hyperband import WandbHyperband
 from raysweep.spec import grid_points, load_spec, parse_spec
 from raysweep.spec.distributions import Param
-from raysweep.spec.loader import read_yaml
+from raysweep.spec.reading import read_yaml
 from raysweep.spec.space import wandb_config
 
 ROOT = Path(__file__).resolve().parents[1]

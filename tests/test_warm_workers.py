@@ -17,7 +17,7 @@ import psutil
 import pytest
 from conftest import ROOT, cli_env, processes, raysweep, start_sweep, wait_for_iterations, write_spec
 
-from raysweep.engine.progress import TRIALS_FILE, read_trials
+from raysweep.runs.files import TRIALS_FILE, read_trials
 
 pytestmark = pytest.mark.ray
 
@@ -135,8 +135,8 @@ def test_a_rank_whose_device_cannot_be_set_fails_its_trial_instead_of_hanging(ra
     rank's error handler, so its trial waited for a report for ever."""
     out = driver_script(ray_cluster, """
 import threading
-from raysweep.engine import gang
-from raysweep.engine.pool import Lease
+from raysweep.trial import gang
+from raysweep.trial.pool import Lease
 lease = Lease(0, [gang.DDPWorker.options(num_cpus=0).remote()])
 outcome = []
 def trial():
@@ -154,7 +154,7 @@ print("OUTCOME", bool(outcome), lease.broken, "GPU-5f3c2a" in str(outcome[0]) if
 
 def test_an_idle_worker_that_died_is_not_lent(ray_cluster):
     out = driver_script(ray_cluster, """
-from raysweep.engine.pool import WorkerPool
+from raysweep.trial.pool import WorkerPool
 node = ray.get_runtime_context().get_node_id()
 pool = WorkerPool.remote()
 ray.get(pool.start.remote(node, 2))

@@ -15,7 +15,7 @@ import re
 import shutil
 import sys
 import time
-from dataclasses import replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,24 +24,48 @@ from ray import tune
 from ray.tune.stopper import CombinedStopper
 
 from raysweep.engine import interrupt
-from raysweep.engine.cluster import Capacity, concurrency_limit, dashboard_url, start_or_connect
-from raysweep.engine.pool import start_pool
-from raysweep.engine.progress import (
-    TRIALS_FILE,
-    InitialFailureStopper,
-    ResultLog,
-    SweepMonitor,
-    TargetStopper,
-    write_json,
-)  # fmt: skip
-from raysweep.engine.rank import import_loop
-from raysweep.engine.search import build_scheduler, build_search
+from raysweep.engine.cluster import dashboard_url, start_or_connect
+from raysweep.engine.monitor import SweepMonitor
+from raysweep.engine.result_log import ResultLog
 from raysweep.engine.trainable import make_trainable
 from raysweep.engine.wandb_logging import key_configured, wandb_callback
 from raysweep.errors import UserError
+from raysweep.internals import restored_config
+from raysweep.placement import Capacity, concurrency_limit
+from raysweep.runs.files import TRIALS_FILE, write_json
+from raysweep.runs.show import resolve_run_dir
+from raysweep.search.schedulers import build_scheduler
+from raysweep.search.searchers import build_search
+from raysweep.search.stoppers import InitialFailureStopper, TargetStopper
 from raysweep.spec import SweepSpec
+from raysweep.trial.job import Sweep
+from raysweep.trial.pool import start_pool
+from raysweep.trial.rank import import_loop
 
 log = logging.getLogger("raysweep")
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """How this sweep was started (``run.json``): what ``resume`` needs besides the spec."""
+
+    name: str
+    budget: int
+    wandb: str  # offline, online or disabled
+    address: str | None = None
+    max_concurrent: int | None = None
+    quiet: bool = False
+    gpus: str | None = None  # --gpus of the embedded Ray
+    dashboard_host: str | None = None
+    workdir: str = field(default_factory=os.getcwd)  # where program: scripts are resolved and run
+    retry_failed: bool = False  # resume --retry-failed (not saved)
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if k != "retry_failed"}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RunSettings:
+        return cls(**{k: v for k, v in data.items() if k in {f.name for f in fields(cls)}})
 
 
 def _sweep_name(spec: SweepSpec, name: str | None) -> str:
@@ -114,15 +138,15 @@ def _setup_logging(run_dir: Path) -> None:
     logging.getLogger("raysweep").setLevel(logging.INFO)
 
 
-def _callbacks(spec: SweepSpec, settings: dict[str, Any], resuming: bool) -> list[Any]:
-    if settings["wandb"] == "disabled" or spec.runs_program:  # a program: script logs its own W&B run
+def _callbacks(spec: SweepSpec, settings: RunSettings, resuming: bool) -> list[Any]:
+    if settings.wandb == "disabled" or spec.runs_program:  # a program: script logs its own W&B run
         return []
     project = spec.wandb.project or "raysweep"
-    group = spec.wandb.group or settings["name"]
-    return [wandb_callback(project, spec.wandb.entity, group, settings["wandb"], resuming)]
+    group = spec.wandb.group or settings.name
+    return [wandb_callback(project, spec.wandb.entity, group, settings.wandb, resuming)]
 
 
-def _run(spec: SweepSpec, settings: dict[str, Any], run_dir: Path, restore: bool) -> int:
+def _run(spec: SweepSpec, settings: RunSettings, run_dir: Path, restore: bool) -> int:
     _setup_logging(run_dir)
     # No Tune CSV and TensorBoard loggers: a second and third copy of result.json (ResultLog)
     # written by the driver, the TensorBoard one at ~1 ms per result and ~0.9 ms per ended
@@ -130,18 +154,18 @@ def _run(spec: SweepSpec, settings: dict[str, Any], run_dir: Path, restore: bool
     # read with `raysweep show/report` and W&B.
     os.environ["TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"] = "1"
     capacity = start_or_connect(
-        settings["address"], spec.resources.use_gpu, spec.resources.cpus_per_worker,
-        gpus=settings.get("gpus"), dashboard_host=settings.get("dashboard_host"),
+        settings.address, spec.resources.use_gpu, spec.resources.cpus_per_worker,
+        gpus=settings.gpus, dashboard_host=settings.dashboard_host,
         gpus_per_worker=spec.resources.gpus_per_worker,
     )  # fmt: skip
-    budget = settings["budget"]
+    budget = settings.budget
     sizes = spec.trial_sizes
     _check_feasible(sizes, capacity)
-    limit = concurrency_limit(capacity, min(max(sizes), capacity.largest_node), settings["max_concurrent"])
+    limit = concurrency_limit(capacity, min(max(sizes), capacity.largest_node), settings.max_concurrent)
 
-    if not settings["quiet"]:
-        url = dashboard_url() if not settings["address"] else None
-        print(f"sweep {settings['name']}: {budget} trials, {spec.method} search, run dir {run_dir}")
+    if not settings.quiet:
+        url = dashboard_url() if not settings.address else None
+        print(f"sweep {settings.name}: {budget} trials, {spec.method} search, run dir {run_dir}")
         print(f"cluster: {capacity.describe()}" + (f"; Ray dashboard {url}" if url else ""))
         if not capacity.use_gpu:
             print("no GPUs: each trial's num_gpus becomes that many CPU workers, DDP over gloo")
@@ -154,19 +178,14 @@ def _run(spec: SweepSpec, settings: dict[str, Any], run_dir: Path, restore: bool
             "reserved. Start the cluster with its dashboard (the default of `ray start`)."
         )
 
-    launch = {
-        "workdir": settings.get("workdir") or os.getcwd(),
-        "wandb_mode": settings["wandb"],
-        "name": settings["name"],
-        "run_dir": str(run_dir),
-    }
     # No pool for TorchTrainer runs, nor for a program: sweep of 1-worker trials (each runs its
     # script from the Tune trial process). Started now: its workers import torch while Tune starts.
     worker_pool = None
     if spec.ddp_workers == "warm" and (max(sizes) > 1 or not spec.runs_program):
         worker_pool = start_pool(dict(zip(capacity.node_ids, capacity.slots_per_node, strict=True)))
-    trainable = make_trainable(spec, capacity, run_dir, launch, worker_pool)
-    monitor = SweepMonitor(spec, run_dir, budget, quiet=settings["quiet"])
+    sweep = Sweep(spec, capacity, str(run_dir), settings.name, settings.workdir, settings.wandb, worker_pool is not None)
+    trainable = make_trainable(sweep, worker_pool)
+    monitor = SweepMonitor(spec, run_dir, budget, quiet=settings.quiet)
     stoppers = [InitialFailureStopper(monitor, spec.max_initial_failures)]
     if spec.metric and spec.metric.target is not None:
         stoppers.append(TargetStopper(spec.metric.name, spec.metric.goal, spec.metric.target))
@@ -174,13 +193,14 @@ def _run(spec: SweepSpec, settings: dict[str, Any], run_dir: Path, restore: bool
 
     if restore:
         tuner = tune.Tuner.restore(
-            str(run_dir), trainable=trainable, resume_unfinished=True, resume_errored=bool(settings.get("retry_failed"))
+            str(run_dir), trainable=trainable, resume_unfinished=True, resume_errored=settings.retry_failed
         )
         # Tuner.restore keeps the original RunConfig and scheduler: attach this driver's
         # callbacks, and read stops from the restored scheduler.
-        tuner._local_tuner._run_config.callbacks = callbacks  # noqa: SLF001
-        tuner._local_tuner._run_config.stop = CombinedStopper(*stoppers)  # noqa: SLF001  (this driver's monitor)
-        scheduler = tuner._local_tuner._tune_config.scheduler  # noqa: SLF001
+        run_config, tune_config = restored_config(tuner)
+        run_config.callbacks = callbacks
+        run_config.stop = CombinedStopper(*stoppers)  # this driver's monitor
+        scheduler = tune_config.scheduler
     else:
         scheduler = build_scheduler(spec)
         search, param_space = build_search(spec, budget, run_dir, limit)
@@ -209,9 +229,9 @@ def _run(spec: SweepSpec, settings: dict[str, Any], run_dir: Path, restore: bool
     started = time.time()
     with interrupt.handled() as signals:
         results = tuner.fit()
-    if signals.received or _left_unfinished(results, monitor, stoppers, settings["budget"]):
+    if signals.received or _left_unfinished(results, monitor, stoppers, settings.budget):
         monitor.interrupted()
-        print(f"\nsweep {settings['name']} interrupted; its state is saved. Continue it with: raysweep resume {run_dir}",
+        print(f"\nsweep {settings.name} interrupted; its state is saved. Continue it with: raysweep resume {run_dir}",
               file=sys.stderr)  # fmt: skip
         return 130
     return _finish(spec, settings, run_dir, monitor, time.time() - started)
@@ -227,18 +247,18 @@ def _left_unfinished(results: Any, monitor: SweepMonitor, stoppers: list[Any], b
     return len(results) < budget and not any(s.stop_all() for s in stoppers)
 
 
-def _finish(spec: SweepSpec, settings: dict[str, Any], run_dir: Path, monitor: SweepMonitor, wall_s: float) -> int:
+def _finish(spec: SweepSpec, settings: RunSettings, run_dir: Path, monitor: SweepMonitor, wall_s: float) -> int:
     rows = list(monitor.rows.values())
     failed = [r for r in rows if r.get("status") == "failed"]
     ok = [r for r in rows if r.get("status") in ("done", "stopped")]
-    if not settings["quiet"]:
+    if not settings.quiet:
         print()
-    print(f"sweep {settings['name']} finished in {wall_s:.0f} s: {len(ok)} finished, {len(failed)} failed")
+    print(f"sweep {settings.name} finished in {wall_s:.0f} s: {len(ok)} finished, {len(failed)} failed")
     best = monitor.best()
     if best:
         print(f"best {spec.metric.name} = {best['metrics'][spec.metric.name]:.6g} from trial {best['trial_id']}: {best['config']}")
     print(f"results: raysweep show {run_dir}")
-    if settings["wandb"] == "offline":
+    if settings.wandb == "offline":
         print(f"W&B offline runs: wandb sync {run_dir}/*/wandb/offline-run-*")
     if monitor.initial_failures(spec.max_initial_failures):
         print(
@@ -285,22 +305,14 @@ def run_sweep(
         return resume_sweep(name, storage=storage, address=address, quiet=quiet)
     run_dir = new_run_dir(storage, name)
     mode = wandb_mode or spec.wandb.mode or ("online" if key_configured() else "offline")
-    settings = {
-        "name": name,
-        "budget": budget,
-        "address": address,
-        "max_concurrent": max_concurrent or spec.max_concurrent,
-        "wandb": mode,
-        "quiet": quiet,
-        "gpus": gpus,
-        "dashboard_host": dashboard_host,
-        "workdir": os.getcwd(),  # where program: scripts are resolved and run
-    }
+    settings = RunSettings(name=name, budget=budget, wandb=mode, address=address,
+                           max_concurrent=max_concurrent or spec.max_concurrent, quiet=quiet, gpus=gpus,
+                           dashboard_host=dashboard_host)  # fmt: skip
     created = not run_dir.exists()
     run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     run_dir.chmod(0o700)
     write_json(run_dir / "spec.json", spec.to_json())
-    write_json(run_dir / "run.json", settings)
+    write_json(run_dir / "run.json", settings.to_json())
     try:
         return _run(spec, settings, run_dir, restore=False)
     except UserError:
@@ -318,13 +330,12 @@ def resume_sweep(
 ) -> int:  # fmt: skip
     """Continue an interrupted sweep: finished and failed trials stay, unfinished ones continue
     (``retry_failed``: failed ones run again too, from their last checkpoint)."""
-    from raysweep.engine.results import resolve_run_dir
-
     run_dir = resolve_run_dir(run, storage)
     spec = SweepSpec.from_json(json.loads((run_dir / "spec.json").read_text()))
-    settings = json.loads((run_dir / "run.json").read_text()) | {"quiet": quiet, "retry_failed": retry_failed}
+    settings = RunSettings.from_json(json.loads((run_dir / "run.json").read_text()))
+    settings = replace(settings, quiet=quiet, retry_failed=retry_failed)
     if address:  # another cluster: the embedded Ray's --gpus / --dashboard-host don't apply
-        settings |= {"address": address, "gpus": None, "dashboard_host": None}
+        settings = replace(settings, address=address, gpus=None, dashboard_host=None)
     try:
         return _run(spec, settings, run_dir, restore=True)
     finally:

@@ -13,7 +13,7 @@ import numpy as np
 
 from raysweep import paths
 from raysweep.spec.distributions import Param
-from raysweep.spec.loader import SweepSpec
+from raysweep.spec.model import SIZE, SweepSpec
 
 
 def grid_point(spec: SweepSpec, index: int) -> dict[str, Any]:
@@ -48,8 +48,12 @@ def plain(value: Any) -> Any:
 
 
 def trial_config(spec: SweepSpec, flat: dict[str, Any]) -> dict[str, Any]:
-    """The nested config a train loop receives: base config with the trial's values set."""
-    return paths.apply_overrides(spec.base_config, {k: plain(v) for k, v in flat.items()})
+    """The nested config a train loop receives: base config with the trial's values set.
+
+    ``num_gpus`` is not among them: it is the trial's world size (``SweepSpec.world_size``),
+    which a loop reads from ``get_context().world_size``. (A ``program:`` script gets it, as
+    under ``wandb agent``: ``wandb_config``.)"""
+    return paths.apply_overrides(spec.base_config, {k: plain(v) for k, v in flat.items() if k != SIZE})
 
 
 def wandb_config(spec: SweepSpec, flat: dict[str, Any]) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from raysweep.spec.loader import SweepSpec
+from raysweep.spec.model import SweepSpec
 
 
 def summary_json(spec: SweepSpec, count: int | None = None) -> dict[str, Any]:

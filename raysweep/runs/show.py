@@ -9,8 +9,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from raysweep.engine.progress import TRIALS_FILE, finite_number, read_trials
 from raysweep.errors import UserError
+from raysweep.runs.files import TRIALS_FILE, finite_number, read_trials
 
 
 def resolve_run_dir(run: str | os.PathLike, storage: str | os.PathLike = "raysweep_runs") -> Path:

@@ -17,7 +17,8 @@ import threading
 import time
 from pathlib import Path
 
-WATCHDOG_FILE = "watchdog.txt"
+from raysweep.runs.files import WATCHDOG_FILE
+
 _RANKS_DIR = ".ranks"  # one small JSON per rank: its report count, so a timeout can compare ranks
 
 
@@ -126,11 +127,6 @@ def write_explanation(trial_dir: Path, text: str) -> None:
         return
     with os.fdopen(fd, "w") as f:
         f.write(text + "\n")
-
-
-def read_explanation(trial_dir: str | os.PathLike) -> str | None:
-    path = Path(trial_dir) / WATCHDOG_FILE
-    return path.read_text().strip() if path.exists() else None
 
 
 def clear(trial_dir: str | os.PathLike) -> None:

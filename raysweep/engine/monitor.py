@@ -1,4 +1,4 @@
-"""Trial bookkeeping and the live view: a Tune callback on the driver.
+"""The driver's record and live view of a sweep: a Tune callback.
 
 It keeps ``trials.jsonl`` in the run dir current (status, flat config, last metrics, workers,
 wall time, error) so ``show`` works during a sweep and after a killed driver, and it prints
@@ -13,8 +13,6 @@ compacted to one line per trial when the sweep ends and when a driver resumes it
 from __future__ import annotations
 
 import json
-import math
-import os
 import shutil
 import sys
 import time
@@ -22,47 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from ray.tune import Callback
-from ray.tune.logger import JsonLoggerCallback
-from ray.tune.stopper import Stopper
 
-from raysweep.engine.watchdog import read_explanation
+from raysweep.runs.files import STATES, TRIALS_FILE, finite_number, read_explanation, read_trials, replace_text
 from raysweep.spec import SweepSpec
 from raysweep.spec.space import plain
-
-# Not *.json: Tune copies a run dir's top-level .json files into its staging dir on restore and
-# syncs them back later, which would overwrite this file with the stale copy.
-TRIALS_FILE = "trials.jsonl"
-STATES = ("running", "pending", "done", "stopped", "failed")
-
-
-def write_json(path: Path, data: Any) -> None:
-    """Write atomically: a reader (or a killed driver) never sees half a file."""
-    _replace(path, json.dumps(data, indent=1, default=str))
-
-
-def _replace(path: Path, text: str) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
-def read_trials(path: Path) -> list[dict[str, Any]]:
-    """The rows of a run dir's trials file: each trial's last line, in the order trials first appeared."""
-    if not path.exists():
-        return []
-    rows: dict[str, dict[str, Any]] = {}
-    for line in path.read_text().splitlines():
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # blank, or the line a killed driver was writing
-        rows[row["trial_id"]] = row
-    return list(rows.values())
-
-
-def finite_number(x: Any) -> bool:
-    """A real number a metric can be ranked by (not a bool, NaN or inf)."""
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
 class SweepMonitor(Callback):
@@ -90,7 +51,7 @@ class SweepMonitor(Callback):
     def _row(self, trial: Any) -> dict[str, Any]:
         row = self.rows.setdefault(trial.trial_id, {"trial_id": trial.trial_id, "start": time.time()})
         row["config"] = {k: plain(v) for k, v in trial.config.items()}
-        row["num_workers"] = int(self.spec.trial_size(trial.config))
+        row["num_workers"] = _world_size(self.spec, trial.config)
         row["trial_dir"] = trial.path  # in the run dir (trial.local_path is Ray's session staging copy)
         return row
 
@@ -101,7 +62,7 @@ class SweepMonitor(Callback):
 
     def compact(self) -> None:
         """Rewrite the journal as one line per trial (atomically)."""
-        _replace(self.path, "".join(json.dumps(r, default=str) + "\n" for r in self.rows.values()))
+        replace_text(self.path, "".join(json.dumps(r, default=str) + "\n" for r in self.rows.values()))
 
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         row = self._row(trial)
@@ -217,128 +178,6 @@ class SweepMonitor(Callback):
         sys.stdout.flush()
 
 
-class ResultLog(JsonLoggerCallback):
-    """Tune's ``result.json`` logger, except that a trial restarted by this driver keeps its lines.
-
-    When a trial (re)starts from a checkpoint, Tune copies ``result.json`` back from storage,
-    which it syncs only every few minutes: a trial that failed and restarted from its last
-    checkpoint lost the results logged since (a gap in its learning curve). The driver's own
-    copy is never older than storage's, so it is kept whenever there is one.
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._last: dict[str, dict[str, Any] | None] = {}
-
-    def _restore_from_remote(self, file_name: str, trial: Any) -> None:
-        local = Path(trial.local_path, file_name)
-        if not (local.exists() and local.stat().st_size > 0):
-            super()._restore_from_remote(file_name, trial)
-
-    def log_trial_result(self, iteration: int, trial: Any, result: dict) -> None:
-        """Skip a result Tune sends again: a trial that finished just before its driver was
-        killed is restored at its end and re-sends its last result, which is already logged.
-
-        A result for an iteration already logged means the trial went back to an earlier
-        checkpoint (a killed driver's saved state lags the results it logged): the lines from
-        that iteration on are dropped, so the curve holds each iteration once, as last trained.
-        """
-        if trial.trial_id not in self._last:
-            self._last[trial.trial_id] = _last_line(Path(trial.local_path, "result.json"))
-        last = self._last[trial.trial_id]
-        if last is not None and _same_report(last, result):
-            return
-        now, before = _iteration(result), _iteration(last or {})
-        if now is not None and before is not None and now <= before:
-            self._rewind(trial, now)
-        self._last[trial.trial_id] = dict(result)
-        super().log_trial_result(iteration, trial, result)
-
-    def _rewind(self, trial: Any, iteration: float) -> None:
-        """Drop the logged results from ``iteration`` on (rare: only after going back to a checkpoint)."""
-        if trial in self._trial_files:
-            self._trial_files.pop(trial).close()
-        path = Path(trial.local_path, "result.json")
-        kept = []
-        for line in path.read_text().splitlines() if path.exists() else []:
-            try:
-                logged = _iteration(json.loads(line))
-            except json.JSONDecodeError:
-                continue  # the line a killed driver was writing
-            if logged is not None and logged < iteration:
-                kept.append(line + "\n")
-        _replace(path, "".join(kept))
-        self._trial_files[trial] = path.open("at")
-
-    def log_trial_end(self, trial: Any, failed: bool = False) -> None:
-        """Forget the ended trial: the driver's memory stays flat over a long sweep."""
-        super().log_trial_end(trial, failed)
-        self._last.pop(trial.trial_id, None)
-        self._trial_configs.pop(trial, None)
-
-
-# Keys Tune fills in itself, which differ when it sends a result again.
-_BOOKKEEPING = {"timestamp", "date", "time_since_restore", "iterations_since_restore", "time_this_iter_s", "time_total_s",
-                "pid", "hostname", "node_ip", "done", "checkpoint_dir_name", "config", "should_checkpoint"}  # fmt: skip
-
-
-def _same_report(last: dict[str, Any], result: dict[str, Any]) -> bool:
-    """The same iteration with the same reported values: a re-sent result, not a new one."""
-    if last.get("training_iteration") != result.get("training_iteration"):
-        return False
-    keys = (set(last) | set(result)) - _BOOKKEEPING
-    return all(json.dumps(last.get(k), default=str) == json.dumps(result.get(k), default=str) for k in keys)
-
-
-def _iteration(result: dict[str, Any]) -> float | None:
-    value = result.get("training_iteration")
-    return value if finite_number(value) else None
-
-
-def _last_line(path: Path) -> dict[str, Any] | None:
-    """The last result a trial's ``result.json`` holds (read from its end), or None."""
-    if not path.exists() or path.stat().st_size == 0:
-        return None
-    with open(path, "rb") as f:
-        f.seek(max(0, path.stat().st_size - 65536))
-        lines = [ln for ln in f.read().splitlines() if ln.strip()]
-    try:
-        return json.loads(lines[-1]) if lines else None
-    except json.JSONDecodeError:
-        return None
-
-
-class TargetStopper(Stopper):
-    """End the sweep once any trial reaches ``metric.target``."""
-
-    def __init__(self, metric: str, goal: str, target: float):
-        self.metric, self.goal, self.target = metric, goal, target
-        self.reached = False
-
-    def __call__(self, trial_id: str, result: dict) -> bool:
-        value = result.get(self.metric)
-        if finite_number(value) and (value >= self.target if self.goal == "maximize" else value <= self.target):
-            self.reached = True
-        return False
-
-    def stop_all(self) -> bool:
-        return self.reached
-
-
-class InitialFailureStopper(Stopper):
-    """End the sweep when its first ``limit`` trials all failed: a script that fails on import
-    would otherwise fail every trial of the budget (W&B's agent stops after 5)."""
-
-    def __init__(self, monitor: SweepMonitor, limit: int):
-        self.monitor, self.limit = monitor, limit
-
-    def __call__(self, trial_id: str, result: dict) -> bool:
-        return False
-
-    def stop_all(self) -> bool:
-        return self.monitor.initial_failures(self.limit)
-
-
 def _better(value: float, than: float, goal: str) -> bool:
     return value > than if goal == "maximize" else value < than
 
@@ -368,3 +207,10 @@ def _short(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
     return str(value)
+
+
+def _world_size(spec: SweepSpec, config: dict[str, Any]) -> int | None:
+    try:
+        return spec.world_size(config)
+    except ValueError:  # the trial fails with the explanation
+        return None

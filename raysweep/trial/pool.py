@@ -8,7 +8,7 @@ when it ends: 1-worker and 2-worker trials run on the same processes, and a tria
 waits for no process to start.
 
 Resources stay with Tune: a trial's placement group holds its CPUs/GPUs and worker slots (the
-admission control of ``cluster.py``); the workers hold none of their own, and compute only
+admission control of ``placement.py``); the workers hold none of their own, and compute only
 while lent to a trial that holds them. The pool is an actor of the driver, on its node, so it
 and its workers end with the sweep. A worker whose trial failed, or whose borrower ended
 without giving it back (that trial's placement group is gone), is ended rather than lent
@@ -25,7 +25,7 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from raysweep.engine.gang import DDPWorker
+from raysweep.trial.gang import DDPWorker
 
 POOL_RESTART_WAIT_S = 120.0
 

@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from raysweep.spec.space import plain
-from raysweep.trial import METRIC_ENV, METRICS_FILE_ENV, MetricError, check_metric
+from raysweep.trial.backends import METRIC_ENV, METRICS_FILE_ENV, MetricError, check_metric
+from raysweep.trial.job import TrialJob
 
 DEFAULT_COMMAND = ("${env}", "${interpreter}", "${program}", "${args}")
 GRACE_S = 10.0  # SIGTERM, then SIGKILL this much later (W&B's agent waits 30 s)
@@ -84,9 +85,9 @@ def write_param_files(trial_dir: Path, trial_id: str, params: Mapping[str, Any])
     return yaml_path, json_path
 
 
-def script_env(job: Mapping[str, Any], rank: int, local_rank: int, world_size: int, master: tuple[str, int]) -> dict[str, str]:
+def script_env(job: TrialJob, rank: int, local_rank: int, master: tuple[str, int], visible_devices: str | None = None) -> dict[str, str]:
     """torchrun's variables, W&B's sweep variables, and where metrics go."""
-    trial_dir = Path(job["trial_dir"])
+    trial_dir, launch, world_size = Path(job.trial_dir), job.program, job.world_size
     hook = str(Path(__file__).with_name("program_hook"))
     pythonpath = os.pathsep.join(p for p in (hook, os.environ.get("PYTHONPATH")) if p)
     env = dict(os.environ) | {
@@ -99,24 +100,24 @@ def script_env(job: Mapping[str, Any], rank: int, local_rank: int, world_size: i
         "MASTER_PORT": str(master[1]),
         "PYTHONPATH": pythonpath,
         "PYTHONUNBUFFERED": "1",
-        METRICS_FILE_ENV: str(metrics_file(trial_dir, job["attempt"], rank)),
-        METRIC_ENV: job["metric"] or "",
-        "WANDB_SWEEP_PARAM_PATH": job["param_file"],
+        METRICS_FILE_ENV: str(metrics_file(trial_dir, job.attempt, rank)),
+        METRIC_ENV: job.metric or "",
+        "WANDB_SWEEP_PARAM_PATH": launch.param_file,
         "WANDB_RESUME": "allow",  # a restarted trial continues its W&B run
-        "WANDB_RUN_GROUP": job["group"],
-        "WANDB_SWEEP_ID": job["sweep_id"],  # what wandb.run.sweep_id reads, as under wandb agent
-        "WANDB_PROJECT": job["project"],
+        "WANDB_RUN_GROUP": launch.group,
+        "WANDB_SWEEP_ID": launch.sweep_id,  # what wandb.run.sweep_id reads, as under wandb agent
+        "WANDB_PROJECT": launch.project,
         "WANDB_DIR": str(trial_dir),
-        "WANDB_MODE": job["wandb_mode"],
+        "WANDB_MODE": launch.wandb_mode,
     }
-    if job.get("visible_devices"):  # a warm worker sees every GPU of its node
-        env["CUDA_VISIBLE_DEVICES"] = job["visible_devices"]
+    if visible_devices:  # a warm worker sees every GPU of its node
+        env["CUDA_VISIBLE_DEVICES"] = visible_devices
     if rank == 0:  # the trial's W&B run; other ranks that call wandb.init get runs of their own in the group
-        env["WANDB_RUN_ID"] = job["trial_id"]
+        env["WANDB_RUN_ID"] = job.trial_id
     else:
         env.pop("WANDB_RUN_ID", None)
-    if job.get("entity"):
-        env["WANDB_ENTITY"] = job["entity"]
+    if launch.entity:
+        env["WANDB_ENTITY"] = launch.entity
     return env
 
 
@@ -174,38 +175,38 @@ def _exit_text(code: int) -> str:
 
 
 def run_program(
-    job: Mapping[str, Any],
+    job: TrialJob,
     rank: int,
     local_rank: int,
-    world_size: int,
     master: tuple[str, int],
     report: Callable[[dict[str, Any]], None],
+    visible_devices: str | None = None,
 ) -> None:
     """Run the script as one rank of the trial and report rank 0's metrics until it ends."""
-    trial_dir = Path(job["trial_dir"])
-    argv = render_command(job["command"], job["program"], job["params"], job["args_json_file"])
-    env = script_env(job, rank, local_rank, world_size, master)
-    metrics_file(trial_dir, job["attempt"], rank).parent.mkdir(parents=True, exist_ok=True)
+    trial_dir, launch, world_size, metric = Path(job.trial_dir), job.program, job.world_size, job.metric
+    argv = render_command(launch.command, launch.program, launch.params, launch.args_json_file)
+    env = script_env(job, rank, local_rank, master, visible_devices)
+    metrics_file(trial_dir, job.attempt, rank).parent.mkdir(parents=True, exist_ok=True)
     stderr_path = trial_dir / f"stderr.rank{rank}.log"
     with open(trial_dir / f"stdout.rank{rank}.log", "ab") as out, open(stderr_path, "ab") as err:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "raysweep.engine.supervise", str(GRACE_S), str(os.getpid()), "--", *argv],
-            cwd=job["workdir"], env=env, stdout=out, stderr=err,
+            [sys.executable, "-m", "raysweep.trial.supervise", str(GRACE_S), str(os.getpid()), "--", *argv],
+            cwd=launch.workdir, env=env, stdout=out, stderr=err,
         )  # fmt: skip
-    metrics = RankZeroMetrics(metrics_file(trial_dir, job["attempt"], 0), job["metric"])
-    timeout = job.get("report_timeout_s")
+    metrics = RankZeroMetrics(metrics_file(trial_dir, job.attempt, 0), metric)
+    timeout = job.report_timeout_s
     last_progress = time.monotonic()
     code: int | None = None
     try:
         while True:
             code = proc.poll() if code is None else code
             for m in metrics.new_reports():
-                check_metric(m, job["metric"])
+                check_metric(m, metric)
                 report(m)
                 last_progress = time.monotonic()
             if code is not None and code != 0:
                 raise ProgramFailed(
-                    f"program {job['program'] or job['command'][0]} {_exit_text(code)} on rank {rank} of {world_size}; "
+                    f"program {launch.label} {_exit_text(code)} on rank {rank} of {world_size}; "
                     f"the end of its stderr ({stderr_path}):\n{_tail(stderr_path)}"
                 )
             if rank == 0 and code is not None:
@@ -214,7 +215,7 @@ def run_program(
                 break  # rank 0's script ended: so does this rank, whatever its script does
             if timeout and time.monotonic() - last_progress > timeout:
                 raise ProgramHung(
-                    f"watchdog: program {job['program'] or job['command'][0]} logged no {job['metric'] or 'metric'} for {timeout:g} s "
+                    f"watchdog: program {launch.label} logged no {metric or 'metric'} for {timeout:g} s "
                     f"(report_timeout_s) after {metrics.reports} report(s) on rank {rank} of {world_size}; "
                     f"the trial was ended as hung. The end of its stderr ({stderr_path}):\n{_tail(stderr_path)}"
                 )
@@ -229,9 +230,9 @@ def run_program(
         if rank == 0:
             with open(metrics.path, "a") as f:
                 f.write(json.dumps({"end": code if code is not None else -1}) + "\n")
-    if rank == 0 and job["metric"] and metrics.reports == 0:
+    if rank == 0 and metric and metrics.reports == 0:
         logged = ", ".join(sorted(metrics.seen_keys)) or "nothing"
         raise MetricError(
-            f"program {job['program'] or job['command'][0]} finished without logging the sweep's metric {job['metric']!r} "
+            f"program {launch.label} finished without logging the sweep's metric {metric!r} "
             f"(metric.name in the spec) with wandb.log or raysweep.report; it logged: {logged}"
         )

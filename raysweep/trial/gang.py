@@ -13,24 +13,22 @@ breaks the whole lease (its peers may be stuck in one), and the pool ends those 
 from __future__ import annotations
 
 import importlib
-import math
-import numbers
 import os
 import pickle
 import queue
 import threading
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import ray
 
-from raysweep.engine.rank import free_port
-from raysweep.engine.watchdog import ended_early_text
+from raysweep.trial.rank import free_port, mean_over_ranks
+from raysweep.trial.watchdog import ended_early_text
 
 if TYPE_CHECKING:
-    from raysweep.engine.pool import Lease
+    from raysweep.trial.pool import Lease
 
 STOP_GRACE_S = 20.0  # a stopped loop unwinds from its report; longer means it is stuck: end the group
 GROUP_TIMEOUT = timedelta(minutes=30)  # torch.distributed's default for a collective
@@ -47,21 +45,8 @@ class RankReports(RuntimeError):
     """Ranks of one trial reported a different number of times."""
 
 
-def mean_over_ranks(metrics: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """One report from every rank's: numeric metrics averaged, the rest from rank 0."""
-    keys = [sorted(m) for m in metrics]
-    if any(k != keys[0] for k in keys):
-        detail = "; ".join(f"rank {r}: {', '.join(k)}" for r, k in enumerate(keys))
-        raise ValueError(f"ranks reported different metric names in the same report ({detail})")
-    merged = dict(metrics[0])
-    for key in merged:
-        if all(isinstance(m[key], numbers.Real) and not isinstance(m[key], bool) for m in metrics):
-            merged[key] = math.fsum(float(m[key]) for m in metrics) / len(metrics)
-    return merged
-
-
 class RankLink:
-    """The worker side of the round trip, handed to ``raysweep.trial`` as the "gang" backend."""
+    """The worker side of the round trip (the loop's "gang" backend reports through it)."""
 
     def __init__(self, rank: int, world_size: int, device: str, gpus: list[str] | None, checkpoint_dir: str | None,
                  outbox: queue.Queue, inbox: queue.Queue):  # fmt: skip
@@ -176,10 +161,10 @@ def run(
     checkpoint_dir: str | None,
     gpus: list[str] | None,
     threads: int,
-    on_report: Callable[[list[dict[str, Any]], str | None], None],
+    on_report: Callable[[dict[str, Any], str | None], None],
 ) -> None:
     """Run one trial on the lease's workers (rank r on the r-th, with ``gpus[r]`` if any);
-    ``on_report(metrics per rank, checkpoint dir)`` per report."""
+    ``on_report(mean over ranks, checkpoint dir)`` per report."""
     workers, size = lease.workers, len(lease.workers)
     stopping = False
     try:
@@ -195,7 +180,7 @@ def run(
             if "done" in kinds:
                 raise RankReports(ended_early_text([r for r, k in enumerate(kinds) if k == "done"], size, reports))
             try:
-                on_report([item[1] for item in items], next((item[2] for item in items if item[2]), None))
+                on_report(mean_over_ranks([item[1] for item in items]), next((item[2] for item in items if item[2]), None))
             except BaseException:  # stopped by the scheduler, or a report Tune refused
                 stopping = True
                 _stop(lease, runs)

@@ -1,4 +1,4 @@
-"""Searchers and schedulers, chosen from the spec by name (Ray Tune's and Optuna's own objects)."""
+"""Searchers, chosen from the spec's ``method`` (Ray Tune's and Optuna's own objects)."""
 
 from __future__ import annotations
 
@@ -8,16 +8,15 @@ from typing import Any
 
 from optuna.samplers import RandomSampler
 from optuna.trial import TrialState
-from ray.tune.schedulers import ASHAScheduler, FIFOScheduler, HyperBandScheduler, TrialScheduler
 from ray.tune.search import ConcurrencyLimiter, Searcher
 from ray.tune.search.basic_variant import BasicVariantGenerator
 from ray.tune.search.optuna import OptunaSearch
 
-from raysweep.engine.hyperband import WandbHyperband
+from raysweep.internals import optuna_study, optuna_trials
+from raysweep.runs.files import OPTUNA_JOURNAL
 from raysweep.spec import SweepSpec, optuna_space, tune_param_space
 from raysweep.spec.space import grid_point
 
-OPTUNA_JOURNAL = "optuna.journal"
 TPE_REDRAWS = 3  # TPE's repeats in a row before a random configuration is drawn instead
 MAX_REDRAWS = 20  # repeats in a row before one runs after all (the space is all but used up)
 
@@ -82,20 +81,20 @@ class DistinctOptunaSearch(OptunaSearch):
     def suggest(self, trial_id: str) -> dict | None:
         config = super().suggest(trial_id)
         for attempt in range(MAX_REDRAWS):
-            ot_trial = self._ot_trials[trial_id]
-            live = {t.number for t in self._ot_trials.values()}  # RUNNING trials of this driver's Tune trials
-            twin = _twin(self._ot_study, ot_trial, live)
+            ot_trial = optuna_trials(self)[trial_id]
+            live = {t.number for t in optuna_trials(self).values()}  # RUNNING trials of this driver's Tune trials
+            twin = _twin(optuna_study(self), ot_trial, live)
             if twin is None:
                 break
             ot_trial.set_user_attr("raysweep_repeat_of", twin)
-            self._ot_study.tell(self._ot_trials.pop(trial_id), state=TrialState.FAIL)
+            optuna_study(self).tell(optuna_trials(self).pop(trial_id), state=TrialState.FAIL)
             config = self._redraw(trial_id, explore=attempt + 1 >= TPE_REDRAWS)
         return config
 
     def _redraw(self, trial_id: str, explore: bool) -> dict | None:
         if not explore:
             return super().suggest(trial_id)
-        study = self._ot_study
+        study = optuna_study(self)
         model, study.sampler = study.sampler, self._explorer
         try:
             return super().suggest(trial_id)
@@ -143,48 +142,3 @@ SEARCHERS = {"grid": _grid, "random": _random, "bayes": _bayes}
 def build_search(spec: SweepSpec, budget: int, run_dir: Path, max_concurrent: int | None = None) -> tuple[Any, dict]:
     """The Tune search algorithm, limited to ``max_concurrent`` trials at once, and its param_space."""
     return SEARCHERS[spec.method](spec, budget, run_dir, max_concurrent)
-
-
-class StopRecorder:
-    """Mixed into a Tune scheduler: remembers the trials it stopped, so ``show`` can tell
-    a trial stopped early from one that ran to its end (Tune marks both TERMINATED)."""
-
-    def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        self.stopped: set[str] = set()
-        self.max_t = kwargs["max_t"]
-
-    def on_trial_result(self, tune_controller: Any, trial: Any, result: dict) -> str:
-        decision = super().on_trial_result(tune_controller, trial, result)
-        # At max_t the scheduler says STOP too: that trial ran its course.
-        if decision == TrialScheduler.STOP and result.get("training_iteration", 0) < self.max_t:
-            self.stopped.add(trial.trial_id)
-        return decision
-
-
-class RecordingASHA(StopRecorder, ASHAScheduler):
-    pass
-
-
-class RecordingHyperBand(StopRecorder, HyperBandScheduler):
-    pass
-
-
-SCHEDULERS = {
-    "asha": lambda s: RecordingASHA(
-        time_attr="training_iteration", grace_period=s.grace_period, max_t=s.max_t, reduction_factor=s.reduction_factor
-    ),
-    "hyperband": lambda s: RecordingHyperBand(
-        time_attr="training_iteration", max_t=s.max_t, reduction_factor=s.reduction_factor
-    ),
-}
-
-
-SCHEDULERS["wandb_hyperband"] = lambda s: WandbHyperband(bands=s.bands, eta=s.reduction_factor, strict=s.strict)
-
-
-def build_scheduler(spec: SweepSpec) -> Any:
-    """One report is one iteration; FIFO when the spec asks for no early stopping."""
-    if spec.scheduler is None:
-        return FIFOScheduler()
-    return SCHEDULERS[spec.scheduler.type](spec.scheduler)

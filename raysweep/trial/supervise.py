@@ -1,4 +1,4 @@
-"""``python -m raysweep.engine.supervise GRACE_S PARENT_PID -- COMMAND...``
+"""``python -m raysweep.trial.supervise GRACE_S PARENT_PID -- COMMAND...``
 
 Runs a ``program:`` script in its own process group, and ends the whole group (the script,
 its data-loader workers, anything it spawned) when told to: SIGTERM first, SIGKILL after
@@ -45,7 +45,7 @@ def _end_group(pgid: int, child: subprocess.Popen, grace_s: float) -> None:
 def main(argv: list[str]) -> int:
     grace_s, parent_pid, sep, *command = argv
     if sep != "--" or not command:
-        print("usage: python -m raysweep.engine.supervise GRACE_S PARENT_PID -- COMMAND...", file=sys.stderr)
+        print("usage: python -m raysweep.trial.supervise GRACE_S PARENT_PID -- COMMAND...", file=sys.stderr)
         return 2
     child = subprocess.Popen(command, start_new_session=True)
 

@@ -1,0 +1,74 @@
+"""The run dir's files, read and written without Ray: what ``show``, ``report`` and a resumed
+driver read back of a sweep.
+
+``<storage>/<name>/`` holds ``spec.json`` (the resolved spec), ``run.json`` (the command's
+settings), ``trials.jsonl`` (one row per trial, a journal), the Optuna journal for bayes, and a
+dir per trial with its ``result.json`` (one line per report), checkpoints, W&B offline run and,
+for a trial the watchdog ended, ``watchdog.txt``. Tune's own experiment state sits beside them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+# Not *.json: Tune copies a run dir's top-level .json files into its staging dir on restore and
+# syncs them back later, which would overwrite this file with the stale copy.
+TRIALS_FILE = "trials.jsonl"
+RESULTS_FILE = "result.json"  # a trial's reports, one JSON line each (Tune's name)
+OPTUNA_JOURNAL = "optuna.journal"
+WATCHDOG_FILE = "watchdog.txt"  # why the watchdog ended a trial, in its dir
+STATES = ("running", "pending", "done", "stopped", "failed")
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Write atomically: a reader (or a killed driver) never sees half a file."""
+    replace_text(path, json.dumps(data, indent=1, default=str))
+
+
+def replace_text(path: Path, text: str) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def read_trials(path: Path) -> list[dict[str, Any]]:
+    """The rows of a run dir's trials file: each trial's last line, in the order trials first appeared."""
+    if not path.exists():
+        return []
+    rows: dict[str, dict[str, Any]] = {}
+    for line in path.read_text().splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # blank, or the line a killed driver was writing
+        rows[row["trial_id"]] = row
+    return list(rows.values())
+
+
+def read_results(trial_dir: str | os.PathLike | None) -> list[dict[str, Any]]:
+    """A trial's reports from its ``result.json``, oldest first (none for an unknown dir)."""
+    path = Path(trial_dir or "") / RESULTS_FILE
+    if not trial_dir or not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:  # a line being written while the sweep runs
+            continue
+    return out
+
+
+def finite_number(x: Any) -> bool:
+    """A real number a metric can be ranked by (not a bool, NaN or inf)."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def read_explanation(trial_dir: str | os.PathLike) -> str | None:
+    """The watchdog's explanation of a hung trial, if it ended one."""
+    path = Path(trial_dir) / WATCHDOG_FILE
+    return path.read_text().strip() if path.exists() else None

@@ -1,0 +1,43 @@
+"""Stoppers of a whole sweep: a metric target reached, or the first trials all failed."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ray.tune.stopper import Stopper
+
+from raysweep.runs.files import finite_number
+
+if TYPE_CHECKING:
+    from raysweep.engine.monitor import SweepMonitor
+
+
+class TargetStopper(Stopper):
+    """End the sweep once any trial reaches ``metric.target``."""
+
+    def __init__(self, metric: str, goal: str, target: float):
+        self.metric, self.goal, self.target = metric, goal, target
+        self.reached = False
+
+    def __call__(self, trial_id: str, result: dict) -> bool:
+        value = result.get(self.metric)
+        if finite_number(value) and (value >= self.target if self.goal == "maximize" else value <= self.target):
+            self.reached = True
+        return False
+
+    def stop_all(self) -> bool:
+        return self.reached
+
+
+class InitialFailureStopper(Stopper):
+    """End the sweep when its first ``limit`` trials all failed: a script that fails on import
+    would otherwise fail every trial of the budget (W&B's agent stops after 5)."""
+
+    def __init__(self, monitor: SweepMonitor, limit: int):
+        self.monitor, self.limit = monitor, limit
+
+    def __call__(self, trial_id: str, result: dict) -> bool:
+        return False
+
+    def stop_all(self) -> bool:
+        return self.monitor.initial_failures(self.limit)

@@ -1,0 +1,219 @@
+"""The sweep spec as data: a frozen ``SweepSpec`` and its parts, what every later layer reads.
+
+Built only by ``parse.parse_spec`` (every value checked) or ``SweepSpec.from_json`` (a run dir's
+record). What a value *means* lives here too: a trial's DDP world size from ``num_gpus``, the
+sweep's trial budget, the bands and rungs of its early stopping.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from raysweep.spec.distributions import Param
+
+METHODS = ("grid", "random", "bayes")
+
+EXPONENT_LAWS = ("log_uniform", "inv_log_uniform", "q_log_uniform")  # W&B refuses them: min/max read as exponents
+
+GOALS = ("minimize", "maximize")
+
+SCHEDULERS = ("asha", "hyperband", "fifo")
+
+WANDB_MODES = ("offline", "online", "disabled")
+
+USE_GPU = ("auto", True, False)
+
+DDP_WORKERS = ("warm", "torchtrainer")
+
+SIZE = "num_gpus"  # the parameter (or raysweep key) that sizes a trial's DDP world
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    goal: str = "minimize"
+    target: float | None = None
+
+    @property
+    def mode(self) -> str:
+        """Ray Tune's and Optuna's word for the goal."""
+        return "min" if self.goal == "minimize" else "max"
+
+
+@dataclass(frozen=True)
+class Scheduler:
+    """An early-stopping scheduler; ``rungs`` are the iterations where trials are compared.
+
+    ``wandb_hyperband`` is ``early_terminate: hyperband`` with W&B's own rule (``bands``, no
+    iteration cap); ``asha`` and ``hyperband`` are Ray's schedulers, chosen in ``raysweep.scheduler``.
+    """
+
+    type: str
+    grace_period: int | None = None
+    max_t: int | None = None
+    reduction_factor: float = 3
+    bands: tuple[int, ...] = ()  # wandb_hyperband: the iterations W&B compares runs at
+    strict: bool = True  # wandb_hyperband: compare the band's value (W&B's default), else the run's best
+
+    @property
+    def rungs(self) -> list[int]:
+        if self.type == "wandb_hyperband":
+            return [b for b in self.bands if b <= MAX_SHOWN_BAND]
+        rf = self.reduction_factor
+        if self.type == "asha":  # as Ray's ASHAScheduler places them
+            count = int(math.log(self.max_t / self.grace_period) / math.log(rf) + 1)
+            return [int(self.grace_period * rf**k) for k in range(count)]
+        s_max = int(math.log(self.max_t) / math.log(rf) + 1e-9)
+        return sorted({max(1, int(self.max_t / rf**k)) for k in range(1, s_max + 1)})
+
+
+MAX_SHOWN_BAND = 10**6  # W&B's min_iter bands go on for 100 multiples of eta; show the reachable ones
+
+
+def wandb_bands(min_iter: int | None, max_iter: int | None, s: int | None, eta: float) -> list[int]:
+    """W&B's hyperband bands (sweeps' ``hyperband_stop_runs``): ``max_iter / eta^k`` for k = 1..s
+    when ``max_iter`` is given (``min_iter`` is then ignored), else ``min_iter * eta^k``, unbounded."""
+    bands: list[int] = []
+    if max_iter is not None:
+        band: float = max_iter
+        for _ in range(int(s or 0)):
+            band /= eta
+            if band < 1:
+                break
+            bands.append(int(band))
+        return sorted(bands)
+    band = min_iter or 1
+    for _ in range(100):
+        bands.append(int(band))
+        band *= eta
+    return bands
+
+
+@dataclass(frozen=True)
+class Resources:
+    cpus_per_worker: float = 1.0
+    use_gpu: str | bool = "auto"
+    gpus_per_worker: float = 1.0  # < 1 packs that many 1-worker trials onto one GPU (0.25: four)
+
+
+@dataclass(frozen=True)
+class Searcher:
+    """Optuna TPE settings for ``method: bayes``."""
+
+    n_startup_trials: int = 10
+    constant_liar: bool = True
+    skip_duplicates: bool = True  # never run a configuration again once it has a result (engine/search.py)
+
+
+@dataclass(frozen=True)
+class WandbSettings:
+    project: str | None = None
+    entity: str | None = None
+    group: str | None = None
+    mode: str | None = None  # None: offline unless an API key is configured
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    method: str
+    parameters: tuple[Param, ...]
+    metric: Metric | None = None
+    scheduler: Scheduler | None = None
+    name: str | None = None
+    description: str | None = None
+    train_loop: str | None = None
+    program: str | None = None
+    command: tuple[str, ...] | None = None
+    base_config: dict = field(default_factory=dict)
+    num_gpus: int | None = None  # raysweep.num_gpus: every trial's size, not passed to the script
+    run_cap: int | None = None
+    max_concurrent: int | None = None
+    max_failures: int = 0
+    max_initial_failures: int = 5  # the sweep stops when its first this many trials all fail (W&B's agent: 5)
+    report_timeout_s: float | None = None
+    reuse_actors: bool = True  # trials of one size run one after another in one Tune actor process
+    ddp_workers: str = "warm"  # 2+ workers: warm DDP workers kept across trials, or a TorchTrainer run per trial
+    seed: int = 0
+    resources: Resources = Resources()
+    searcher: Searcher = Searcher()
+    wandb: WandbSettings = WandbSettings()
+    source: str | None = None
+    notes: tuple[str, ...] = ()  # one-line notes for the user (deprecated spellings, ignored keys)
+
+    @property
+    def runs_program(self) -> bool:
+        """Trials run W&B's ``program:`` script or ``command:`` (a ``train_loop`` takes precedence)."""
+        return self.train_loop is None
+
+    @property
+    def command_uses_program(self) -> bool:
+        return self.command is None or any("${program}" in c for c in self.command)
+
+    def param(self, name: str) -> Param | None:
+        return next((p for p in self.parameters if p.name == name), None)
+
+    def world_size(self, flat_config: Mapping[str, Any]) -> int:
+        """A trial's DDP world size: its ``num_gpus`` parameter, else ``raysweep.num_gpus``, else 1.
+
+        The one place ``num_gpus`` becomes a number of workers. A spec's own values are checked
+        when it is read; a value from elsewhere (a resumed run's config) that is not a whole
+        number >= 1 is a ``ValueError`` the trial fails with.
+        """
+        value = flat_config.get(SIZE, self.num_gpus or 1)
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or value < 1 or value != int(value):
+            raise ValueError(f"num_gpus must be a whole number >= 1, got {value!r}")
+        return int(value)
+
+    @property
+    def trial_sizes(self) -> set[int]:
+        """Every size a trial of this sweep can ask for."""
+        return trial_sizes(self.param(SIZE), self.num_gpus)
+
+    @property
+    def grid_size(self) -> int | None:
+        """W&B's grid size: distinct values per parameter, multiplied (never materialised)."""
+        if self.method != "grid":
+            return None
+        return math.prod(len(p.grid_values()) for p in self.parameters)
+
+    def trial_budget(self, count: int | None = None) -> int | None:
+        """``--count``, else ``run_cap``, else the grid size; None when unbounded."""
+        return count or self.run_cap or self.grid_size
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["parameters"] = {p.name: p.to_json() for p in self.parameters}
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> SweepSpec:
+        """Rebuild the spec a run dir recorded (``resume`` uses this)."""
+        data = dict(data)
+        params = tuple(
+            Param(name=n, **{k: tuple(v) if isinstance(v, list) and k in ("values", "probabilities", "nest") else v for k, v in d.items()})
+            for n, d in data.pop("parameters").items()
+        )
+        nested = {"metric": Metric, "scheduler": Scheduler, "resources": Resources, "searcher": Searcher, "wandb": WandbSettings}
+        for key, kind in nested.items():
+            if data.get(key) is not None:
+                data[key] = kind(**{k: tuple(v) if isinstance(v, list) else v for k, v in data[key].items()})
+        for key in ("command", "notes"):
+            if data.get(key) is not None:
+                data[key] = tuple(data[key])
+        return cls(parameters=params, **data)
+
+
+def trial_sizes(size_param: Param | None, num_gpus: int | None) -> set[int]:
+    """The sizes a sweep's trials can ask for, from a checked ``num_gpus`` parameter (constant,
+    categorical or int_uniform) or ``raysweep.num_gpus``. A wide int_uniform counts its first 65
+    sizes and its largest: enough to tell the smallest, the largest and which never fit."""
+    if size_param is None:
+        return {num_gpus or 1}
+    if size_param.distribution == "int_uniform":
+        low, high = int(size_param.min), int(size_param.max)
+        return set(range(low, min(high, low + 64) + 1)) | {high}
+    return {int(v) for v in size_param.grid_values()}

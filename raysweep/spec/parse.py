@@ -1,0 +1,411 @@
+"""Validate a W&B-style sweep document (plus raysweep's own keys) into a frozen ``SweepSpec``.
+
+Everything is checked here, before any cluster starts, and every problem is reported at
+once with its key path (``parameters.lr.min: ...``). Unknown keys are errors with a
+did-you-mean. The spec records what ran: ``SweepSpec.to_json`` is written to the run dir.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from raysweep import paths
+from raysweep.errors import SpecError
+from raysweep.spec.checks import (
+    boolean,
+    choice,
+    did_you_mean,
+    gpu_share,
+    int_at_least,
+    is_number,
+    mapping,
+    non_finite,
+    number,
+    parse_block,
+    positive,
+    text,
+    unknown_keys,
+    walk_size,
+)
+from raysweep.spec.distributions import DISTRIBUTIONS, FIELDS, NUMERIC_FIELDS, Param, infer_distribution
+from raysweep.spec.model import (
+    DDP_WORKERS,
+    EXPONENT_LAWS,
+    METHODS,
+    SCHEDULERS,
+    SIZE,
+    USE_GPU,
+    WANDB_MODES,
+    Resources,
+    Scheduler,
+    Searcher,
+    SweepSpec,
+    WandbSettings,
+    trial_sizes,
+)
+from raysweep.spec.reading import MAX_VALUES, apply_set, read_yaml
+from raysweep.spec.wandb_keys import (
+    RAYSWEEP_KEYS,
+    WANDB_KEYS,
+    check_command,
+    check_wandb_only_keys,
+    parse_early_terminate,
+    parse_metric,
+    split_raysweep_block,
+)
+
+
+def _parse_param(name: str, entry: dict, problems: list[str], nest: tuple[str, ...] = ()) -> Param | None:
+    where = f"parameters.{name}"
+    unknown_keys(entry, FIELDS + ("distribution",), where, problems)
+    fields = {k: v for k, v in entry.items() if k in FIELDS}
+    for key in NUMERIC_FIELDS:
+        if key in fields:
+            fields[key] = number(fields[key])
+            if not is_number(fields[key]):
+                problems.append(f"{where}.{key}: must be a number, got {fields[key]!r}")
+                return None
+    for key in ("values", "probabilities"):
+        if key in fields:
+            if not isinstance(fields[key], list):
+                problems.append(f"{where}.{key}: must be a list, got {fields[key]!r}")
+                return None
+            fields[key] = tuple(number(v) if key == "probabilities" else v for v in fields[key])
+    before = len(problems)
+    for key in ("value", "values"):
+        if key in fields:
+            non_finite(list(fields[key]) if key == "values" else fields[key], f"{where}.{key}", problems)
+    if len(problems) > before:
+        return None
+    if "values" in fields and ({"min", "max"} & fields.keys()):
+        problems.append(f"{where}: give either values or min/max, not both")
+        return None
+
+    dist = entry.get("distribution")
+    if dist is None:
+        dist = infer_distribution(fields)
+        if dist is None:
+            problems.append(f"{where}: needs value, values, or min and max (or a distribution)")
+            return None
+    elif dist not in DISTRIBUTIONS:
+        problems.append(
+            f"{where}.distribution: unknown distribution {dist!r}{did_you_mean(dist, DISTRIBUTIONS)}; "
+            f"valid: {', '.join(DISTRIBUTIONS)}"
+        )
+        return None
+
+    if dist in EXPONENT_LAWS:  # W&B's engine refuses these (sweeps' PARAM_DEPRECATION_MAP)
+        problems.append(
+            f"{where}.distribution: {dist} takes base-e exponents as min/max, and W&B refuses it; use "
+            f"{dist}_values to give the limits themselves (e.g. min: 1e-5, max: 1e-2)"
+        )
+        return None
+    law = DISTRIBUTIONS[dist]
+    allowed = law.required + law.optional
+    stray = [k for k in fields if k not in allowed]
+    missing = [k for k in law.required if k not in fields]
+    if stray:
+        takes = ", ".join(allowed) or "no fields"
+        hint = f"; set distribution: q_{dist}" if "q" in stray and f"q_{dist}" in DISTRIBUTIONS else ""
+        problems.append(f"{where}: {', '.join(stray)} not used by distribution {dist} (it takes {takes}){hint}")
+    if missing:
+        problems.append(f"{where}: distribution {dist} needs {' and '.join(missing)}")
+    if stray or missing:
+        return None
+    param = Param(name=name, distribution=dist, nest=nest, **(law.defaults | fields))
+    problems.extend(f"{where}: {p}" for p in law.check(param))
+    return param
+
+
+def _parse_parameters(block: Any, problems: list[str], prefix: str = "", nest: tuple[str, ...] = ()) -> list[Param]:
+    """Flatten nested ``parameters:`` blocks into dotted names."""
+    where = f"parameters{'.' + prefix.rstrip('.') if prefix else ''}"
+    if not isinstance(block, dict) or not block:
+        problems.append(f"{where}: must be a non-empty mapping of parameter names, got {block!r}")
+        return []
+    params: list[Param] = []
+    for key, entry in sorted(block.items(), key=lambda item: str(item[0])):  # W&B's order, nested blocks too
+        name = f"{prefix}{key}"
+        if not isinstance(key, (str, int)) or "/" in str(key) or not str(key).strip():
+            problems.append(f"parameters.{name}: parameter names are words or indices joined by '.', no '/'")
+            continue
+        if not isinstance(entry, dict):
+            problems.append(
+                f"parameters.{name}: must be a mapping such as {{values: [...]}} or {{min: 0, max: 1}}, got {entry!r}"
+            )
+            continue
+        if "parameters" in entry:
+            if len(entry) > 1:
+                others = ", ".join(k for k in entry if k != "parameters")
+                problems.append(f"parameters.{name}: a nested parameters block takes no other keys, got {others}")
+            params += _parse_parameters(entry["parameters"], problems, prefix=f"{name}.", nest=nest + (str(key),))
+        else:
+            param = _parse_param(name, entry, problems, nest)
+            if param is not None:
+                params.append(param)
+    return params
+
+
+def _check_program_names(params: list[Param], problems: list[str]) -> None:
+    """A ``program:`` sweep's names are W&B's: opaque strings the script receives, so dotted names,
+    integer parts and a name beside its dotted child are all fine; only a repeat is not."""
+    names = [p.name for p in params]
+    for name in sorted({n for n in names if names.count(n) > 1}):
+        problems.append(f"parameters.{name}: given twice (a nested block and a dotted name spell the same name)")
+
+
+def _check_paths(params: list[Param], base_config: dict, has_base_config: bool, problems: list[str]) -> None:
+    """A ``train_loop`` sweep's names are paths in the loop's nested config."""
+    names = [p.name for p in params]
+    for name in names:
+        if names.count(name) > 1:
+            problems.append(f"parameters.{name}: given twice (nested blocks and dotted names address the same path)")
+        for other in names:
+            if other.startswith(name + "."):
+                problems.append(
+                    f"parameters.{name}: also the parent of parameters.{other}; in a train_loop's config a path "
+                    "can't be both a value and a mapping (a program: sweep passes such names to its script as they are)"
+                )
+    for name in dict.fromkeys(names):
+        try:
+            paths.apply_overrides(base_config, {name: None})
+        except KeyError as e:
+            where = "in raysweep.base_config" if has_base_config else "(a list must be defined in raysweep.base_config, and this file has none)"
+            problems.append(f"parameters.{name}: {e.args[0]} {where}")
+
+
+def _parse_scheduler(early: Any, block: Any, problems: list[str]) -> Scheduler | None:
+    """``early_terminate`` means W&B's hyperband; ``raysweep.scheduler`` picks Ray's ASHA or
+    HyperBand (or fifo: none) instead, taking what ``early_terminate`` gives as its defaults."""
+    scheduler, settings = parse_early_terminate(early, problems) if early is not None else (None, {})
+    if block is None or mapping(block, "raysweep.scheduler", problems) is None:
+        return scheduler
+    unknown_keys(block, ("type", "grace_period", "max_t", "reduction_factor"), "raysweep.scheduler", problems)
+    kind = choice(block.get("type", "asha"), SCHEDULERS, "raysweep.scheduler.type", problems)
+    for key in ("grace_period", "max_t"):
+        if key in block:
+            settings[key] = int_at_least(block[key], 1, f"raysweep.scheduler.{key}", problems)
+    if "reduction_factor" in block:
+        rf = number(block["reduction_factor"])
+        if not is_number(rf) or rf <= 1:
+            problems.append(f"raysweep.scheduler.reduction_factor: must be a number > 1, got {rf!r}")
+        settings["reduction_factor"] = rf
+    if kind not in ("asha", "hyperband") or None in settings.values():
+        return None
+    settings = {"grace_period": 1, "max_t": 100, "reduction_factor": 3} | settings
+    if settings["max_t"] < settings["grace_period"]:
+        problems.append(
+            f"raysweep.scheduler: max_t >= grace_period must hold, got max_t={settings['max_t']}, "
+            f"grace_period={settings['grace_period']}"
+        )
+    return Scheduler(type=kind, **settings)
+
+
+def _parse_train_loop(value: Any, problems: list[str]) -> str | None:
+    pattern = r"[A-Za-z_][\w.]*:[A-Za-z_]\w*"
+    if not isinstance(value, str) or not re.fullmatch(pattern, value):
+        problems.append(f"train_loop: must be module:function, e.g. train_loops.smoke:train, got {value!r}")
+        return None
+    return value
+
+
+def _parse_base_config(value: Any, base_dir: Path, problems: list[str]) -> dict:
+    if isinstance(value, str):
+        path = (base_dir / value) if not Path(value).is_absolute() else Path(value)
+        try:
+            value = read_yaml(path)
+        except SpecError as e:
+            problems.extend(f"raysweep.base_config: {p}" for p in e.problems)
+            return {}
+        value = {} if value is None else value
+        walk_size(value, MAX_VALUES, "raysweep.base_config", problems)
+        if problems:
+            return {}
+    return mapping(value, "raysweep.base_config", problems) or {}
+
+
+def _check_packing(resources: Resources, size_param: Param | None, num_gpus: int | None, problems: list[str]) -> None:
+    """A GPU share below 1 packs 1-worker trials; a DDP rank needs a GPU of its own (NCCL)."""
+    if resources.gpus_per_worker >= 1:
+        return
+    sizes = trial_sizes(size_param, num_gpus)
+    if max(sizes) > 1:
+        problems.append(
+            f"raysweep.resources.gpus_per_worker: {resources.gpus_per_worker:g} packs 1-worker trials onto one GPU, "
+            f"but this sweep has trials with num_gpus up to {max(sizes)}: each DDP rank "
+            "needs a GPU of its own (NCCL refuses two ranks on one device)"
+        )
+
+
+def _check_size_param(param: Param, problems: list[str]) -> None:
+    """A ``num_gpus`` parameter sizes the trial: every value it can take is a whole number >= 1."""
+    where = f"parameters.{param.name}"
+    expected = "num_gpus is each trial's number of DDP workers: whole numbers >= 1"
+    if param.distribution == "constant":
+        values: Iterable[Any] = [param.value]
+    elif param.distribution == "categorical":
+        values = param.values or ()
+    elif param.distribution == "int_uniform":
+        values = [param.min]
+    else:
+        problems.append(f"{where}: {expected}, as value, values or int_uniform; got distribution {param.distribution}")
+        return
+    bad = [v for v in values if isinstance(v, bool) or not isinstance(v, int) or v < 1]
+    if bad:
+        problems.append(f"{where}: {expected}, got {bad[0]!r}")
+
+
+def load_spec(path: str | Path, overrides: Iterable[str] = ()) -> SweepSpec:
+    """Read, override (``--set key.path=value``) and validate a sweep file."""
+    doc = read_yaml(path)
+    problems: list[str] = []
+    if isinstance(doc, dict):
+        for item in overrides:
+            apply_set(doc, item, problems)
+    if problems:
+        raise SpecError(problems, source=str(path))
+    return parse_spec(doc, source=str(path), base_dir=Path(path).parent)
+
+
+def parse_spec(doc: Any, source: str | None = None, base_dir: Path = Path()) -> SweepSpec:
+    """Validate a loaded document; raise one ``SpecError`` listing every problem."""
+    problems: list[str] = []
+    notes: list[str] = []
+    if not isinstance(doc, dict):
+        raise SpecError([f"the sweep file must be a mapping of keys (method, parameters, ...), got {doc!r}"], source)
+    walk_size(doc, MAX_VALUES, "the sweep file", problems)
+    if problems:
+        raise SpecError(problems, source)
+    unknown_keys(doc, WANDB_KEYS + ("raysweep",) + RAYSWEEP_KEYS, "", problems)
+    own = split_raysweep_block(doc, problems, notes)
+    check_wandb_only_keys(doc, problems, notes)
+
+    method = choice(doc.get("method"), METHODS, "method", problems) if "method" in doc else None
+    if "method" not in doc:
+        problems.append(f"method: required, one of {', '.join(METHODS)}")
+    metric = parse_metric(doc["metric"], method, problems) if "metric" in doc else None
+    base_config = _parse_base_config(own.get("base_config", {}), base_dir, problems)
+    non_finite(base_config, "raysweep.base_config", problems)
+    params = _parse_parameters(doc.get("parameters"), problems) if "parameters" in doc else []
+    if "parameters" not in doc:
+        problems.append("parameters: required, a mapping of parameter names to distributions")
+    scheduler = _parse_scheduler(doc.get("early_terminate"), own.get("scheduler"), problems)
+
+    train_loop = _parse_train_loop(own["train_loop"], problems) if "train_loop" in own else None
+    program = text(doc["program"], "program", problems) if "program" in doc else None
+    command = check_command(doc.get("command"), problems)
+    uses_program = command is None or any("${program}" in c for c in command)
+    if train_loop is None and "train_loop" not in own:
+        if program is None and "program" not in doc and uses_program:
+            problems.append(
+                "program: required (the script W&B's agent runs), unless command runs something without "
+                "${program}, or raysweep.train_loop names a module:function"
+            )
+    if train_loop is None:
+        _check_program_names(params, problems)
+    else:
+        _check_paths(params, base_config, "base_config" in own, problems)
+
+    if method == "grid":
+        for p in params:
+            if not p.is_discrete:
+                problems.append(
+                    f"parameters.{p.name}: grid search needs discrete parameters (constant, categorical, "
+                    f"int_uniform, q_uniform), got {p.distribution}"
+                )
+            elif p.probabilities is not None:
+                problems.append(f"parameters.{p.name}: probabilities can't be used with grid search (W&B refuses them too)")
+    if metric is None and "metric" not in doc:
+        if method == "bayes":
+            problems.append("metric: required for method bayes (Optuna needs a metric name and goal)")
+        if "early_terminate" in doc or scheduler is not None:
+            problems.append("metric: required for early termination (the scheduler compares trials on it)")
+
+    size_param = next((p for p in params if p.name == SIZE), None)
+    sizes_known = True
+    if size_param is not None:
+        before = len(problems)
+        _check_size_param(size_param, problems)
+        sizes_known = len(problems) == before
+    num_gpus = int_at_least(own[SIZE], 1, f"raysweep.{SIZE}", problems) if SIZE in own else None
+    if num_gpus is not None and size_param is not None:
+        problems.append(
+            f"raysweep.{SIZE}: the file also sweeps parameters.{SIZE}; size trials with one of them "
+            "(the parameter reaches the script, raysweep's key does not)"
+        )
+
+    def optional(key: str, check: Callable, *args: Any) -> Any:
+        return check(own[key], *args, f"raysweep.{key}", problems) if key in own else None
+
+    run_cap = int_at_least(doc["run_cap"], 1, "run_cap", problems) if "run_cap" in doc else None
+    max_concurrent = optional("max_concurrent", int_at_least, 1)
+    max_failures = optional("max_failures", int_at_least, 0)
+    max_initial_failures = optional("max_initial_failures", int_at_least, 0)
+    seed = optional("seed", int_at_least, 0)
+    report_timeout_s = optional("report_timeout_s", positive)
+    reuse_actors = optional("reuse_actors", boolean)
+    ddp_workers = optional("ddp_workers", choice, DDP_WORKERS)
+    for key in ("name", "description", "project", "entity"):
+        if key in doc:
+            text(doc[key], key, problems)
+
+    resources = Resources()
+    if "resources" in own:
+        resources = parse_block(
+            own["resources"], "raysweep.resources", Resources,
+            {"cpus_per_worker": positive, "gpus_per_worker": gpu_share,
+             "use_gpu": lambda v, w, pr: choice(v, USE_GPU, w, pr)},
+            problems,
+        )  # fmt: skip
+    searcher = Searcher()
+    if "searcher" in own:
+        searcher = parse_block(
+            own["searcher"], "raysweep.searcher", Searcher,
+            {"n_startup_trials": lambda v, w, pr: int_at_least(v, 0, w, pr), "constant_liar": boolean,
+             "skip_duplicates": boolean},
+            problems,
+        )  # fmt: skip
+    if sizes_known:  # the size parameter's values are whole numbers >= 1
+        _check_packing(resources, size_param, num_gpus, problems)
+    wandb = WandbSettings(project=doc.get("project"), entity=doc.get("entity"))
+    if "wandb" in own:
+        block = parse_block(
+            own["wandb"], "raysweep.wandb", WandbSettings,
+            {"project": text, "entity": text, "group": text,
+             "mode": lambda v, w, pr: choice(v, WANDB_MODES, w, pr)},
+            problems,
+        )  # fmt: skip
+        wandb = replace(block, project=block.project or wandb.project, entity=block.entity or wandb.entity)
+
+    if problems:
+        raise SpecError(problems, source)
+    return SweepSpec(
+        method=method,
+        parameters=tuple(params),
+        metric=metric,
+        scheduler=scheduler,
+        name=doc.get("name"),
+        description=doc.get("description"),
+        train_loop=train_loop,
+        program=program,
+        command=tuple(command) if command else None,
+        base_config=base_config,
+        num_gpus=num_gpus,
+        run_cap=run_cap,
+        max_concurrent=max_concurrent,
+        max_failures=max_failures or 0,
+        max_initial_failures=5 if max_initial_failures is None else max_initial_failures,
+        report_timeout_s=report_timeout_s,
+        reuse_actors=reuse_actors is not False,
+        ddp_workers=ddp_workers or "warm",
+        seed=seed or 0,
+        resources=resources,
+        searcher=searcher,
+        wandb=wandb,
+        source=source,
+        notes=tuple(notes),
+    )

@@ -1,0 +1,226 @@
+"""Where a train loop runs, behind one small interface: its context, its reports, its checkpoint.
+
+A loop calls ``raysweep.report`` and friends the same way everywhere; the rank's entry point
+(``rank.py``) installs the backend of the place it runs in before it calls the loop:
+
+* ``local``: plain Python, no Ray (``run_local``, for debugging and unit tests);
+* ``tune``: the Tune trial's own process, for a 1-worker trial;
+* ``gang``: a rank on the sweep's warm DDP workers (``gang.py``), each report a round trip;
+* ``train``: a worker of a Ray Train ``TorchTrainer`` (``ddp_workers: torchtrainer``);
+* ``program``: a ``program:`` script raysweep launched (its environment says so).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import numbers
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # torch is heavy: imported only where a device is needed
+    import torch
+
+    from raysweep.trial.gang import RankLink
+
+# Set by raysweep in the environment of a program: script; its reports go to this file.
+METRICS_FILE_ENV = "RAYSWEEP_METRICS_FILE"
+METRIC_ENV = "RAYSWEEP_METRIC"
+
+
+@dataclass(frozen=True)
+class TrialContext:
+    """Where this process stands in its trial's worker group."""
+
+    rank: int
+    local_rank: int
+    world_size: int
+    device: "torch.device"
+    trial_dir: str
+
+    @property
+    def is_main(self) -> bool:
+        """Only the main rank writes files and logs; every rank still calls ``report``."""
+        return self.rank == 0
+
+
+class Backend:
+    """One place a loop can run. ``metric`` is the spec's metric.name: every report carries it."""
+
+    name = ""
+
+    def __init__(self, trial_dir: str | None = None, metric: str | None = None, watchdog: Any = None):
+        self.trial_dir = trial_dir or os.getcwd()
+        self.metric = metric
+        self.watchdog = watchdog  # a ReportWatchdog while the loop runs with report_timeout_s
+
+    def context(self) -> TrialContext:
+        import torch
+
+        return TrialContext(0, 0, 1, torch.device("cuda:0" if torch.cuda.is_available() else "cpu"), self.trial_dir)
+
+    def report(self, metrics: dict[str, Any], checkpoint: str | None) -> None:
+        raise NotImplementedError
+
+    def checkpoint(self) -> Any:
+        """The trial's latest checkpoint (a ``ray.train.Checkpoint``), or None on a fresh start."""
+        return None
+
+
+class LocalBackend(Backend):
+    name = "local"
+
+    def __init__(self, checkpoint_dir: str | None = None):
+        super().__init__()
+        self.reports: list[dict[str, Any]] = []
+        self.checkpoint_dir = checkpoint_dir
+
+    def report(self, metrics: dict[str, Any], checkpoint: str | None) -> None:
+        self.reports.append(metrics)
+        if checkpoint:
+            self.checkpoint_dir = tempfile.mkdtemp(prefix="raysweep_ckpt_")
+            shutil.copytree(checkpoint, self.checkpoint_dir, dirs_exist_ok=True)
+
+    def checkpoint(self) -> Any:
+        return _checkpoint_at(self.checkpoint_dir)
+
+
+class TuneBackend(Backend):
+    name = "tune"
+
+    def context(self) -> TrialContext:
+        import ray
+        import torch
+
+        # Ray sets CUDA_VISIBLE_DEVICES to the trial's GPU, so it is always cuda:0 here.
+        device = torch.device("cuda:0" if ray.get_gpu_ids() and torch.cuda.is_available() else "cpu")
+        return TrialContext(0, 0, 1, device, self.trial_dir)
+
+    def report(self, metrics: dict[str, Any], checkpoint: str | None) -> None:
+        from ray import tune
+
+        tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(checkpoint) if checkpoint else None)
+
+    def checkpoint(self) -> Any:
+        from ray import tune
+
+        return tune.get_checkpoint()
+
+
+class GangBackend(Backend):
+    name = "gang"
+
+    def __init__(self, link: RankLink, trial_dir: str | None = None, metric: str | None = None, watchdog: Any = None):
+        super().__init__(trial_dir, metric, watchdog)
+        self.link = link
+
+    def context(self) -> TrialContext:
+        import torch
+
+        link = self.link  # every worker of a group runs on the trial's node
+        return TrialContext(link.rank, link.rank, link.world_size, torch.device(link.device), self.trial_dir)
+
+    def report(self, metrics: dict[str, Any], checkpoint: str | None) -> None:
+        self.link.report(metrics, checkpoint)
+
+    def checkpoint(self) -> Any:
+        return _checkpoint_at(self.link.checkpoint_dir)
+
+
+class TrainBackend(Backend):
+    name = "train"
+
+    def context(self) -> TrialContext:
+        import ray.train
+        import ray.train.torch
+
+        ctx = ray.train.get_context()
+        return TrialContext(ctx.get_world_rank(), ctx.get_local_rank(), ctx.get_world_size(), ray.train.torch.get_device(),
+                            self.trial_dir)  # fmt: skip
+
+    def report(self, metrics: dict[str, Any], checkpoint: str | None) -> None:
+        import ray.train
+
+        ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(checkpoint) if checkpoint else None)
+
+    def checkpoint(self) -> Any:
+        import ray.train
+
+        return ray.train.get_checkpoint()
+
+
+class ProgramBackend(Backend):
+    """A script raysweep launched: reports go to the file the trial reads live (``program.py``)."""
+
+    name = "program"
+
+    def __init__(self) -> None:
+        path = os.environ[METRICS_FILE_ENV]
+        super().__init__(os.path.dirname(os.path.dirname(path)), os.environ.get(METRIC_ENV) or None)  # <trial>/metrics/<file>
+        self.path = path
+
+    def context(self) -> TrialContext:
+        import torch
+
+        local_rank = int(os.environ.get("LOCAL_RANK", 0))  # the torchrun variables raysweep set for this worker
+        device = torch.device(f"cuda:{local_rank}" if torch.cuda.is_available() else "cpu")
+        return TrialContext(int(os.environ.get("RANK", 0)), local_rank, int(os.environ.get("WORLD_SIZE", 1)), device,
+                            self.trial_dir)  # fmt: skip
+
+    def report(self, metrics: dict[str, Any], checkpoint: str | None) -> None:
+        with open(self.path, "a") as f:
+            f.write(json.dumps({"source": "report", "metrics": plain_numbers(metrics)}) + "\n")
+
+
+BACKENDS: dict[str, type[Backend]] = {b.name: b for b in (LocalBackend, TuneBackend, GangBackend, TrainBackend, ProgramBackend)}
+
+
+def _checkpoint_at(directory: str | None) -> Any:
+    if directory is None:
+        return None
+    from ray.train import Checkpoint
+
+    return Checkpoint.from_directory(directory)
+
+
+class MetricError(ValueError):
+    """A report the sweep cannot use: its metric is missing or not a finite number."""
+
+
+def check_metric(metrics: Mapping[str, Any], metric: str | None) -> None:
+    """The spec's metric must be in every report and finite.
+
+    A missing metric would leave the scheduler blind (it never prunes, the searcher learns
+    nothing); NaN or inf would rank a diverged trial. Either fails the trial with this
+    sentence, and the searcher records the trial as failed.
+    """
+    if metric is None:
+        return
+    if metric not in metrics:
+        raise MetricError(
+            f"the sweep's metric {metric!r} (metric.name in the spec) is missing from this report; "
+            f"it reported: {', '.join(sorted(metrics)) or 'nothing'}"
+        )
+    value = metrics[metric]
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise MetricError(f"the sweep's metric {metric!r} must be a number, got {value!r} ({type(value).__name__})")
+    if not math.isfinite(value):
+        raise MetricError(
+            f"the sweep's metric {metric!r} is {value} (the trial diverged); the trial is failed so that "
+            "the searcher records it as failed instead of ranking it"
+        )
+
+
+def plain_numbers(metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """JSON-safe metrics: NumPy and 0-d torch scalars become Python numbers, NaN stays NaN."""
+    out = {}
+    for key, value in metrics.items():
+        if hasattr(value, "item") and getattr(value, "ndim", 0) == 0:
+            value = value.item()
+        if isinstance(value, (bool, int, float, str)) or value is None:
+            out[key] = value
+    return out

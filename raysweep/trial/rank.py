@@ -1,0 +1,115 @@
+"""What runs on each rank of a trial: the train loop (with its hang watchdog) or the program.
+
+``run`` is every rank's one body; the three entry points below only say where the rank runs
+(its backend) and who it is. Kept free of Tune: a warm DDP worker unpickles these entry
+points, and importing ``tune_trial.py`` there (ray.tune, ray.train) would add more than a
+second to its start.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import numbers
+import os
+import socket
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from raysweep import trial
+from raysweep.trial import watchdog
+from raysweep.trial.backends import Backend, GangBackend, TrainBackend, TuneBackend
+from raysweep.trial.job import TrialJob
+from raysweep.trial.program import run_program
+
+if TYPE_CHECKING:
+    from raysweep.trial.gang import RankLink
+
+
+def import_loop(path: str) -> Callable[[dict], Any]:
+    """Resolve ``module:function``; only such imports are ever run as train loops."""
+    module_name, _, func_name = path.partition(":")
+    if os.getcwd() not in sys.path:  # loops live in the project the sweep is run from
+        sys.path.insert(0, os.getcwd())
+    try:
+        loop = getattr(importlib.import_module(module_name), func_name)
+    except Exception as e:  # a module that raises on import, or has a syntax error, is the user's too
+        raise ImportError(f"train_loop {path!r} could not be imported: {type(e).__name__}: {e}") from e
+    if not callable(loop):
+        raise ImportError(f"train_loop {path!r} is a {type(loop).__name__}, not a function taking the trial's config")
+    return loop
+
+
+def run(job: TrialJob, backend: Backend, rank: int, local_rank: int, master: tuple[str, int] | None = None,
+        visible_devices: str | None = None) -> None:  # fmt: skip
+    """Run the trial's loop, or its script, as ``rank`` of ``job.world_size`` on ``backend``."""
+    if job.program is not None:
+        trial.use(backend)
+        master = master or ("127.0.0.1", free_port())
+        run_program(job, rank, local_rank, master, trial.report, visible_devices)
+        return
+    guard = None
+    if job.report_timeout_s:
+        guard = watchdog.ReportWatchdog(job.report_timeout_s, job.trial_dir, rank, job.world_size)
+        guard.start()
+    backend.watchdog = guard
+    trial.use(backend)
+    try:
+        import_loop(job.train_loop)(job.config)
+    finally:
+        if guard is not None:
+            guard.stop()
+
+
+def in_process(job: TrialJob) -> None:
+    """Entry point of a 1-worker trial in the Tune trial's own process."""
+    run(job, TuneBackend(job.trial_dir, job.metric), 0, 0)
+
+
+def on_warm_worker(job: TrialJob, link: RankLink, master: tuple[str, int]) -> None:
+    """Entry point on every warm worker; a script sees its group's GPUs, its own at
+    cuda:LOCAL_RANK, as under torchrun."""
+    visible = ",".join(link.gpus) if link.gpus else None
+    run(job, GangBackend(link, job.trial_dir, job.metric), link.rank, link.rank, master, visible)
+
+
+def on_train_worker(job: TrialJob) -> None:
+    """Entry point on every TorchTrainer worker."""
+    import ray.train
+
+    ctx = ray.train.get_context()
+    rank = ctx.get_world_rank()
+    master = None
+    if job.program is not None:
+        from ray.train.collective import broadcast_from_rank_zero
+
+        # The script's own process group needs a port of its own (Ray Train's group holds one),
+        # and a restarted worker group a fresh metrics file: rank 0 picks both.
+        mine = (ray.util.get_node_ip_address(), free_port(), job.new_attempt().attempt) if rank == 0 else None
+        addr, port, attempt = broadcast_from_rank_zero(mine)
+        job, master = replace(job, attempt=attempt), (addr, port)
+    run(job, TrainBackend(job.trial_dir, job.metric), rank, ctx.get_local_rank(), master)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return s.getsockname()[1]
+
+
+def mean_over_ranks(metrics: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One report from every rank's: numeric metrics averaged, the rest from rank 0.
+
+    Both multi-rank runners (warm workers and TorchTrainer) turn their ranks' reports into the
+    one Tune sees here, and nowhere else."""
+    keys = [sorted(m) for m in metrics]
+    if any(k != keys[0] for k in keys):
+        detail = "; ".join(f"rank {r}: {', '.join(k)}" for r, k in enumerate(keys))
+        raise ValueError(f"ranks reported different metric names in the same report ({detail})")
+    merged = dict(metrics[0])
+    for key in merged:
+        if all(isinstance(m[key], numbers.Real) and not isinstance(m[key], bool) for m in metrics):
+            merged[key] = math.fsum(float(m[key]) for m in metrics) / len(metrics)
+    return merged

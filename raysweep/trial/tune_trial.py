@@ -1,0 +1,121 @@
+"""One trial: the Tune function trainable that runs a train loop (or a script) on ``num_gpus`` ranks.
+
+It builds the trial's ``TrialJob`` once and hands it to one of three runners:
+
+* ``in_process``: a 1-worker trial runs in the Tune trial's own process (a ``program:`` trial,
+  or any 1-worker trial under ``ddp_workers: torchtrainer``);
+* ``warm``: the sweep's warm DDP workers (``pool.py``, ``gang.py``), as many as the trial has
+  ranks, all on the trial's node, whose CPUs/GPUs the trial's placement group holds;
+* ``torchtrainer``: one Ray Train ``TorchTrainer`` run (``ddp_workers: torchtrainer``).
+
+Each rank runs ``rank.py``'s entry point for where it is; its reports come back here averaged
+over ranks (``rank.mean_over_ranks``) and go to Tune.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+import ray
+from ray import tune
+from ray.tune.integration.ray_train import TuneReportCallback
+
+import raysweep.ray_env  # noqa: F401  (before Ray Train is imported: its settings)
+from raysweep.placement import rank_gpus
+from raysweep.runs.files import read_explanation
+from raysweep.trial import gang, pool, rank, watchdog
+from raysweep.trial.job import InfeasibleTrial, Sweep, TrialJob, build_job
+
+__all__ = ["InfeasibleTrial", "RUNNERS", "TrialHung", "run_trial"]
+
+
+class TrialHung(RuntimeError):
+    """A rank sent no report for report_timeout_s (the watchdog's explanation is the message)."""
+
+
+class RankMeanReportCallback(TuneReportCallback):
+    """Forward the *mean over ranks* of every numeric metric to Tune (Ray forwards rank 0's)."""
+
+    def after_report(self, run_context: Any, metrics: list[dict[str, Any]], checkpoint: Any) -> None:
+        super().after_report(run_context, [rank.mean_over_ranks(metrics)], checkpoint)
+
+
+def run_in_process(job: TrialJob, sweep: Sweep, worker_pool: Any) -> None:
+    rank.in_process(job)
+
+
+def run_warm(job: TrialJob, sweep: Sweep, worker_pool: Any) -> None:
+    """Run the trial on ``job.world_size`` of the pool's warm workers."""
+    capacity = job.capacity
+    gpus = rank_gpus(ray.get_gpu_ids(), job.world_size) if capacity.use_gpu else None
+
+    def forward(metrics: dict[str, Any], checkpoint_dir: str | None) -> None:
+        tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(checkpoint_dir) if checkpoint_dir else None)
+
+    restored = tune.get_checkpoint()
+    lease = pool.borrow(worker_pool, job.world_size)
+    try:
+        with restored.as_directory() if restored else contextlib.nullcontext() as checkpoint_dir:
+            gang.run(lease, rank.on_warm_worker, job, job.group_backend, checkpoint_dir, gpus,
+                     max(1, int(capacity.cpus_per_worker)), forward)  # fmt: skip
+    finally:
+        pool.give_back(worker_pool, lease)
+
+
+def run_torchtrainer(job: TrialJob, sweep: Sweep, worker_pool: Any) -> None:
+    """The trial is one Ray Train run on the trial's node."""
+    from ray.train import FailureConfig, RunConfig, ScalingConfig
+    from ray.train.torch import TorchConfig, TorchTrainer
+
+    capacity = job.capacity
+    node_id = ray.get_runtime_context().get_node_id()
+    trainer = TorchTrainer(
+        rank.on_train_worker,
+        train_loop_config=job,
+        scaling_config=ScalingConfig(
+            num_workers=job.world_size,
+            use_gpu=capacity.use_gpu,
+            resources_per_worker={"CPU": capacity.cpus_per_worker} | ({"GPU": capacity.gpus_per_worker} if capacity.use_gpu else {}),
+            placement_strategy="STRICT_PACK",
+            label_selector={"ray.io/node-id": node_id},  # the node whose slots this trial holds
+        ),
+        torch_config=TorchConfig(backend="nccl" if capacity.use_gpu else "gloo"),
+        run_config=RunConfig(
+            # Same name and storage on a restart: Ray Train resumes from the trial's last checkpoint.
+            name=job.trial_id,
+            storage_path=f"{sweep.run_dir}/train_runs",
+            callbacks=[RankMeanReportCallback()],
+            failure_config=FailureConfig(max_failures=job.max_failures),
+        ),
+    )
+    trainer.fit()
+
+
+RUNNERS: dict[str, Callable[[TrialJob, Sweep, Any], None]] = {
+    "in_process": run_in_process,
+    "warm": run_warm,
+    "torchtrainer": run_torchtrainer,
+}
+
+
+def run_trial(flat_config: dict[str, Any], sweep: Sweep, worker_pool: Any) -> None:
+    """The Tune function trainable (bound with ``tune.with_parameters``); ``worker_pool`` is the
+    sweep's ``pool.WorkerPool`` (None with ``ddp_workers: torchtrainer``)."""
+    ctx = tune.get_context()
+    job = build_job(sweep, flat_config, ctx.get_trial_id(), ctx.get_trial_dir())
+    watchdog.clear(job.trial_dir)  # a retried trial starts without the last attempt's explanation
+    try:
+        RUNNERS[job.runner](job, sweep, worker_pool)
+    except Exception as e:
+        if job.runner == "in_process":
+            raise
+        explanation = read_explanation(job.trial_dir)
+        if explanation:
+            raise TrialHung(explanation) from e
+        early = watchdog.ended_early(job.trial_dir, job.world_size)  # a TorchTrainer says only that its workers died
+        if early and not isinstance(e, gang.RankReports):
+            ranks, reports = early
+            raise gang.RankReports(watchdog.ended_early_text(ranks, job.world_size, reports)) from e
+        raise
