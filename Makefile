@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test smoke lint clean bench
+.PHONY: run test smoke lint clean bench test-ray-versions
 
 $(BIN)/raysweep: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -33,6 +33,28 @@ $(ORACLE)/bin/python:
 
 test: $(BIN)/raysweep /usr/bin/chromium $(ORACLE)/bin/python
 	$(BIN)/python -m pytest -q
+
+# The Ray versions README says raysweep is tested on: a venv per version (.venv-ray<V>, torch
+# pinned first, then that Ray and raysweep's other dependencies), and a quick subset of the
+# suite on each: the private names (internals), pure decisions, and real sweeps through
+# restore, W&B, Optuna, warm workers and TorchTrainer. RAY_VERSIONS="2.58.0" for one.
+RAY_VERSIONS ?= 2.56.0 2.58.0 2.60.0
+RAY_SUBSET := tests/test_internals.py tests/test_decisions.py tests/test_runs_without_ray.py tests/test_search.py \
+	tests/test_engine.py::test_grid_runs_its_grid_and_logs_every_trial_to_wandb \
+	tests/test_engine.py::test_searched_num_gpus_sizes_each_trial_and_averages_over_ranks \
+	tests/test_engine.py::test_bayes_uses_optuna_and_keeps_its_journal \
+	tests/test_engine.py::test_asha_stops_poor_trials_at_rungs \
+	tests/test_engine.py::test_driver_killed_mid_sweep_then_resume_completes_the_budget \
+	tests/test_warm_workers.py::test_torchtrainer_workers_still_run_a_trial_per_fit
+test-ray-versions: /usr/bin/chromium $(ORACLE)/bin/python
+	set -e; for v in $(RAY_VERSIONS); do \
+	  venv=.venv-ray$$v; \
+	  test -x $$venv/bin/python || $(PY) -m venv $$venv; \
+	  $$venv/bin/pip install -q torch==2.13.0; \
+	  $$venv/bin/pip install -q "ray[tune,train,default]==$$v" '.[dev]'; \
+	  echo "== Ray $$v"; \
+	  $$venv/bin/python -m pytest -q -p no:cacheprovider $(RAY_SUBSET); \
+	done
 
 lint: $(BIN)/raysweep
 	$(BIN)/ruff check raysweep train_loops tests bench

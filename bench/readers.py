@@ -36,7 +36,8 @@ def write_run_dir(root: Path, trials: int, epochs: int = 10, seed: int = 0) -> P
         loss, history = 2.0 + rng.random(), []
         for epoch in range(1, epochs + 1):
             loss *= 0.8 + 0.15 * rng.random()
-            history.append({"val_loss": loss, "samples_per_s": 900 + 100 * rng.random(), "training_iteration": epoch,
+            history.append({spec.metric.name: 1 - loss / 3, "val_loss": loss, "samples_per_s": 900 + 100 * rng.random(),
+                            "training_iteration": epoch,
                             "time_total_s": 3.0 * epoch, "timestamp": 1.7e9 + 10 * i + epoch})  # fmt: skip
         (trial_dir / "result.json").write_text("".join(json.dumps(h) + "\n" for h in history))
         start = 1.7e9 + 10 * i

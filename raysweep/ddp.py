@@ -20,7 +20,7 @@ import math
 import os
 import random
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -33,6 +33,7 @@ from raysweep import trial
 from raysweep.trial import TrialContext
 
 __all__ = [
+    "accumulate",
     "autocast",
     "config_from_dict",
     "effective_batch",
@@ -215,6 +216,23 @@ def sync_grads(
     if isinstance(model, nn.parallel.DistributedDataParallel) and not last and (micro_step + 1) % grad_accum:
         return model.no_sync()
     return contextlib.nullcontext()
+
+
+def accumulate(loader: Iterable[Any], model: nn.Module, grad_accum: int) -> Iterator[tuple[Any, float, bool]]:
+    """An epoch's micro-batches as ``(batch, loss_scale, step)``, for gradient accumulation.
+
+    In the loop body: backward ``loss * loss_scale``, then step the optimizer when ``step``. DDP
+    all-reduces only on a step's last micro-batch. Each step averages its own micro-batches: the
+    epoch's short last group (e.g. 5 micro-batches with ``grad_accum`` 2) divides by its own size,
+    not by ``grad_accum``, so its step is not under-weighted.
+    """
+    n_micro = len(loader)  # type: ignore[arg-type]
+    for micro, batch in enumerate(loader):
+        first = micro - micro % grad_accum
+        size = min(grad_accum, n_micro - first)
+        step = micro == first + size - 1
+        with sync_grads(model, micro, grad_accum, last=step):
+            yield batch, 1.0 / size, step
 
 
 def autocast(device: torch.device, cpu_bf16: bool = False) -> contextlib.AbstractContextManager:

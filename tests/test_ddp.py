@@ -208,6 +208,30 @@ def test_sync_grads_is_a_no_op_without_ddp():
     assert model.weight.grad is not None and model.weight.grad.item() == 1.0  # gradients accumulate as usual
 
 
+def test_each_optimizer_step_averages_its_own_micro_batches_the_short_last_one_too():
+    """5 micro-batches with grad_accum 2: steps after 2, 4 and 5. The last step's gradient is its
+    one batch's, as with grad_accum 1; dividing it by 2 (every loop did) halved that step."""
+    torch.manual_seed(0)
+    batches = [(torch.randn(4, 3), torch.randn(4, 1)) for _ in range(5)]
+    model = nn.Linear(3, 1)
+    plan, step_grads = [], []
+    for (x, y), loss_scale, step in ddp.accumulate(batches, model, grad_accum=2):
+        (nn.functional.mse_loss(model(x), y) * loss_scale).backward()
+        plan.append((loss_scale, step))
+        if step:
+            step_grads.append(model.weight.grad.clone())
+            model.zero_grad()
+    assert plan == [(0.5, False), (0.5, True), (0.5, False), (0.5, True), (1.0, True)]
+
+    def mean_grad(group: list) -> torch.Tensor:
+        model.zero_grad()
+        nn.functional.mse_loss(model(torch.cat([x for x, _ in group])), torch.cat([y for _, y in group])).backward()
+        return model.weight.grad.clone()
+
+    for got, group in zip(step_grads, (batches[0:2], batches[2:4], batches[4:5]), strict=True):
+        assert torch.allclose(got, mean_grad(group), atol=1e-6)
+
+
 @dataclass
 class _Inner:
     repeat: int = 1  # a leaf

@@ -21,7 +21,7 @@ from scipy import stats
 from raysweep.errors import SpecError
 from raysweep.search.hyperband import WandbHyperband
 from raysweep.spec import grid_points, load_spec, parse_spec
-from raysweep.spec.distributions import Param
+from raysweep.spec.param import Param
 from raysweep.spec.reading import read_yaml
 from raysweep.spec.space import wandb_config
 

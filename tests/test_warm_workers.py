@@ -1,4 +1,4 @@
-"""Warm DDP workers (``engine/gang.py``) on a real ``ray start`` cluster.
+"""Warm DDP workers (``trial/gang.py``) on a real ``ray start`` cluster.
 
 The 2-worker trials of a sweep run one after another on the same two worker processes, with
 a new process group each, through scheduler stops; a failing rank fails its trial and ends

@@ -138,17 +138,15 @@ def train(config: dict) -> None:
     for epoch in range(start_epoch + 1, cfg.epochs + 1):
         ddp.set_epoch(loader, epoch)
         t0, n_samples, loss_sum, n_micro = time.perf_counter(), 0, 0.0, len(loader)
-        for micro, batch in enumerate(loader):
+        for batch, loss_scale, step_now in ddp.accumulate(loader, model, cfg.grad_accum):
             x, y = ddp.to_device(batch, ctx.device)
-            last = micro == n_micro - 1
-            with ddp.sync_grads(model, micro, cfg.grad_accum, last=last):
-                with ddp.autocast(ctx.device, cfg.cpu_bf16):
-                    logits = model(x)
-                loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten())
-                (loss / cfg.grad_accum).backward()
+            with ddp.autocast(ctx.device, cfg.cpu_bf16):
+                logits = model(x)
+            loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten())
+            (loss * loss_scale).backward()
             loss_sum += loss.item()
             n_samples += len(y)
-            if (micro + 1) % cfg.grad_accum == 0 or last:
+            if step_now:
                 for group in optimizer.param_groups:
                     group["lr"] = ddp.lr_at(step, lr, cfg.warmup_steps, total_steps)
                 torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)

@@ -24,85 +24,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import Any
 
 import numpy as np
 
-FIELDS = ("value", "values", "probabilities", "min", "max", "q", "mu", "sigma", "a", "b")
-NUMERIC_FIELDS = ("min", "max", "q", "mu", "sigma", "a", "b")
-DISCRETE = ("constant", "categorical", "int_uniform", "q_uniform")
-
-
-@dataclass(frozen=True)
-class Param:
-    """One swept parameter, addressed by its dotted path in the trial config."""
-
-    name: str
-    distribution: str
-    value: Any = None
-    values: tuple | None = None
-    probabilities: tuple | None = None
-    min: float | None = None
-    max: float | None = None
-    q: float | None = None
-    mu: float | None = None
-    sigma: float | None = None
-    a: float | None = None  # beta's shape parameters
-    b: float | None = None
-    nest: tuple[str, ...] = ()  # the nested ``parameters:`` blocks it sits in (W&B hands those over as mappings)
-
-    @property
-    def is_discrete(self) -> bool:
-        return self.distribution in DISCRETE
-
-    def to_json(self) -> dict[str, Any]:
-        """The distribution and the fields the user gave, numbers as numbers."""
-        out: dict[str, Any] = {"distribution": self.distribution}
-        for name in FIELDS:
-            v = getattr(self, name)
-            if v is not None or (name == "value" and self.distribution == "constant"):
-                out[name] = list(v) if isinstance(v, tuple) else v
-        if self.nest:
-            out["nest"] = list(self.nest)
-        return out
-
-    def grid_values(self) -> Sequence[Any]:
-        """Every value of a discrete parameter as W&B's grid lists them (lazy for ranges)."""
-        return DISTRIBUTIONS[self.distribution].grid(self)
-
-    def sample(self, rng: np.random.Generator) -> Any:
-        return DISTRIBUTIONS[self.distribution].sample(self, rng)
-
-    def tune_domain(self, seed: int) -> Any:
-        """A Ray Tune search-space entry drawing from this distribution."""
-        return DISTRIBUTIONS[self.distribution].tune(self, seed)
-
-    def suggest(self, trial: Any) -> Any:
-        """Draw this parameter from an Optuna trial (define-by-run) and return its value."""
-        return DISTRIBUTIONS[self.distribution].suggest(self, trial)
-
-
-@dataclass(frozen=True)
-class Distribution:
-    """A W&B distribution: which fields it takes, how to check, draw and translate it."""
-
-    required: tuple[str, ...]
-    optional: tuple[str, ...]
-    sample: Callable[[Param, np.random.Generator], Any]
-    tune: Callable[[Param, int], Any]
-    suggest: Callable[[Param, Any], Any]
-    check: Callable[[Param], list[str]] = field(default=lambda p: [])
-    grid: Callable[[Param], list[Any]] = field(default=lambda p: [])
-    defaults: dict[str, Any] = field(default_factory=dict)
-
+from raysweep.spec.param import Distribution, Param, is_int
 
 # --- shared pieces -----------------------------------------------------------------------
-
-
-def _is_int(x: Any) -> bool:
-    return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
 
 
 def _min_lt_max(p: Param) -> list[str]:
@@ -136,7 +65,7 @@ def _quantise(p: Param, x: float) -> float | int:
     There is no clamping to [min, max]: W&B rounds to the nearest multiple wherever it lies.
     """
     k = round(x / p.q)
-    return int(k * p.q) if _is_int(p.q) else float(k * p.q)
+    return int(k * p.q) if is_int(p.q) else float(k * p.q)
 
 
 class ArangeValues(Sequence):
@@ -280,7 +209,7 @@ def _categorical() -> Distribution:
 
 def _int_uniform() -> Distribution:
     def check(p: Param) -> list[str]:
-        bad = [f"{k} must be an integer for int_uniform, got {getattr(p, k)}" for k in ("min", "max") if not _is_int(getattr(p, k))]
+        bad = [f"{k} must be an integer for int_uniform, got {getattr(p, k)}" for k in ("min", "max") if not is_int(getattr(p, k))]
         return bad or _min_lt_max(p)
 
     def tune(p: Param, seed: int) -> Any:
@@ -321,7 +250,7 @@ def _q_uniform() -> Distribution:
 
     def suggest(p: Param, trial: Any) -> Any:
         kmin, kmax = round(p.min / p.q), round(p.max / p.q)  # the multiples W&B's rounding can give
-        if _is_int(p.q):
+        if is_int(p.q):
             return trial.suggest_int(p.name, kmin * p.q, kmax * p.q, step=p.q)
         return _quantise(p, trial.suggest_float(p.name, kmin * p.q, kmax * p.q, step=p.q))
 
@@ -463,14 +392,3 @@ DISTRIBUTIONS: dict[str, Distribution] = {
     "beta": _beta(quantised=False),
     "q_beta": _beta(quantised=True),
 }
-
-
-def infer_distribution(fields: dict[str, Any]) -> str | None:
-    """W&B's rule when ``distribution`` is omitted; None when it cannot be inferred."""
-    if "value" in fields:
-        return "constant"
-    if "values" in fields:
-        return "categorical"
-    if "min" in fields and "max" in fields:
-        return "int_uniform" if _is_int(fields["min"]) and _is_int(fields["max"]) else "uniform"
-    return None

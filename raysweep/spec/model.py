@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from raysweep.spec.distributions import Param
+from raysweep.spec.param import Param
 
 METHODS = ("grid", "random", "bayes")
 
@@ -106,7 +106,7 @@ class Searcher:
 
     n_startup_trials: int = 10
     constant_liar: bool = True
-    skip_duplicates: bool = True  # never run a configuration again once it has a result (engine/search.py)
+    skip_duplicates: bool = True  # never run a configuration again once it has a result (search/searchers.py)
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from raysweep.spec.checks import (
     unknown_keys,
     walk_size,
 )
-from raysweep.spec.distributions import DISTRIBUTIONS, FIELDS, NUMERIC_FIELDS, Param, infer_distribution
+from raysweep.spec.distributions import DISTRIBUTIONS
 from raysweep.spec.model import (
     DDP_WORKERS,
     EXPONENT_LAWS,
@@ -47,6 +47,7 @@ from raysweep.spec.model import (
     WandbSettings,
     trial_sizes,
 )
+from raysweep.spec.param import FIELDS, NUMERIC_FIELDS, Param, infer_distribution
 from raysweep.spec.reading import MAX_VALUES, apply_set, read_yaml
 from raysweep.spec.wandb_keys import (
     RAYSWEEP_KEYS,

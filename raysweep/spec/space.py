@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 
 from raysweep import paths
-from raysweep.spec.distributions import Param
 from raysweep.spec.model import SIZE, SweepSpec
+from raysweep.spec.param import Param
 
 
 def grid_point(spec: SweepSpec, index: int) -> dict[str, Any]:

@@ -176,7 +176,6 @@ class ProgramBackend(Backend):
             f.write(json.dumps({"source": "report", "metrics": plain_numbers(metrics)}) + "\n")
 
 
-BACKENDS: dict[str, type[Backend]] = {b.name: b for b in (LocalBackend, TuneBackend, GangBackend, TrainBackend, ProgramBackend)}
 
 
 def _checkpoint_at(directory: str | None) -> Any:

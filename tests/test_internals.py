@@ -1,0 +1,81 @@
+"""Every private Ray and Optuna name raysweep uses (``raysweep/internals.py``), checked against the
+installed versions: a Ray or Optuna that renames or reshapes one fails here, by name."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from pathlib import Path
+
+import optuna
+import pytest
+from ray import tune
+from ray.air.integrations import wandb as ray_wandb
+from ray.tune.schedulers import FIFOScheduler
+from ray.tune.search.optuna import OptunaSearch
+
+from raysweep import internals
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_a_tuners_run_and_tune_config_are_the_ones_it_runs_with(tmp_path: Path):
+    callback, scheduler = tune.Callback(), FIFOScheduler()
+    tuner = tune.Tuner(
+        lambda config: None,
+        tune_config=tune.TuneConfig(scheduler=scheduler),
+        run_config=tune.RunConfig(name="t", storage_path=str(tmp_path), callbacks=[callback]),
+    )
+    run_config, tune_config = internals.restored_config(tuner)
+    assert isinstance(run_config, tune.RunConfig) and run_config.callbacks == [callback]
+    assert isinstance(tune_config, tune.TuneConfig) and tune_config.scheduler is scheduler
+    assert hasattr(run_config, "stop")
+
+
+def test_optuna_search_keeps_its_open_trials_by_tune_trial_id_and_its_study():
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    search = OptunaSearch(space=lambda trial: {"x": trial.suggest_float("x", 0, 1)}, metric="loss", mode="min",
+                          sampler=optuna.samplers.RandomSampler(seed=0))  # fmt: skip
+    config = search.suggest("tune-trial-1")
+    open_trials, study = internals.optuna_trials(search), internals.optuna_study(search)
+    assert isinstance(study, optuna.Study)
+    assert list(open_trials) == ["tune-trial-1"]
+    assert isinstance(open_trials["tune-trial-1"], optuna.Trial) and open_trials["tune-trial-1"].params == config
+    assert [t.state for t in study.get_trials()] == [optuna.trial.TrialState.RUNNING]
+
+
+def test_rays_wandb_callback_has_the_hooks_the_sweep_callback_overrides_and_calls():
+    cls = ray_wandb.WandbLoggerCallback
+    assert list(inspect.signature(cls._start_logging_actor).parameters) == ["self", "trial", "exclude_results", "wandb_init_kwargs"]
+    assert list(inspect.signature(cls._signal_logging_actor_stop).parameters) == ["self", "trial"]
+    assert list(inspect.signature(cls._cleanup_logging_actors).parameters) == ["self", "timeout", "kill_on_timeout"]
+    assert cls._logger_actor_cls is ray_wandb._WandbLoggingActor
+    assert callable(ray_wandb._WandbLoggingActor.run)
+    callback = internals.SweepWandbCallback(project="p", mode="offline")
+    for name in ("_remote_logger_class", "_trial_logging_actors", "_trial_logging_futures", "_trial_queues"):
+        assert hasattr(callback, name), name
+    assert ray_wandb._get_wandb_project("p") == "p"
+    from ray.air.util.node import _force_on_current_node  # called with Ray running: options for this node
+
+    assert list(inspect.signature(_force_on_current_node).parameters) == ["remote_func_or_actor_class"]
+
+
+def test_no_other_module_uses_a_private_ray_or_optuna_name():
+    """A private name is one with a leading underscore imported from, or read off an object of,
+    Ray or Optuna; only internals.py may hold them."""
+    offenders = []
+    for path in sorted((ROOT / "raysweep").rglob("*.py")):
+        if path.name == "internals.py":
+            continue
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in ("ray", "optuna"):
+                offenders += [f"{path.name}: {a.name}" for a in node.names if a.name.startswith("_")]
+                if any(part.startswith("_") for part in (node.module or "").split(".")):
+                    offenders.append(f"{path.name}: {node.module}")
+    assert offenders == []
+
+
+@pytest.mark.parametrize("name", ["restored_config", "optuna_trials", "optuna_study", "SweepWandbCallback"])
+def test_internals_names_its_uses(name: str):
+    assert name in internals.__doc__ or name in Path(internals.__file__).read_text()

@@ -1,0 +1,57 @@
+"""``raysweep show`` and ``raysweep report`` read a run dir with Ray (and torch) not importable:
+a run dir can be read on a laptop with no Ray, during a sweep or long after it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import ROOT
+
+from bench.readers import write_run_dir
+
+BLOCKED = ("ray", "torch")
+RUN_WITHOUT = f"""
+import importlib.abc, sys
+
+class Missing(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {BLOCKED!r}:
+            raise ImportError(f"{{name}} is not installed here")
+
+sys.meta_path.insert(0, Missing())
+from raysweep.cli import main
+code = main(sys.argv[1:])
+loaded = sorted({{m.split(".")[0] for m in sys.modules}} & set({BLOCKED!r}))
+print("LOADED", loaded, file=sys.stderr)
+sys.exit(code)
+"""
+
+
+def run_without_ray(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", RUN_WITHOUT, *args], capture_output=True, text=True, cwd=ROOT, timeout=300)
+
+
+def test_show_and_report_need_no_ray(tmp_path: Path):
+    run_dir = write_run_dir(tmp_path, trials=12, epochs=4)
+    shown = run_without_ray("show", str(run_dir), "--json")
+    assert shown.returncode == 0, shown.stderr
+    data = json.loads(shown.stdout)
+    assert len(data["trials"]) == 12 and data["best"]["metric"] == max(t["metric"] for t in data["trials"])
+    assert "LOADED []" in shown.stderr
+    table = run_without_ray("show", str(run_dir), "--top", "3")
+    assert table.returncode == 0 and len(table.stdout.strip().splitlines()) == 2 + 3, table.stdout + table.stderr
+    report = run_without_ray("report", str(run_dir), "-o", str(tmp_path / "r.html"))
+    assert report.returncode == 0, report.stderr
+    assert "LOADED []" in report.stderr
+    page = (tmp_path / "r.html").read_text()
+    assert 'id="fig-curves"' in page and "t00000" in page
+
+
+def test_the_guard_itself_stops_an_import_of_ray():
+    """The blocker is real: a command that needs Ray fails under it."""
+    out = run_without_ray("resume", "nowhere")
+    assert out.returncode != 0
+    assert "ray is not installed here" in out.stderr or "no sweep found" in out.stderr
