@@ -28,6 +28,7 @@ PARTS = {
     "search_random": ["bench.search", "--method", "random"],
     "search_grid": ["bench.search", "--method", "grid"],
     "scale": ["bench.scale"],
+    "readers": ["bench.readers"],
 }
 
 

@@ -88,7 +88,18 @@ def tables(r: dict[str, Any]) -> tuple[list[str], list[tuple[str, str, str]]]:
     searches = {k.removeprefix("search_"): v for k, v in r.items() if k.startswith("search_")}
     lines_3, targets_3 = search_table({m: searches.get(m) or {} for m in ("bayes", "random", "grid")} | searches)
     lines_6, target_6 = scale_table(r.get("scale") or {})
-    return lines + lines_3 + lines_6, [*targets, *targets_3, target_6]
+    lines_7, target_7 = readers_table(r.get("readers") or {})
+    return lines + lines_3 + lines_6 + lines_7, [*targets, *targets_3, target_6, target_7]
+
+
+def readers_table(r: dict[str, Any]) -> tuple[list[str], tuple[str, str, str]]:
+    """``raysweep show`` / ``report`` on a run dir of N trials, each a fresh process (bench.readers)."""
+    lines = ["", f"### 7. Reading a run dir ({r.get('trials', '?')} trials; a fresh `python -m raysweep` each, median)", "",
+             "| command | wall s |", "|---|---|"]
+    for key, name in (("show_s", "show"), ("show_json_s", "show --json"), ("report_s", "report")):
+        lines.append(f"| {name} | {_f(r.get(key), '{:.2f}')} |")
+    show = r.get("show_s")
+    return lines, ("`raysweep show` on a 256-trial run dir < 1 s", _f(show, "{:.2f} s"), _check(None if show is None else show < 1))
 
 
 def scale_table(r: dict[str, Any]) -> tuple[list[str], tuple[str, str, str]]:

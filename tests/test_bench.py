@@ -65,3 +65,12 @@ def test_quick_wandb_agent_search_runs_wandbs_engine_with_torchrun(tmp_path: Pat
     assert run["trials_done"] == 3 and len(run["trials"]) == 3
     for t in run["trials"]:
         assert 1 <= t["config"]["arch.stages.0.repeat"] <= 4 and t["epochs"] in (1, 2)  # W&B's draw, its reports
+
+
+def test_quick_readers_part_times_show_and_report(tmp_path: Path) -> None:
+    env = {**os.environ, "BENCH_RESULTS_DIR": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-m", "bench.readers", "--quick"], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=600)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    data = json.loads((tmp_path / "readers_quick.json").read_text())
+    assert data["trials"] == 16 and all(data[k] > 0 for k in ("show_s", "show_json_s", "report_s"))
