@@ -79,3 +79,32 @@ def test_no_other_module_uses_a_private_ray_or_optuna_name():
 @pytest.mark.parametrize("name", ["restored_config", "optuna_trials", "optuna_study", "SweepWandbCallback"])
 def test_internals_names_its_uses(name: str):
     assert name in internals.__doc__ or name in Path(internals.__file__).read_text()
+
+
+def test_a_run_dir_from_before_the_relayering_unpickles_its_classes_at_their_new_homes():
+    """Tune pickled the searcher, scheduler, callbacks and the spec under their old module paths;
+    ``resume`` of such a run dir (checked by hand: an interrupted sweep of 17293db finished) needs them."""
+    import pickle
+
+    from raysweep.engine import old_run_dirs
+    from raysweep.engine.monitor import SweepMonitor
+    from raysweep.engine.result_log import ResultLog
+    from raysweep.search.hyperband import WandbHyperband
+    from raysweep.search.schedulers import RecordingASHA
+    from raysweep.search.searchers import DistinctOptunaSearch, GridSearch
+    from raysweep.search.stoppers import TargetStopper
+    from raysweep.spec.model import SweepSpec
+
+    old_run_dirs.register()
+    moved = {
+        ("raysweep.engine.search", "GridSearch"): GridSearch,
+        ("raysweep.engine.search", "DistinctOptunaSearch"): DistinctOptunaSearch,
+        ("raysweep.engine.search", "RecordingASHA"): RecordingASHA,
+        ("raysweep.engine.hyperband", "WandbHyperband"): WandbHyperband,
+        ("raysweep.engine.progress", "SweepMonitor"): SweepMonitor,
+        ("raysweep.engine.progress", "ResultLog"): ResultLog,
+        ("raysweep.engine.progress", "TargetStopper"): TargetStopper,
+        ("raysweep.spec.loader", "SweepSpec"): SweepSpec,
+    }
+    for (module, name), cls in moved.items():
+        assert pickle.loads(f"c{module}\n{name}\n.".encode()) is cls, f"{module}.{name}"

@@ -23,7 +23,7 @@ import ray
 from ray import tune
 from ray.tune.stopper import CombinedStopper
 
-from raysweep.engine import interrupt
+from raysweep.engine import interrupt, old_run_dirs
 from raysweep.engine.cluster import dashboard_url, start_or_connect
 from raysweep.engine.monitor import SweepMonitor
 from raysweep.engine.result_log import ResultLog
@@ -331,6 +331,7 @@ def resume_sweep(
     """Continue an interrupted sweep: finished and failed trials stay, unfinished ones continue
     (``retry_failed``: failed ones run again too, from their last checkpoint)."""
     run_dir = resolve_run_dir(run, storage)
+    old_run_dirs.register()  # a run dir from before the re-layering pickled the old module paths
     spec = SweepSpec.from_json(json.loads((run_dir / "spec.json").read_text()))
     settings = RunSettings.from_json(json.loads((run_dir / "run.json").read_text()))
     settings = replace(settings, quiet=quiet, retry_failed=retry_failed)
