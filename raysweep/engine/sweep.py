@@ -183,7 +183,7 @@ def _run(spec: SweepSpec, settings: RunSettings, run_dir: Path, restore: bool) -
     worker_pool = None
     if spec.ddp_workers == "warm" and (max(sizes) > 1 or not spec.runs_program):
         worker_pool = start_pool(dict(zip(capacity.node_ids, capacity.slots_per_node, strict=True)))
-    sweep = Sweep(spec, capacity, str(run_dir), settings.name, settings.workdir, settings.wandb, worker_pool is not None)
+    sweep = Sweep(spec, capacity, str(run_dir), settings.name, settings.workdir, settings.wandb)
     trainable = make_trainable(sweep, worker_pool)
     monitor = SweepMonitor(spec, run_dir, budget, quiet=settings.quiet)
     stoppers = [InitialFailureStopper(monitor, spec.max_initial_failures)]

@@ -18,6 +18,6 @@ def make_trainable(sweep: Sweep, worker_pool: Any) -> Any:
             workers = sweep.spec.world_size(flat_config)
         except ValueError:
             workers = 1  # the trial itself raises the explanation
-        return tune.PlacementGroupFactory(trial_bundle(workers, sweep.capacity, warm=sweep.pooled), strategy="STRICT_PACK")
+        return tune.PlacementGroupFactory(trial_bundle(workers, sweep.capacity, warm=worker_pool is not None), strategy="STRICT_PACK")
 
     return tune.with_resources(tune.with_parameters(run_trial, sweep=sweep, worker_pool=worker_pool), resources)

@@ -176,8 +176,6 @@ class ProgramBackend(Backend):
             f.write(json.dumps({"source": "report", "metrics": plain_numbers(metrics)}) + "\n")
 
 
-
-
 def _checkpoint_at(directory: str | None) -> Any:
     if directory is None:
         return None

@@ -31,7 +31,6 @@ class Sweep:
     name: str
     workdir: str  # where program: scripts are resolved and run
     wandb_mode: str
-    pooled: bool  # the sweep has warm DDP workers (else 2+-worker trials are TorchTrainer runs)
 
 
 @dataclass(frozen=True)
@@ -82,8 +81,9 @@ class TrialJob:
         return replace(self, attempt=uuid.uuid4().hex[:8])
 
 
-def build_job(sweep: Sweep, flat_config: dict[str, Any], trial_id: str, staging_dir: str) -> TrialJob:
-    """The job of the trial Tune started with ``flat_config`` (its files go in its run-dir dir)."""
+def build_job(sweep: Sweep, flat_config: dict[str, Any], trial_id: str, staging_dir: str, pooled: bool) -> TrialJob:
+    """The job of the trial Tune started with ``flat_config`` (its files go in its run-dir dir);
+    ``pooled``: the sweep has warm DDP workers (else 2+-worker trials are TorchTrainer runs)."""
     spec, capacity = sweep.spec, sweep.capacity
     workers = spec.world_size(flat_config)
     if workers > capacity.largest_node:
@@ -92,10 +92,10 @@ def build_job(sweep: Sweep, flat_config: dict[str, Any], trial_id: str, staging_
             "DDP workers of one trial run on one node."
         )
     trial_dir = trial_files_dir(staging_dir, sweep.run_dir)
-    if workers == 1 and (spec.runs_program or not sweep.pooled):
+    if workers == 1 and (spec.runs_program or not pooled):
         runner = "in_process"
     else:
-        runner = "warm" if sweep.pooled else "torchtrainer"
+        runner = "warm" if pooled else "torchtrainer"
     common = {
         "trial_id": trial_id, "trial_dir": trial_dir, "world_size": workers, "runner": runner,
         "metric": spec.metric.name if spec.metric else None, "report_timeout_s": spec.report_timeout_s,
