@@ -15,6 +15,7 @@ import ray
 from ray.exceptions import AuthenticationError
 
 from raysweep.errors import UserError
+from raysweep.internals import local_gpu_count
 from raysweep.placement import SLOT, Capacity, slots_for, workers_on
 
 LOOPBACK = "127.0.0.1"
@@ -53,10 +54,8 @@ def cuda_visible_devices(gpus: tuple[int, ...], inherited: str | None) -> str:
 
 
 def select_gpus(text: str) -> tuple[int, ...]:
-    """``--gpus`` checked against the GPUs torch sees on this machine."""
-    import torch
-
-    return parse_gpu_set(text, torch.cuda.device_count())
+    """``--gpus`` checked against the GPUs this machine shows (``CUDA_VISIBLE_DEVICES`` applied)."""
+    return parse_gpu_set(text, local_gpu_count())
 
 
 def start_or_connect(
@@ -100,8 +99,6 @@ def start_or_connect(
                 )
             raise UserError(f"could not connect to the Ray cluster at {address}: {e}{hint}") from None
     else:
-        import torch
-
         if gpus is not None:
             if use_gpu is False:
                 raise UserError(f"--gpus {gpus} selects GPUs, but the spec sets resources.use_gpu: false")
@@ -110,7 +107,7 @@ def start_or_connect(
             os.environ["CUDA_VISIBLE_DEVICES"] = cuda_visible_devices(selected, os.environ.get("CUDA_VISIBLE_DEVICES"))
             n_gpus = len(selected)
         else:
-            n_gpus = torch.cuda.device_count() if use_gpu is not False else 0
+            n_gpus = local_gpu_count() if use_gpu is not False else 0
         cpus = os.cpu_count() or 1
         slots = n_gpus if n_gpus > 0 else max(1, int(cpus // cpus_per_worker))
         host = dashboard_host or LOOPBACK

@@ -1,9 +1,10 @@
-"""Run dirs written before raysweep's re-layering (2026-11-24) stay resumable.
+"""Run dirs written by earlier raysweeps stay resumable.
 
 Tune pickles the searcher, scheduler, callbacks and stoppers into a run dir, under the module
-paths their classes had then (``raysweep.engine.search.RecordingASHA``, a ``SweepSpec`` from
-``raysweep.spec.loader``, ...). ``register`` makes each old path a module that holds the names
-of its new homes, so ``resume`` unpickles them; a fresh sweep never needs it.
+paths their classes had then: before the re-layering (2026-11-24), ``raysweep.engine.search.RecordingASHA``,
+a ``SweepSpec`` from ``raysweep.spec.loader``, ...; before 2026-11-25, a W&B callback that is
+gone. ``register`` makes each old path a module that holds the names of its new homes, so
+``resume`` unpickles them; a fresh sweep never needs it.
 """
 
 from __future__ import annotations
@@ -39,3 +40,9 @@ def register() -> None:
                 if not name.startswith("__") and not hasattr(module, name):
                     setattr(module, name, value)
         sys.modules[old] = module
+    # Ray's W&B callback, subclassed, logged trials until 2026-11-25; a resumed driver attaches
+    # its own callbacks, so the old one only has to unpickle.
+    from raysweep.engine import wandb_logging
+
+    for old in ("raysweep.internals", "raysweep.engine.wandb_logging"):
+        setattr(importlib.import_module(old), "SweepWandbCallback", wandb_logging.WandbRuns)

@@ -28,7 +28,7 @@ from raysweep.engine.cluster import dashboard_url, start_or_connect
 from raysweep.engine.monitor import SweepMonitor
 from raysweep.engine.result_log import ResultLog
 from raysweep.engine.trainable import make_trainable
-from raysweep.engine.wandb_logging import key_configured, wandb_callback
+from raysweep.engine.wandb_logging import WandbRuns, key_configured
 from raysweep.errors import UserError
 from raysweep.internals import restored_config
 from raysweep.placement import Capacity, concurrency_limit
@@ -143,7 +143,7 @@ def _callbacks(spec: SweepSpec, settings: RunSettings, resuming: bool) -> list[A
         return []
     project = spec.wandb.project or "raysweep"
     group = spec.wandb.group or settings.name
-    return [wandb_callback(project, spec.wandb.entity, group, settings.wandb, resuming)]
+    return [WandbRuns(project, spec.wandb.entity, group, settings.wandb, resuming)]
 
 
 def _run(spec: SweepSpec, settings: RunSettings, run_dir: Path, restore: bool) -> int:

@@ -1,17 +1,35 @@
-"""W&B logging of every trial through Ray's ``WandbLoggerCallback``, offline by default.
+"""W&B logging of every trial, offline by default: one run per trial, written by the driver.
 
-The callback itself (``internals.SweepWandbCallback``) lives with raysweep's other uses of
-private Ray names. The key is only ever read by wandb from the environment or ~/.netrc:
-raysweep never copies it into the run dir or its logs.
+Ray's ``WandbLoggerCallback`` starts two actors per trial (a logging actor and its queue), two
+Python processes that each import wandb: ~3.5 CPU-seconds per trial, and 2.5 s of a 2-core
+sweep's start. wandb holds several runs in one process (``reinit="create_new"``, one wandb-core
+service for all), so the driver writes them itself, on one thread of its own: Tune's loop only
+queues each result, since ``wandb.init`` online is a network call. With no actor, the API key is
+never in a ``runtime_env`` (Ray writes those to its session logs): wandb reads it from the
+driver's environment or ~/.netrc, and raysweep never copies it anywhere.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import netrc
+import numbers
 import os
+import queue
+import sys
+import threading
+from pathlib import Path
 from typing import Any
 
-from raysweep.internals import SweepWandbCallback
+from ray.tune.logger import LoggerCallback
+from ray.tune.utils import flatten_dict
+
+logger = logging.getLogger(__name__)
+
+END_WAIT_S = 20  # the runs' last writes at the sweep's end (offline: local files)
+NOT_LOGGED = ("done", "should_checkpoint", "config")  # Tune's bookkeeping, as Ray's callback leaves out
+TO_CONFIG = ("trial_id", "experiment_tag", "node_ip", "hostname", "pid")  # facts of the run, not series
 
 
 def key_configured() -> bool:
@@ -24,12 +42,122 @@ def key_configured() -> bool:
         return False
 
 
-def wandb_callback(project: str, entity: str | None, group: str, mode: str, resuming: bool) -> SweepWandbCallback:
-    os.environ.setdefault("WANDB_SILENT", "true")
-    kwargs: dict[str, Any] = {"mode": mode}
-    if entity:
-        kwargs["entity"] = entity
-    if resuming:
-        kwargs["resume"] = "allow"  # continue a resumed trial's run instead of duplicating it
-    return SweepWandbCallback(project=project, group=group, **kwargs)
+def loggable(result: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A Tune result as one W&B history row (numbers, nested keys joined by ``/``) and the run's facts."""
+    row, facts = {}, {}
+    for key, value in flatten_dict(result, delimiter="/").items():
+        if key in TO_CONFIG:
+            facts[key] = value
+        elif isinstance(value, numbers.Number) and not any(key == k or key.startswith(k + "/") for k in NOT_LOGGED):
+            row[key] = value
+    return row, facts
 
+
+class WandbRuns(LoggerCallback):
+    """One W&B run per trial, its id the trial's id, in the trial's dir of the run dir.
+
+    A resumed sweep continues each trial's run (``resume="allow"``) and logs its earlier results
+    again from ``result.json``: a killed driver takes with it what wandb had not yet written.
+    """
+
+    def __init__(self, project: str, entity: str | None, group: str, mode: str, resuming: bool):
+        self.init_kwargs: dict[str, Any] = {"project": project, "group": group, "mode": mode}
+        if entity:
+            self.init_kwargs["entity"] = entity
+        self.resuming = resuming
+        self._queue: queue.Queue | None = None
+        self._thread: threading.Thread | None = None
+        self._open: set[str] = set()  # trials whose run is started and not yet ended
+        self._started: set[str] = set()  # every trial that has had a run in this driver
+
+    def __getstate__(self) -> dict[str, Any]:  # Tune pickles its RunConfig, callbacks included
+        return {**self.__dict__, "_queue": None, "_thread": None, "_open": set(), "_started": set()}
+
+    def setup(self, *args: Any, **kwargs: Any) -> None:
+        os.environ.setdefault("WANDB_SILENT", "true")
+        self._queue = queue.Queue()
+        self._thread = threading.Thread(target=self._write, args=(self._queue,), name="raysweep-wandb", daemon=True)
+        self._thread.start()
+
+    def log_trial_start(self, trial: Any) -> None:
+        if trial.trial_id in self._open:  # a restarted trial goes on in its run
+            return
+        Path(trial.path).mkdir(parents=True, exist_ok=True)
+        again = self.resuming or trial.trial_id in self._started
+        init = {
+            **self.init_kwargs, "id": trial.trial_id, "name": str(trial), "dir": trial.path,
+            "config": {**trial.config, "trial_log_path": trial.path}, "resume": "allow" if again else None,
+        }  # fmt: skip
+        self._open.add(trial.trial_id)
+        self._queue.put(("start", trial.trial_id, init))
+        if self.resuming and trial.trial_id not in self._started:
+            self._replay(trial)
+        self._started.add(trial.trial_id)
+
+    def log_trial_result(self, iteration: int, trial: Any, result: dict[str, Any]) -> None:
+        if trial.trial_id not in self._open:
+            self.log_trial_start(trial)
+        self._queue.put(("log", trial.trial_id, loggable(result)))
+
+    def log_trial_end(self, trial: Any, failed: bool = False) -> None:
+        if trial.trial_id in self._open:
+            self._open.discard(trial.trial_id)
+            self._queue.put(("end", trial.trial_id, 1 if failed else 0))
+
+    def on_experiment_end(self, trials: list, **info: Any) -> None:
+        """End every run still open (after Ctrl-C, Tune ends none), then wait a bounded time."""
+        if self._thread is None:
+            return
+        for trial_id in list(self._open):
+            self._queue.put(("end", trial_id, 0))
+        self._open.clear()
+        self._queue.put(None)
+        self._thread.join(END_WAIT_S)
+        if self._thread.is_alive():
+            print(f"W&B: runs still writing after {END_WAIT_S} s were left unfinished", file=sys.stderr)
+        else:
+            import wandb
+
+            wandb.teardown()  # ends the wandb-core process the runs shared
+        self._thread = None
+
+    def _replay(self, trial: Any) -> None:
+        results = Path(trial.path) / "result.json"
+        if results.exists():
+            for line in results.read_text().splitlines():
+                if line.strip():
+                    self._queue.put(("log", trial.trial_id, loggable(json.loads(line))))
+
+    @staticmethod
+    def _write(ops: queue.Queue) -> None:
+        """The W&B thread: start, log to and end runs, in the order Tune's loop queued them."""
+        import wandb
+
+        settings = wandb.Settings(console="off", silent=True)  # the driver's terminal is not a trial's output
+        runs: dict[str, Any] = {}
+        facts: dict[str, dict[str, Any]] = {}
+        warned: set[str] = set()  # one line per kind of failure; driver.log has each
+        while (op := ops.get()) is not None:
+            kind, trial_id, arg = op
+            try:
+                if kind == "start":
+                    runs[trial_id] = wandb.init(**arg, reinit="create_new", allow_val_change=True, settings=settings)
+                elif trial_id not in runs:  # its start failed, and said so
+                    continue
+                elif kind == "log":
+                    row, new_facts = arg
+                    if new_facts and new_facts != facts.get(trial_id):
+                        runs[trial_id].config.update(new_facts, allow_val_change=True)
+                        facts[trial_id] = new_facts
+                    runs[trial_id].log(row, step=row.get("training_iteration"))
+                else:
+                    runs.pop(trial_id).finish(exit_code=arg)
+                    facts.pop(trial_id, None)
+            except Exception as e:  # W&B trouble must not end the sweep; the run dir has every result
+                logger.exception("W&B %s of trial %s failed", kind, trial_id)
+                if kind not in warned:
+                    warned.add(kind)
+                    print(f"W&B: {kind} of trial {trial_id}'s run failed ({e}); the run dir keeps every result",
+                          file=sys.stderr)  # fmt: skip
+                if kind == "start":
+                    runs.pop(trial_id, None)
