@@ -29,6 +29,7 @@ PARTS = {
     "search_grid": ["bench.search", "--method", "grid"],
     "scale": ["bench.scale"],
     "readers": ["bench.readers"],
+    "first_report": ["bench.first_report"],
 }
 
 

@@ -63,14 +63,17 @@ def per_trial_seconds(spans: list[tuple[float, float]]) -> list[float]:
 class RssSampler:
     """Peak RSS of this process and of all its descendants (Ray's processes, torchrun's ranks).
 
-    Sampled every ``interval_s`` on a thread; RSS double-counts shared pages (Ray's object
-    store), so the sum is an upper bound of what the processes hold together.
+    Sampled every ``interval_s`` on a thread. A sum of RSS counts a page shared by several
+    processes once per process (Ray's object store; the libraries of processes forked from one
+    parent, like the dashboard's nine modules): an upper bound. PSS splits each shared page among
+    its sharers, so its sum is what the processes hold together; both are kept.
     """
 
     def __init__(self, interval_s: float = 0.25) -> None:
         self.interval_s = interval_s
         self.peak_driver = 0
         self.peak_children = 0
+        self.peak_children_pss = 0
         self.driver_timeline: list[tuple[float, float]] = []  # (time, driver RSS MiB) at every sample
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -80,13 +83,16 @@ class RssSampler:
         rss = me.memory_info().rss
         self.peak_driver = max(self.peak_driver, rss)
         self.driver_timeline.append((time.time(), rss / 2**20))
-        total = 0
+        total = total_pss = 0
         for child in me.children(recursive=True):
             try:
-                total += child.memory_info().rss
+                memory = child.memory_full_info()  # /proc/PID/smaps_rollup: ~0.1 ms
+                total += memory.rss
+                total_pss += memory.pss
             except psutil.Error:
                 pass
         self.peak_children = max(self.peak_children, total)
+        self.peak_children_pss = max(self.peak_children_pss, total_pss)
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -103,7 +109,8 @@ class RssSampler:
 
     def as_dict(self) -> dict[str, float]:
         mib = 1024 * 1024
-        return {"driver_peak_rss_mib": round(self.peak_driver / mib, 1), "children_peak_rss_mib": round(self.peak_children / mib, 1)}
+        return {"driver_peak_rss_mib": round(self.peak_driver / mib, 1), "children_peak_rss_mib": round(self.peak_children / mib, 1),
+                "children_peak_pss_mib": round(self.peak_children_pss / mib, 1)}  # fmt: skip
 
 
 def machine() -> dict[str, Any]:

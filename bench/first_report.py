@@ -17,17 +17,42 @@ T_MAIN = time.time()
 
 import argparse  # noqa: E402
 import json  # noqa: E402
+import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import psutil  # noqa: E402
 
+RUNS = {"full": 3, "quick": 1}
+TOTAL = "loop's first report"
+
+
+def part(quick: bool) -> None:
+    """Fresh processes, sizes interleaved; the figure is the median of each size's totals."""
+    from bench.common import median, write_result
+
+    runs: dict[int, list[dict[str, float]]] = {1: [], 2: []}
+    for _ in range(RUNS["quick" if quick else "full"]):
+        for workers in runs:
+            out = subprocess.run([sys.executable, "-m", "bench.first_report", "--one", "--workers", str(workers)],
+                                 capture_output=True, text=True, check=True)  # fmt: skip
+            print(out.stdout, flush=True)
+            runs[workers].append(json.loads(out.stdout.splitlines()[-1]))
+    medians = {f"{w}w": round(median(r[TOTAL] for r in rs if TOTAL in r), 2) for w, rs in runs.items()}
+    print(f"first report (s after the process started), median: {medians}")
+    print(write_result("first_report", {"median_s": medians, "runs": {f"{w}w": rs for w, rs in runs.items()}}, quick))
+
 
 def main() -> int:
     p = argparse.ArgumentParser(prog="python -m bench.first_report", description=__doc__.splitlines()[0])
     p.add_argument("--workers", type=int, default=1)
+    p.add_argument("--one", action="store_true", help="one run in this process, its stamps printed")
+    p.add_argument("--quick", action="store_true")
     args = p.parse_args()
+    if not args.one:
+        part(args.quick)
+        return 0
     started = psutil.Process().create_time()
     stamps: dict[str, float] = {"python started": started, "bench main": T_MAIN}
 
@@ -71,6 +96,7 @@ def main() -> int:
     for name, t in sorted(stamps.items(), key=lambda kv: kv[1]):
         print(f"{t - started:7.2f} s  (+{t - previous:5.2f})  {name}")
         previous = t
+    print(json.dumps({name: round(t - started, 3) for name, t in stamps.items()}))
     return code
 
 

@@ -49,6 +49,7 @@ def summarise(r: dict[str, Any], slots: int) -> dict[str, Any]:
         "failed": r["failed"],
         "driver_peak_rss_mib": r["driver_peak_rss_mib"],
         "children_peak_rss_mib": r["children_peak_rss_mib"],
+        "children_peak_pss_mib": r.get("children_peak_pss_mib"),
     }
 
 

@@ -74,3 +74,20 @@ def test_quick_readers_part_times_show_and_report(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     data = json.loads((tmp_path / "readers_quick.json").read_text())
     assert data["trials"] == 16 and all(data[k] > 0 for k in ("show_s", "show_json_s", "report_s"))
+
+
+def test_quick_first_report_part_stamps_both_sizes(tmp_path: Path) -> None:
+    env = {**os.environ, "BENCH_RESULTS_DIR": str(tmp_path)}
+    proc = subprocess.run(["flock", LOCK, sys.executable, "-m", "bench.first_report", "--quick"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    data = json.loads((tmp_path / "first_report_quick.json").read_text())
+    for size in ("1w", "2w"):
+        (run,) = data["runs"][size]
+        assert (
+            0
+            < run["raysweep imported"]
+            < run["Tuner.fit called"]
+            < run["loop's first report"]
+            == pytest.approx(data["median_s"][size], abs=0.01)
+        )

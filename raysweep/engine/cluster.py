@@ -73,14 +73,15 @@ def start_or_connect(
         dashboard_host: where the embedded Ray's dashboard listens (default loopback only).
     """
     env = {
-        "PYTHONPATH": os.pathsep.join(p for p in (os.getcwd(), os.environ.get("PYTHONPATH")) if p),
+        "PYTHONPATH": os.pathsep.join(
+            dict.fromkeys([os.getcwd(), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))])
+        ),
         # A stopped trial's thread ends at its report; a reused actor waits this long for it (Tune: 2 s).
         "TUNE_FUNCTION_THREAD_TIMEOUT_S": os.environ.get("TUNE_FUNCTION_THREAD_TIMEOUT_S", "30"),
     }
     common: dict[str, Any] = {
         "log_to_driver": False,  # worker output stays in Ray's log files, not the terminal
         "logging_level": logging.WARNING,
-        "runtime_env": {"env_vars": env},
         "configure_logging": True,
     }
     address = address or os.environ.get("RAY_ADDRESS") or None  # set for `ray job submit` entrypoints
@@ -88,7 +89,7 @@ def start_or_connect(
         check_embedded_only(address, gpus, dashboard_host)
         probe_address(address)
         try:
-            ray.init(address=address, **common)
+            ray.init(address=address, runtime_env={"env_vars": env}, **common)
         except (ConnectionError, ValueError, RuntimeError, AuthenticationError) as e:
             hint = ""
             if address != "auto" and os.environ.get("RAY_AUTH_MODE") is None:
@@ -114,6 +115,10 @@ def start_or_connect(
         warning = exposure_warning(host)
         if warning:
             print(warning, file=sys.stderr)
+        # The embedded Ray's processes inherit this environment. A job-level runtime_env would
+        # carry it too, but then no worker Ray prestarts (one per CPU, Python and Ray imported)
+        # could host an actor: every pool, trial and worker actor would wait for a new process.
+        os.environ.update(env)
         ray.init(
             address="local",  # a new Ray even if `ray start` left one running on this machine
             num_cpus=cpus,
