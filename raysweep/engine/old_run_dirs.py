@@ -45,4 +45,4 @@ def register() -> None:
     from raysweep.engine import wandb_logging
 
     for old in ("raysweep.internals", "raysweep.engine.wandb_logging"):
-        setattr(importlib.import_module(old), "SweepWandbCallback", wandb_logging.WandbRuns)
+        importlib.import_module(old).SweepWandbCallback = wandb_logging.WandbRuns
