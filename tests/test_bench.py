@@ -91,3 +91,17 @@ def test_quick_first_report_part_stamps_both_sizes(tmp_path: Path) -> None:
             < run["loop's first report"]
             == pytest.approx(data["median_s"][size], abs=0.01)
         )
+
+
+def test_search_proxy_replays_samplers_on_the_grids_recorded_values(tmp_path: Path) -> None:
+    import shutil
+
+    shutil.copy(REPO / "bench" / "results" / "search_grid.json", tmp_path)
+    env = {**os.environ, "BENCH_RESULTS_DIR": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-m", "bench.search_proxy", "--seeds", "2"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    data = json.loads((tmp_path / "search_proxy_quick.json").read_text())
+    for row in data["variants"].values():
+        assert len(row["counts"]) == 2 and all(1 <= c <= data["budget"] + 1 for c in row["counts"])
+    assert "| TPE, raysweep's defaults (10 random first) |" in proc.stdout
