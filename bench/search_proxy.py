@@ -14,9 +14,14 @@ TPE found it at its 23rd-35th trial).
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import warnings
+from collections.abc import Callable
 from typing import Any
+
+import optuna
+from optuna.samplers import RandomSampler, TPESampler
 
 from bench.common import RESULTS, write_result
 
@@ -24,32 +29,23 @@ BUDGET = 96  # proposals per seed, part 3's trials
 NEVER = BUDGET + 1
 PARAMS = ("arch.stages.0.repeat", "arch.stages.1.repeat", "arch.stages.2.repeat",
           "arch.stages.0.include_inputs", "arch.stages.1.include_inputs")  # fmt: skip
-VARIANTS: dict[str, dict[str, Any]] = {  # TPESampler's keywords; Optuna 5's defaults are multivariate + constant_liar
-    "TPE, raysweep's defaults (10 random first)": {},
-    "TPE, 5 random first": {"n_startup_trials": 5},
-    "TPE, 3 random first": {"n_startup_trials": 3},
-    "TPE, independent (multivariate off)": {"multivariate": False},
-    "TPE, 64 EI candidates": {"n_ei_candidates": 64},
-    "random, no repeats": {"random": True},
+VARIANTS: dict[str, Callable[[int], Any]] = {  # seed -> sampler; Optuna 5's TPE is multivariate + constant_liar
+    "TPE, raysweep's defaults (10 random first)": lambda seed: TPESampler(seed=seed),
+    "TPE, 5 random first": lambda seed: TPESampler(seed=seed, n_startup_trials=5),
+    "TPE, 3 random first": lambda seed: TPESampler(seed=seed, n_startup_trials=3),
+    "TPE, independent (multivariate off)": lambda seed: TPESampler(seed=seed, multivariate=False),
+    "TPE, 64 EI candidates": lambda seed: TPESampler(seed=seed, n_ei_candidates=64),
+    "random, no repeats": lambda seed: RandomSampler(seed=seed),
 }
 
 
 def recorded_values() -> dict[tuple, float]:
-    import json
-
     grid = json.loads((RESULTS / "search_grid.json").read_text())["runs"][0]
     return {tuple(t["config"][p] for p in PARAMS): t["final"] for t in grid["trials"]}
 
 
-def trials_to_best(values: dict[tuple, float], seed: int, options: dict[str, Any]) -> int:
+def trials_to_best(values: dict[tuple, float], sampler: Any) -> int:
     """Distinct configurations run up to and including the best one; NEVER if not in the budget."""
-    import optuna
-
-    options = dict(options)
-    if options.pop("random", False):
-        sampler: Any = optuna.samplers.RandomSampler(seed=seed)
-    else:
-        sampler = optuna.samplers.TPESampler(seed=seed, **options)
     study = optuna.create_study(direction="maximize", sampler=sampler)
     best = max(values, key=values.get)
     seen: set[tuple] = set()
@@ -68,8 +64,6 @@ def trials_to_best(values: dict[tuple, float], seed: int, options: dict[str, Any
 
 
 def main() -> None:
-    import optuna
-
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seeds", type=int, default=40)
     args = p.parse_args()
@@ -79,8 +73,8 @@ def main() -> None:
     out = {}
     print("| sampler | median distinct trials to grid's best | found within 15 | within 25 | not in 96 proposals |")
     print("|---|---|---|---|---|")
-    for name, options in VARIANTS.items():
-        counts = [trials_to_best(values, seed, options) for seed in range(args.seeds)]
+    for name, sampler in VARIANTS.items():
+        counts = [trials_to_best(values, sampler(seed)) for seed in range(args.seeds)]
         median = statistics.median(counts)
         row = {"counts": counts, "median": median, "within_15": sum(c <= 15 for c in counts),
                "within_25": sum(c <= 25 for c in counts), "never": counts.count(NEVER)}  # fmt: skip

@@ -45,10 +45,11 @@ def key_configured() -> bool:
 def loggable(result: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """A Tune result as one W&B history row (numbers, nested keys joined by ``/``) and the run's facts."""
     row, facts = {}, {}
-    for key, value in flatten_dict(result, delimiter="/").items():
+    kept = {key: value for key, value in result.items() if key not in NOT_LOGGED}  # the trial's whole config unflattened
+    for key, value in flatten_dict(kept, delimiter="/").items():
         if key in TO_CONFIG:
             facts[key] = value
-        elif isinstance(value, numbers.Number) and not any(key == k or key.startswith(k + "/") for k in NOT_LOGGED):
+        elif isinstance(value, numbers.Number):
             row[key] = value
     return row, facts
 
