@@ -27,14 +27,18 @@ PARTS = {
     "search_bayes": ["bench.search", "--method", "bayes"],
     "search_random": ["bench.search", "--method", "random"],
     "search_grid": ["bench.search", "--method", "grid"],
+    # System (c) of part 3: W&B's engine and one torchrun agent, hyperband evaluated every P s
+    "search_wandb_bayes_every10s": ["bench.search", "--method", "bayes", "--wandb-agent", "10"],
+    "search_wandb_bayes_every120s": ["bench.search", "--method", "bayes", "--wandb-agent", "120"],
     "scale": ["bench.scale"],
     "readers": ["bench.readers"],
     "first_report": ["bench.first_report"],
 }
+GPU_PARTS = {"gpu": ["bench.gpu"]}  # --gpu: issue 21's figures, on a machine with CUDA
 
 
 def run_part(name: str, quick: bool) -> int:
-    cmd = [sys.executable, "-m", *PARTS[name]] + (["--quick"] if quick else [])
+    cmd = [sys.executable, "-m", *(PARTS | GPU_PARTS)[name]] + (["--quick"] if quick else [])
     if shutil.which("flock"):
         cmd = ["flock", LOCK, *cmd]
     t0 = time.time()
@@ -49,8 +53,9 @@ def main() -> int:
     p.add_argument("--quick", action="store_true", help="tiny sizes: a check that everything runs, not figures")
     p.add_argument("--parts", nargs="+", choices=tuple(PARTS), default=list(PARTS), metavar="PART",
                    help=f"which parts (default all): {', '.join(PARTS)}")
+    p.add_argument("--gpu", action="store_true", help="only the GPU part (bench.gpu; needs CUDA)")
     args = p.parse_args()
-    failed = [name for name in args.parts if run_part(name, args.quick) != 0]
+    failed = [name for name in (list(GPU_PARTS) if args.gpu else args.parts) if run_part(name, args.quick) != 0]
     print()
     print(render(args.quick))
     if failed:

@@ -94,7 +94,26 @@ def tables(r: dict[str, Any]) -> tuple[list[str], list[tuple[str, str, str]]]:
     lines_6, target_6 = scale_table(r.get("scale") or {})
     lines_7, target_7 = readers_table(r.get("readers") or {})
     lines_8, target_8 = first_report_table(r.get("first_report") or {})
-    return lines + lines_3 + lines_6 + lines_7 + lines_8, [*targets, *targets_3, target_6, target_7, target_8]
+    lines_gpu, targets_gpu = gpu_table(r["gpu"]) if "gpu" in r else ([], [])
+    return (lines + lines_3 + lines_6 + lines_7 + lines_8 + lines_gpu,
+            [*targets, *targets_3, target_6, target_7, target_8, *targets_gpu])
+
+
+def gpu_table(g: dict[str, Any]) -> tuple[list[str], list[tuple[str, str, str]]]:
+    """``bench --gpu`` (bench.gpu), run on a GPU machine: its own figures and issue 21's goals."""
+    o, b, v, k = g.get("overhead", {}), g.get("busy", {}), g.get("vs_torchrun", {}), g.get("packing", {})
+    per = ", ".join(f"{NAMES.get(key, key)} {_f(x.get('per_trial_s'))} s" for key, x in o.items() if isinstance(x, dict))
+    lines = ["", f"### GPU ({g.get('device')}; bench.gpu)", "",
+             f"- Per-trial overhead, trivial 1-GPU trials one at a time: {per}.",
+             f"- 16 looped-transformer trials of one GPU: wall {_f(b.get('wall_s'), '{:.1f}')} s, the GPU busy "
+             f"{_f(b.get('gpu_busy_fraction'), '{:.3f}')} of it.",
+             f"- Samples/s under raysweep over torchrun, same GPU, median of {len(v.get('pairs', []))} pairs: {_f(v.get('a_over_c'), '{:.3f}')}.",
+             f"- Packing 16 small trials four to the GPU: wall {_f(k.get('share_0.25', {}).get('wall_s'), '{:.1f}')} s against "
+             f"{_f(k.get('share_1', {}).get('wall_s'), '{:.1f}')} s one per GPU ({_f(k.get('speedup_packed'))}x)."]
+    busy, ratio = b.get("gpu_busy_fraction"), v.get("a_over_c")
+    return lines, [("GPU busy over a 16-trial sweep >= 0.9", _f(busy, "{:.3f}"), _check(None if busy is None else busy >= 0.9)),
+                   ("raysweep vs torchrun on one GPU, samples/s >= 0.97x", _f(ratio, "{:.3f}"),
+                    _check(None if ratio is None else ratio >= 0.97))]  # fmt: skip
 
 
 def first_report_table(r: dict[str, Any]) -> tuple[list[str], tuple[str, str, str]]:

@@ -87,3 +87,15 @@ def test_wandbs_bayes_under_the_agent_is_compared_at_its_faster_stop_period() ->
     assert row(lines, "(c) W&B bayes + hyperband every 10s")[4] == "70"  # median, its never the slowest
     assert row(lines, "(c) W&B bayes + hyperband every 60s")[4] == "not reached"
     assert versus == ("ASHA+TPE reaches grid's best >= 3x faster than W&B's bayes + hyperband under (c)", "3.89x", "met")
+
+
+def test_the_gpu_part_checks_issue_21s_goals_and_names_the_device() -> None:
+    from bench.report import gpu_table
+
+    g = {"device": "NVIDIA H100", "overhead": {"a_raysweep": {"per_trial_s": 0.4}},
+         "busy": {"wall_s": 60.0, "gpu_busy_fraction": 0.93}, "vs_torchrun": {"pairs": [{}, {}, {}], "a_over_c": 0.95},
+         "packing": {"share_1": {"wall_s": 80.0}, "share_0.25": {"wall_s": 30.0}, "speedup_packed": 2.667}}  # fmt: skip
+    lines, targets = gpu_table(g)
+    assert "### GPU (NVIDIA H100; bench.gpu)" in lines
+    assert any("wall 30.0 s against 80.0 s one per GPU (2.67x)" in line for line in lines)
+    assert [(v, c) for _, v, c in targets] == [("0.930", "met"), ("0.950", "MISSED")]
