@@ -13,7 +13,7 @@ the ratio (a)/(c) is taken pair by pair; the table shows medians over the pairs.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from bench import systems
@@ -42,14 +42,27 @@ def samples_per_sec(events: list[dict[str, Any]]) -> dict[int, float]:
     return {w: median(v[1:] or v) for w, v in by_world.items()}
 
 
-def _ratio(a: float | None, c: float | None) -> float | None:
+def ratio(a: float | None, c: float | None) -> float | None:
     return round(a / c, 3) if a and c else None
 
 
-def _median_of_pairs(xs: Iterable[float | None], digits: int) -> float | None:
+def median_of_pairs(xs: Iterable[float | None], digits: int) -> float | None:
     """The median of the pairs that measured it; None (n/a in the table) when none did."""
     xs = [x for x in xs if x]
     return round(median(xs), digits) if xs else None
+
+
+def interleaved_pairs(spec_doc: dict[str, Any], n: int) -> Iterator[dict[str, dict[str, Any]]]:
+    """``n`` pairs of one raysweep and one torchrun run of ``spec_doc``, order alternating; per
+    pair and system, samples/sec by workers (``samples_per_sec``) and its failed trials."""
+    _, trials = systems.spec_trials(spec_doc)
+    runners = {
+        "a_raysweep": lambda: systems.run_raysweep(spec_doc, "transformer", max_concurrent=1),
+        "c_torchrun": lambda: systems.run_torchrun_agent(trials, "transformer", "exact_accuracy", "max"),
+    }
+    for i in range(n):
+        runs = {key: runners[key]() for key in sorted(runners, reverse=i % 2 == 1)}
+        yield {key: {"by_workers": samples_per_sec(r["events"]), "failed": r["failed"]} for key, r in runs.items()}
 
 
 def main() -> None:
@@ -57,29 +70,21 @@ def main() -> None:
     p.add_argument("--quick", action="store_true")
     args = p.parse_args()
     spec_doc = scaling_spec(args.quick)
-    _, trials = systems.spec_trials(spec_doc)
-    runners = {
-        "a_raysweep": lambda: systems.run_raysweep(spec_doc, "transformer", max_concurrent=1),
-        "c_torchrun": lambda: systems.run_torchrun_agent(trials, "transformer", "exact_accuracy", "max"),
-    }
     pairs = []
-    for i in range(PAIRS["quick" if args.quick else "full"]):
-        pair: dict[str, Any] = {}
-        for key in sorted(runners, reverse=i % 2 == 1):
-            r = runners[key]()
-            sps = samples_per_sec(r["events"])
-            pair[key] = {"1w": sps.get(1), "2w": sps.get(2), "failed": r["failed"]}
-        pair["a_over_c_1w"] = _ratio(pair["a_raysweep"]["1w"], pair["c_torchrun"]["1w"])
-        pair["a_over_c_2w"] = _ratio(pair["a_raysweep"]["2w"], pair["c_torchrun"]["2w"])
+    for i, runs in enumerate(interleaved_pairs(spec_doc, PAIRS["quick" if args.quick else "full"])):
+        pair: dict[str, Any] = {key: {"1w": x["by_workers"].get(1), "2w": x["by_workers"].get(2), "failed": x["failed"]}
+                                for key, x in runs.items()}  # fmt: skip
+        pair["a_over_c_1w"] = ratio(pair["a_raysweep"]["1w"], pair["c_torchrun"]["1w"])
+        pair["a_over_c_2w"] = ratio(pair["a_raysweep"]["2w"], pair["c_torchrun"]["2w"])
         print(f"ddp pair {i}: {pair}", flush=True)
         pairs.append(pair)
     out: dict[str, Any] = {}
-    for key in runners:
-        one = _median_of_pairs((p[key]["1w"] for p in pairs), 1)
-        two = _median_of_pairs((p[key]["2w"] for p in pairs), 1)
-        out[key] = {"samples_per_sec_1w": one, "samples_per_sec_2w": two, "speedup_2w": _ratio(two, one),
+    for key in ("a_raysweep", "c_torchrun"):
+        one = median_of_pairs((p[key]["1w"] for p in pairs), 1)
+        two = median_of_pairs((p[key]["2w"] for p in pairs), 1)
+        out[key] = {"samples_per_sec_1w": one, "samples_per_sec_2w": two, "speedup_2w": ratio(two, one),
                     "failed": [e for p in pairs for e in p[key]["failed"]]}
-    ratios = {f"a_over_c_{w}": _median_of_pairs((p[f"a_over_c_{w}"] for p in pairs), 3) for w in ("1w", "2w")}
+    ratios = {f"a_over_c_{w}": median_of_pairs((p[f"a_over_c_{w}"] for p in pairs), 3) for w in ("1w", "2w")}
     print(f"ddp: {out} {ratios}", flush=True)
     print(write_result("ddp_scaling", {"config": spec_doc["base_config"], "systems": out, **ratios, "pairs": pairs}, args.quick))
 

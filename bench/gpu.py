@@ -24,7 +24,7 @@ import time
 from typing import Any
 
 from bench import ddp_scaling, overhead, systems
-from bench.common import median, write_result
+from bench.common import write_result
 
 SIZES = {  # a transformer trial: (train_size, val_size, epochs), and trials per overhead run / pair count
     "full": {"trial": (20000, 1000, 3), "overhead_trials": 8, "pairs": 3, "sweep_trials": 16},
@@ -84,20 +84,13 @@ def busy(size: dict[str, Any]) -> dict[str, Any]:
 
 
 def vs_torchrun(size: dict[str, Any]) -> dict[str, Any]:
-    spec_doc = transformer_spec("bench-gpu-ddp", 1, size["trial"])
-    _, trials = systems.spec_trials(spec_doc)
-    runners = {
-        "a_raysweep": lambda: systems.run_raysweep(spec_doc, "transformer", max_concurrent=1),
-        "c_torchrun": lambda: systems.run_torchrun_agent(trials, "transformer", "exact_accuracy", "max"),
-    }
     pairs = []
-    for i in range(size["pairs"]):
-        pair = {key: ddp_scaling.samples_per_sec(runners[key]()["events"]).get(1) for key in sorted(runners, reverse=i % 2 == 1)}
-        pair["a_over_c"] = round(pair["a_raysweep"] / pair["c_torchrun"], 3) if all(pair.values()) else None
+    for i, runs in enumerate(ddp_scaling.interleaved_pairs(transformer_spec("bench-gpu-ddp", 1, size["trial"]), size["pairs"])):
+        pair = {key: x["by_workers"].get(1) for key, x in runs.items()}
+        pair["a_over_c"] = ddp_scaling.ratio(pair["a_raysweep"], pair["c_torchrun"])
         print(f"gpu pair {i}: {pair}", flush=True)
         pairs.append(pair)
-    ratios = [p["a_over_c"] for p in pairs if p["a_over_c"]]
-    return {"pairs": pairs, "a_over_c": round(median(ratios), 3) if ratios else None}
+    return {"pairs": pairs, "a_over_c": ddp_scaling.median_of_pairs((p["a_over_c"] for p in pairs), 3)}
 
 
 def packing(size: dict[str, Any]) -> dict[str, Any]:

@@ -35,7 +35,7 @@ def train(config: dict) -> None:
         held = torch.empty(int(config.get("hold_mib", 256)) * mib, dtype=torch.uint8, device=ctx.device)
         with ddp.autocast(ctx.device):
             out = model(torch.randn(512, 1024, device=ctx.device))
-        if config.get("oom_at") is not None and config.get("oom_at") == config.get("x"):
+        if "oom_at" in config and config["oom_at"] == config.get("x"):
             total = torch.cuda.get_device_properties(ctx.device).total_memory
             torch.empty(2 * total, dtype=torch.uint8, device=ctx.device)
         torch.cuda.synchronize(ctx.device)
