@@ -74,8 +74,10 @@ def test_dashboard_shows_the_sweep_and_the_run_dir_holds_no_wandb_key(tmp_path):
                 login = page.get_by_placeholder("Enter your authentication token")
                 login.wait_for(timeout=60_000)  # Ray's login prompt: nothing is shown without the token
                 login.fill(token)
-                login.press("Enter")
-                page.wait_for_load_state("load")
+                # Ray checks the token, then reloads the page; going on before that reload is done
+                # races it (a goto then waits for a load that the reload replaced).
+                with page.expect_event("load", timeout=60_000):
+                    login.press("Enter")
                 page.goto(f"{url}/#/jobs")
                 page.get_by_text("raysweep run").first.wait_for(timeout=60_000)
                 page.goto(f"{url}/#/actors")
