@@ -101,8 +101,7 @@ def packing(size: dict[str, Any]) -> dict[str, Any]:
         r = systems.run_raysweep(doc, "transformer")
         start, end = wall(r)
         out[f"share_{share:g}"] = {"wall_s": round(end - start, 1), "trials_done": len(r["spans"]), "failed": r["failed"]}
-    one, four = out["share_1"]["wall_s"], out["share_0.25"]["wall_s"]
-    out["speedup_packed"] = round(one / four, 3) if four else None
+    out["speedup_packed"] = ddp_scaling.ratio(out["share_1"]["wall_s"], out["share_0.25"]["wall_s"])
     return out
 
 
