@@ -81,8 +81,9 @@ def test_dashboard_shows_the_sweep_and_the_run_dir_holds_no_wandb_key(tmp_path):
                 page.goto(f"{url}/#/jobs")
                 page.get_by_text("raysweep run").first.wait_for(timeout=60_000)
                 page.goto(f"{url}/#/actors")
-                page.get_by_text("ImplicitFunc").first.wait_for(timeout=60_000)
-                page.get_by_text("ALIVE", exact=True).first.wait_for(timeout=60_000)  # a trial running
+                # A trial running: its actor's own row shows ALIVE (the page refreshes itself).
+                trial_row = page.get_by_role("row").filter(has_text="ImplicitFunc")
+                trial_row.filter(has=page.get_by_text("ALIVE", exact=True)).first.wait_for(timeout=90_000)
                 page.screenshot(path=str(screenshot_path(tmp_path, "dashboard.png")))
                 # What the dashboard knows of every actor: the driver writes the W&B runs itself,
                 # so no actor of the sweep holds the key (Ray's W&B callback put it in one's runtime_env).
