@@ -109,6 +109,7 @@ def _show(args: argparse.Namespace) -> int:
     from raysweep.runs.show import load_results, render_csv, render_table, resolve_run_dir
 
     data = load_results(resolve_run_dir(args.run, args.storage))
+    total = len(data["trials"])
     if args.top:
         data["trials"] = data["trials"][: args.top]
     if args.json:
@@ -116,7 +117,7 @@ def _show(args: argparse.Namespace) -> int:
     elif args.csv:
         sys.stdout.write(render_csv(data))
     else:
-        print(render_table(data))
+        print(render_table(data, of=total))
     return 0
 
 

@@ -71,10 +71,12 @@ def _columns(data: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
-def render_table(data: dict[str, Any]) -> str:
+def render_table(data: dict[str, Any], of: int | None = None) -> str:
+    """The trials as a text table; ``of``, the sweep's trial count when ``data`` holds only its best."""
     header, rows = _columns(data)
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
-    lines = [f"sweep {data['name']}: {len(rows)} trials, {data['metric']} ({data['goal']}), best first"]
+    count = f"top {len(rows)} of {of} trials" if of is not None and of > len(rows) else f"{len(rows)} trials"
+    lines = [f"sweep {data['name']}: {count}, {data['metric']} ({data['goal']}), best first"]
     lines.append("  ".join(h.ljust(w) for h, w in zip(header, widths)))
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
     for t in data["trials"]:
