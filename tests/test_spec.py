@@ -168,6 +168,12 @@ def test_invalid_spec_names_key_and_value(change, message):
     assert any(__import__("re").search(message, p) for p in problems), problems
 
 
+def test_an_unknown_key_lists_each_valid_key_once():
+    (problem,) = [p for p in problems_of(BASE | {"foo": 1}) if p.startswith("foo:")]
+    valid = problem.split("valid keys: ")[1].split(", ")
+    assert "scheduler" in valid and len(valid) == len(set(valid)), problem
+
+
 def test_every_problem_is_reported_at_once():
     problems = problems_of(
         {"method": "grd", "metrc": {}, "parameters": {"a": {"values": []}, "b": {"min": 2, "max": 1}}, "seed": -1}

@@ -16,7 +16,7 @@ def did_you_mean(key: str, choices: Iterable[str]) -> str:
 
 
 def unknown_keys(block: Mapping, allowed: Iterable[str], where: str, problems: list[str]) -> None:
-    allowed = list(allowed)
+    allowed = list(dict.fromkeys(allowed))  # a key both W&B and raysweep own (scheduler) is listed once
     for key in block:
         if key not in allowed:
             prefix = f"{where}." if where else ""
