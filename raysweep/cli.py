@@ -230,5 +230,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"raysweep: {e}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
-        print("raysweep: interrupted; continue with `raysweep resume`", file=sys.stderr)
+        print("raysweep: interrupted", file=sys.stderr)
         return 130

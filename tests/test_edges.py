@@ -10,8 +10,9 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
-from conftest import ROOT, cli_env, raysweep, show, write_spec
+from conftest import ROOT, cli_env, kill_tree, raysweep, show, write_spec
 
 SMOKE = {"method": "grid", "metric": {"name": "score"}, "parameters": {"x": {"values": [0.1, 0.2]}},
          "raysweep": {"train_loop": "train_loops.smoke:train", "base_config": {"epochs": 2}}}  # fmt: skip
@@ -153,6 +154,57 @@ def test_one_ctrl_c_saves_the_sweep_and_resume_finishes_it(tmp_path):
     rows = show(storage / "s")["trials"]
     assert sorted(r["config"]["x"] for r in rows) == [0.1, 0.2, 0.3, 0.4]
     assert all(r["status"] == "done" for r in rows), rows
+
+
+def _children(pid: int) -> list[psutil.Process]:
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
+@pytest.mark.ray
+@pytest.mark.parametrize("moment", ["while Ray starts", "once Ray is up"])
+def test_ctrl_c_as_the_sweep_starts_exits_130_and_resume_runs_it(tmp_path, moment):
+    """A Ctrl-C inside ray.init once crashed the interpreter's exit (139) and left a run dir that
+    ``resume`` could not read (no Tune state: a traceback); one after it, a Tune state of no
+    trials that Ray restores as one trial. Either way no trial had run: resume runs them all."""
+    spec = write_spec(tmp_path / "s.yaml", **SMOKE)
+    storage = tmp_path / "runs"
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "raysweep", "run", str(spec), "--storage", str(storage), "--wandb", "disabled"],
+        cwd=ROOT, env=cli_env() | {"PYTHONUNBUFFERED": "1"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, start_new_session=True,
+    )  # fmt: skip
+    ray_processes: list[psutil.Process] = []
+    try:
+        if moment == "while Ray starts":  # its GCS is up; ray.init has seconds to go
+            deadline = time.time() + 120
+            while not any("gcs_server" in p.name() for p in _children(driver.pid)):
+                assert driver.poll() is None and time.time() < deadline, driver.communicate()
+                time.sleep(0.05)
+            ray_processes = _children(driver.pid)
+        else:  # the driver prints the sweep's first line once ray.init has returned
+            first = driver.stdout.readline()
+            assert first.startswith("sweep s: "), first + driver.communicate()[1]
+        os.kill(driver.pid, signal.SIGINT)
+        out, err = driver.communicate(timeout=120)
+    finally:
+        kill_tree(driver.pid)
+    assert driver.returncode == 130, (out, err)
+    assert "Traceback" not in err
+    if moment == "while Ray starts":
+        assert f"interrupted while Ray was starting; no trial had run (start the sweep with: raysweep resume {storage / 's'})" in err
+        _, alive = psutil.wait_procs(ray_processes, timeout=30)  # Ray's processes end with their driver
+        assert alive == [], alive
+    else:
+        assert f"sweep s interrupted; its state is saved. Continue it with: raysweep resume {storage / 's'}" in err
+    assert show(storage / "s")["trials"] == []
+    resumed = raysweep("resume", str(storage / "s"), timeout=600)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "sweep s: no trial had started; starting it" in resumed.stdout
+    rows = show(storage / "s")["trials"]
+    assert sorted(r["config"]["x"] for r in rows) == [0.1, 0.2] and all(r["status"] == "done" for r in rows), rows
 
 
 def test_ray_token_file_is_made_private(tmp_path, monkeypatch):

@@ -32,7 +32,7 @@ from raysweep.engine.wandb_logging import WandbRuns, key_configured
 from raysweep.errors import UserError
 from raysweep.internals import restored_config
 from raysweep.placement import Capacity, concurrency_limit
-from raysweep.runs.files import TRIALS_FILE, write_json
+from raysweep.runs.files import OPTUNA_JOURNAL, TRIALS_FILE, read_trials, write_json
 from raysweep.runs.show import resolve_run_dir
 from raysweep.search.schedulers import build_scheduler
 from raysweep.search.searchers import build_search
@@ -147,6 +147,22 @@ def _callbacks(spec: SweepSpec, settings: RunSettings, resuming: bool) -> list[A
 
 
 def _run(spec: SweepSpec, settings: RunSettings, run_dir: Path, restore: bool) -> int:
+    with interrupt.handled(run_dir) as signals:  # from here on, a Ctrl-C leaves the sweep resumable
+        tuner, monitor, stoppers = _start(spec, settings, run_dir, restore, signals)
+        started = time.time()
+        results = tuner.fit()
+    if signals.received or _left_unfinished(results, monitor, stoppers, settings.budget):
+        monitor.interrupted()
+        print(f"\nsweep {settings.name} interrupted; its state is saved. Continue it with: raysweep resume {run_dir}",
+              file=sys.stderr)  # fmt: skip
+        return 130
+    return _finish(spec, settings, run_dir, monitor, time.time() - started)
+
+
+def _start(
+    spec: SweepSpec, settings: RunSettings, run_dir: Path, restore: bool, signals: interrupt.Signals
+) -> tuple[tune.Tuner, SweepMonitor, list[Any]]:
+    """Ray, the worker pool and the Tuner (restored from the run dir with ``restore``)."""
     _setup_logging(run_dir)
     # No Tune CSV and TensorBoard loggers: a second and third copy of result.json (ResultLog)
     # written by the driver, the TensorBoard one at ~1 ms per result and ~0.9 ms per ended
@@ -158,6 +174,7 @@ def _run(spec: SweepSpec, settings: RunSettings, run_dir: Path, restore: bool) -
         gpus=settings.gpus, dashboard_host=settings.dashboard_host,
         gpus_per_worker=spec.resources.gpus_per_worker,
     )  # fmt: skip
+    signals.ray_started = True
     budget = settings.budget
     sizes = spec.trial_sizes
     _check_feasible(sizes, capacity)
@@ -189,7 +206,7 @@ def _run(spec: SweepSpec, settings: RunSettings, run_dir: Path, restore: bool) -
     stoppers = [InitialFailureStopper(monitor, spec.max_initial_failures)]
     if spec.metric and spec.metric.target is not None:
         stoppers.append(TargetStopper(spec.metric.name, spec.metric.goal, spec.metric.target))
-    callbacks = [monitor, ResultLog()] + _callbacks(spec, settings, restore)
+    callbacks = [interrupt.TuneListens(signals), monitor, ResultLog()] + _callbacks(spec, settings, restore)
 
     if restore:
         tuner = tune.Tuner.restore(
@@ -226,15 +243,7 @@ def _run(spec: SweepSpec, settings: RunSettings, run_dir: Path, restore: bool) -
             ),
         )
     monitor.stopped_by_scheduler = getattr(scheduler, "stopped", set())
-    started = time.time()
-    with interrupt.handled() as signals:
-        results = tuner.fit()
-    if signals.received or _left_unfinished(results, monitor, stoppers, settings.budget):
-        monitor.interrupted()
-        print(f"\nsweep {settings.name} interrupted; its state is saved. Continue it with: raysweep resume {run_dir}",
-              file=sys.stderr)  # fmt: skip
-        return 130
-    return _finish(spec, settings, run_dir, monitor, time.time() - started)
+    return tuner, monitor, stoppers
 
 
 def _left_unfinished(results: Any, monitor: SweepMonitor, stoppers: list[Any], budget: int) -> bool:
@@ -337,8 +346,16 @@ def resume_sweep(
     settings = replace(settings, quiet=quiet, retry_failed=retry_failed)
     if address:  # another cluster: the embedded Ray's --gpus / --dashboard-host don't apply
         settings = replace(settings, address=address, gpus=None, dashboard_host=None)
+    # A sweep stopped before its first trial started (Ctrl-C while Ray started, a kill) has
+    # nothing to resume: it starts afresh. Tune may have no state yet (it writes it when the
+    # Tuner is built), and Ray 2.60 cannot restore a state of no trials (an IndexError in
+    # TuneController._restore_trials, after which it ran one trial of the budget and ended).
+    restore = bool(read_trials(run_dir / TRIALS_FILE)) and tune.Tuner.can_restore(run_dir)
+    if not restore:
+        print(f"sweep {settings.name}: no trial had started; starting it")
+        (run_dir / OPTUNA_JOURNAL).unlink(missing_ok=True)  # its study, if any, holds no finished trial
     try:
-        return _run(spec, settings, run_dir, restore=True)
+        return _run(spec, settings, run_dir, restore=restore)
     finally:
         if ray.is_initialized():
             ray.shutdown()
