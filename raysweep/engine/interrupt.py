@@ -6,7 +6,8 @@ Three phases, as the sweep starts:
   reaches Ray's starting processes too (the dashboard's forkserver dies, and ``ray.init`` then
   waits for a dashboard that never comes up), and a KeyboardInterrupt raised inside ``ray.init``
   left a half-built core worker that crashed the interpreter's exit (139). No trial has run:
-  ``resume`` starts the sweep.
+  ``resume`` starts the sweep. (A SIGTERM inside ``ray.init`` meets Ray's own handler, which
+  ends Ray's processes and exits 1; ``ray_is_up`` takes SIGTERM back afterwards.)
 * **Ray up, Tune not yet listening** (the pool, the Tuner, ``fit``'s preamble): a first signal is
   held, and ``TuneListens`` hands it to Tune as soon as Tune's handler is in place.
 * **Tune listening**: Tune catches the first SIGINT itself: its loop ends, trials are left to
@@ -48,6 +49,13 @@ class TuneListens(Callback):
         self.signals.tune_listens = True
         if self.signals.received:
             os.kill(os.getpid(), signal.SIGINT)
+
+
+def ray_is_up(signals: Signals) -> None:
+    """``ray.init`` has returned. It set its own SIGTERM handler (end Ray's processes, exit 1):
+    the sweep's handler, still SIGINT's, takes SIGTERM back."""
+    signals.ray_started = True
+    signal.signal(signal.SIGTERM, signal.getsignal(signal.SIGINT))
 
 
 def _exit_now(message: str) -> None:

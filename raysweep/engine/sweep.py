@@ -174,7 +174,7 @@ def _start(
         gpus=settings.gpus, dashboard_host=settings.dashboard_host,
         gpus_per_worker=spec.resources.gpus_per_worker,
     )  # fmt: skip
-    signals.ray_started = True
+    interrupt.ray_is_up(signals)
     budget = settings.budget
     sizes = spec.trial_sizes
     _check_feasible(sizes, capacity)
