@@ -132,8 +132,13 @@ def _last_result(trial_dir: Path) -> dict:
     return json.loads((trial_dir / "result.json").read_text().splitlines()[-1])
 
 
-def _scripts_left(name: str) -> list[psutil.Process]:
-    return [p for p in psutil.process_iter(["cmdline"]) if any(name in part for part in (p.info["cmdline"] or []))]
+def _scripts_left(name: str, project: Path) -> list[psutil.Process]:
+    """This test's scripts still running: named ``name``, run in ``project`` (as wandb agent runs
+    them, in the directory of the command), so that a script another test left is not counted."""
+    return [
+        p for p in psutil.process_iter(["cmdline", "cwd"])
+        if any(name in part for part in (p.info["cmdline"] or [])) and Path(p.info["cwd"] or "/").is_relative_to(project)
+    ]  # fmt: skip
 
 
 @pytest.mark.ray
@@ -161,7 +166,7 @@ def test_torchrun_script_on_two_workers_gets_the_config_on_every_rank(tmp_path, 
         assert logged["run"]["group"] == "tr"
         scores = [h["score"] for h in logged["history"] if "score" in h]
         assert scores == pytest.approx([(lr - 0.3) ** 2 + 1 / e for e in (1, 2)], rel=1e-6)
-    assert not _scripts_left("ddp_wandb.py")
+    assert not _scripts_left("ddp_wandb.py", tmp_path)
 
 
 @pytest.mark.ray
@@ -179,7 +184,7 @@ def test_asha_stops_a_script_live_and_no_script_is_left_running(tmp_path, ray_cl
     assert trials[0.3]["status"] == "done" and trials[0.3]["iterations"] == 6
     stopped = [t for t in trials.values() if t["status"] == "stopped"]
     assert stopped and all(t["iterations"] < 6 for t in stopped), trials
-    assert not _scripts_left("ddp_wandb.py")
+    assert not _scripts_left("ddp_wandb.py", tmp_path)
 
 
 @pytest.mark.ray
@@ -252,7 +257,7 @@ def test_the_watchdog_shows_the_end_of_a_hung_scripts_stderr(tmp_path, ray_clust
     (trial,) = show(tmp_path / "runs" / "tw")["trials"]
     assert trial["status"] == "failed" and "watchdog: program ddp_wandb.py logged no score for 4 s" in trial["error"]
     assert "ddp_wandb: stuck at epoch 2" in trial["error"]  # the tail of its stderr
-    assert not _scripts_left("ddp_wandb.py")
+    assert not _scripts_left("ddp_wandb.py", tmp_path)
 
 
 @pytest.mark.ray
@@ -268,18 +273,18 @@ def test_sigterm_to_the_driver_ends_every_script_and_saves_the_sweep(tmp_path, r
            str(tmp_path / "runs"), "--wandb", "disabled"]  # fmt: skip
     driver = subprocess.Popen(cmd, cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 240
-    while time.time() < deadline and len(_scripts_left("ddp_wandb.py")) < 2:
+    while time.time() < deadline and len(_scripts_left("ddp_wandb.py", tmp_path)) < 2:
         assert driver.poll() is None, driver.communicate()
         time.sleep(0.3)
-    assert _scripts_left("ddp_wandb.py"), "no script started"
+    assert _scripts_left("ddp_wandb.py", tmp_path), "no script started"
     driver.send_signal(signal.SIGTERM)
     out, err = driver.communicate(timeout=120)
     assert driver.returncode == 130, out + err
     assert "raysweep resume" in err and "every trial failed" not in out
     deadline = time.time() + 30
-    while _scripts_left("ddp_wandb.py") and time.time() < deadline:
+    while _scripts_left("ddp_wandb.py", tmp_path) and time.time() < deadline:
         time.sleep(0.5)
-    assert not _scripts_left("ddp_wandb.py")
+    assert not _scripts_left("ddp_wandb.py", tmp_path)
     assert {t["status"] for t in show(tmp_path / "runs" / "tk")["trials"]} <= {"pending", "done"}
 
 
