@@ -15,13 +15,15 @@ from raysweep.errors import UserError
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from raysweep.spec import load_spec, sample_points, trial_config
+    from raysweep.spec import load_spec, trial_config
     from raysweep.spec.summary import summary_json, summary_text
 
     spec = load_spec(args.spec, args.set)
     _print_notes(spec)
     if args.sample:
-        for flat in sample_points(spec, args.sample, args.seed):
+        from raysweep.search.preview import first_configs  # Tune's and Optuna's samplers, as run draws
+
+        for flat in first_configs(spec, args.sample, args.seed):
             print(json.dumps(trial_config(spec, flat)))
     elif args.json:
         print(json.dumps(summary_json(spec)))

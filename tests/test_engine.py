@@ -257,3 +257,24 @@ def test_a_sweep_whose_first_trials_all_fail_stops_like_wandbs_agent(tmp_path, r
     assert "first 3 trials all failed, so it was stopped" in out.stdout and "planned failure at epoch 1" in out.stdout
     statuses = [t["status"] for t in show(tmp_path / "runs" / "m")["trials"]]
     assert statuses.count("failed") == 3 and len(statuses) < 8, statuses
+
+
+@pytest.mark.parametrize("method", ["random", "bayes"])
+def test_validate_sample_previews_the_configurations_run_tries(tmp_path, ray_cluster, method):
+    """`validate --sample N --seed S` prints the first N configurations `run --seed S` tries
+    (issue 32: the preview drew from another generator than the run)."""
+    params = {
+        "epochs": {"distribution": "q_uniform", "min": 1, "max": 3, "q": 1},  # through sample_from
+        "sleep": {"values": [0.0, 0.01, 0.02], "probabilities": [0.2, 0.3, 0.5]},
+        "x": {"min": 0.0, "max": 1.0},  # a Tune domain
+    }
+    spec = sweep(tmp_path, method=method, run_cap=4, parameters=params, max_concurrent=1)
+    preview = raysweep("validate", str(spec), "--sample", "4", "--seed", "7")
+    assert preview.returncode == 0, preview.stderr
+    out = run(spec, ray_cluster, "--seed", "7", "--wandb", "disabled")
+    assert out.returncode == 0, out.stderr
+    trials = sorted(read_trials(tmp_path / "runs" / "s" / TRIALS_FILE), key=lambda t: t["start"])  # one at a time
+    expected = [json.loads(line) for line in preview.stdout.splitlines()]
+    assert expected == [{k: t["config"][k] for k in params} for t in trials]
+    other = raysweep("validate", str(spec), "--sample", "4", "--seed", "8")
+    assert other.stdout != preview.stdout  # another seed, other configurations

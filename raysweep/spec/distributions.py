@@ -22,6 +22,7 @@ under the parameter's name and mapped through the inverse CDF, so TPE's prior ma
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Callable, Sequence
 from statistics import NormalDist
@@ -106,6 +107,11 @@ class _Draw:
     def __call__(self, _config: Any) -> Any:
         return self.param.sample(self.rng)
 
+    def __deepcopy__(self, _memo: dict) -> _Draw:
+        """The stream itself: Tune's variant generator deep-copies the space for every trial, and a
+        copied stream would hand every trial the same draw (pickling, for resume, keeps its state)."""
+        return self
+
 
 def _sample_from(p: Param, seed: int) -> Any:
     """A Tune ``sample_from`` entry, for the laws Tune has no exact domain for."""
@@ -115,7 +121,9 @@ def _sample_from(p: Param, seed: int) -> Any:
 
 
 def _stable_hash(name: str) -> int:
-    return int.from_bytes(name.encode()[:16].ljust(16, b"\0"), "little") % (2**32)
+    """A parameter's stream id: the whole name counts, and it is the same in every process
+    (Python's ``hash`` of a str is salted per process)."""
+    return int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest(), "little")
 
 
 # --- the distributions ---------------------------------------------------------------------

@@ -1,0 +1,43 @@
+"""The first configurations a sweep will try, drawn by the searcher ``run`` builds.
+
+``validate --sample N --seed S`` prints these, so the preview is the sweep ``run --seed S``
+starts: the same Tune variant generator (random), the same grid order (grid), the same
+seeded Optuna sampler (bayes). Bayes is shown only for its random start-up trials: after
+them, each proposal depends on the results of the trials before it.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from raysweep.errors import UserError
+from raysweep.search.searchers import build_search
+from raysweep.spec import SweepSpec, grid_points
+from raysweep.spec.space import plain
+
+
+def first_configs(spec: SweepSpec, n: int, seed: int | None = None) -> list[dict[str, Any]]:
+    """The flat configurations of the first ``n`` trials of ``run --seed seed`` (the spec's seed if None)."""
+    if seed is not None:
+        spec = replace(spec, seed=seed)
+    if spec.method == "grid":
+        return grid_points(spec, n)
+    if spec.method == "bayes" and n > spec.searcher.n_startup_trials:
+        raise UserError(
+            f"--sample {n}: a bayes sweep can show only its {spec.searcher.n_startup_trials} random start-up "
+            "trials (raysweep.searcher.n_startup_trials); later ones depend on the results before them"
+        )
+    with tempfile.TemporaryDirectory(prefix="raysweep_preview_") as scratch:  # bayes's journal
+        search, space = build_search(spec, n, Path(scratch))
+        if spec.method == "random":
+            search.add_configurations({"preview": {"run": _no_trainable, "config": space, "num_samples": n}})
+            return [{k: plain(v) for k, v in search.next_trial().config.items()} for _ in range(n)]
+        search.set_search_properties(spec.metric.name, spec.metric.mode, {})
+        return [{k: plain(v) for k, v in search.suggest(f"preview_{i}").items()} for i in range(n)]
+
+
+def _no_trainable(config: dict[str, Any]) -> None:
+    """Tune's variant generator needs a trainable to build a trial; none runs."""
