@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test smoke lint clean bench test-ray-versions
+.PHONY: run test smoke lint clean bench test-ray-versions wheelhouse gpu-check
 
 $(BIN)/raysweep: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -36,10 +36,11 @@ test: $(BIN)/raysweep /usr/bin/chromium $(ORACLE)/bin/python
 
 # The Ray versions README says raysweep is tested on: a venv per version (.venv-ray<V>, torch
 # pinned first, then that Ray and raysweep's other dependencies), and a quick subset of the
-# suite on each: the private names (internals), pure decisions, and real sweeps through
-# restore, W&B, Optuna, warm workers and TorchTrainer. RAY_VERSIONS="2.58.0" for one.
+# suite on each: the private names (internals), pure decisions, what each rank's process sees of
+# its fake GPU, and real sweeps through restore, W&B, Optuna, warm workers and TorchTrainer. RAY_VERSIONS="2.58.0" for one.
 RAY_VERSIONS ?= 2.54.0 2.56.0 2.58.0 2.60.0
 RAY_SUBSET := tests/test_internals.py tests/test_decisions.py tests/test_runs_without_ray.py tests/test_search.py \
+	tests/test_gpu_placement.py \
 	tests/test_engine.py::test_grid_runs_its_grid_and_logs_every_trial_to_wandb \
 	tests/test_engine.py::test_searched_num_gpus_sizes_each_trial_and_averages_over_ranks \
 	tests/test_engine.py::test_bayes_uses_optuna_and_keeps_its_journal \
@@ -62,6 +63,31 @@ lint: $(BIN)/raysweep
 # The benchmarks (docs/benchmarks.md); each part takes the Ray lock in turn. BENCH_ARGS=--quick for tiny sizes.
 bench: $(BIN)/raysweep
 	$(BIN)/python -m bench $(BENCH_ARGS)
+
+# Every wheel raysweep needs but torch, for a node without internet (README, "Installing offline"):
+# the versions this venv runs, for PYTHON_VERSION on the PLATFORM tags, and raysweep's own wheel. On the node: pip install --no-index --find-links wheelhouse 'raysweep[dev]'
+PYTHON_VERSION ?= $(shell $(PY) -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+PLATFORM ?= manylinux_2_28_x86_64 manylinux_2_17_x86_64 manylinux2014_x86_64
+WHEELHOUSE ?= wheelhouse
+wheelhouse: $(BIN)/raysweep
+	rm -rf $(WHEELHOUSE).partial && mkdir -p $(WHEELHOUSE).partial
+	$(BIN)/pip freeze --exclude-editable | grep -viE '^(torch|triton|nvidia-|raysweep)' > $(WHEELHOUSE).partial/requirements.txt
+	$(BIN)/pip download -q --no-deps --python-version $(PYTHON_VERSION) $(addprefix --platform ,$(PLATFORM)) \
+	  -d $(WHEELHOUSE).partial -r $(WHEELHOUSE).partial/requirements.txt
+	# A package with no wheel on PyPI came as its source: built into a wheel here (pure Python
+	# ones only; the node could not build it without an index).
+	set -e; for sdist in $$(ls $(WHEELHOUSE).partial/*.tar.gz $(WHEELHOUSE).partial/*.zip 2>/dev/null); do \
+	  $(BIN)/pip wheel -q --no-deps -w $(WHEELHOUSE).partial "$$sdist" && rm "$$sdist"; done
+	$(BIN)/pip wheel -q --no-deps -w $(WHEELHOUSE).partial .
+	rm -rf $(WHEELHOUSE) && mv $(WHEELHOUSE).partial $(WHEELHOUSE)
+
+# On a GPU node, with raysweep installed beside the node's torch (GPU_PY: that Python): the GPU
+# tests and bench --gpu, one results file (GPU_CHECK_OUT) with the device, the tests' outcome and
+# every figure.
+GPU_PY ?= $(BIN)/python
+GPU_CHECK_OUT ?= gpu-check.json
+gpu-check:
+	$(GPU_PY) -m bench.gpu_check --out $(GPU_CHECK_OUT)
 
 clean:
 	rm -rf $(VENV) $(ORACLE) raysweep_runs

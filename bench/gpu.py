@@ -2,7 +2,9 @@
 
 1. overhead: trivial 1-GPU trials one at a time, raysweep (a) against a torchrun agent (c).
 2. busy: 16 looped-transformer trials of one GPU each; the GPU's busy fraction over the sweep's
-   wall time (NVML's utilization.gpu, sampled by ``nvidia-smi`` every 200 ms). Goal >= 0.9.
+   wall time (NVML's utilization.gpu, sampled by ``nvidia-smi`` every 200 ms). Goal >= 0.9. Also
+   the CUDA contexts each GPU holds (processes in ``nvidia-smi --query-compute-apps``): the most
+   at once and the last sample before the sweep ended.
 3. vs_torchrun: the loop's samples/s under raysweep and under torchrun on the same GPU, in
    interleaved pairs. Goal >= 0.97x.
 4. packing: 16 small 1-worker trials packed four to the GPU (``resources.gpus_per_worker: 0.25``)
@@ -58,6 +60,35 @@ class GpuBusy:
         return round(sum(inside) / len(inside), 3) if inside else None
 
 
+class GpuContexts:
+    """The processes holding a CUDA context on each GPU (``nvidia-smi --query-compute-apps``),
+    sampled every second: the most at once, and the last sample before the sweep ended."""
+
+    def __init__(self) -> None:
+        self.most: dict[str, int] = {}
+        self.last: dict[str, int] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        while not self._stop.wait(1.0):
+            out = subprocess.run(["nvidia-smi", "--query-compute-apps=gpu_uuid,pid", "--format=csv,noheader"],
+                                 capture_output=True, text=True)  # fmt: skip
+            pids: dict[str, set[str]] = {}
+            for line in out.stdout.splitlines():
+                gpu, _, pid = (part.strip() for part in line.partition(","))
+                pids.setdefault(gpu, set()).add(pid)
+            if pids:
+                self.last = {gpu: len(p) for gpu, p in pids.items()}
+                self.most = {gpu: max(self.most.get(gpu, 0), n) for gpu, n in self.last.items()}
+
+    def close(self) -> dict[str, Any]:
+        self._stop.set()
+        self._thread.join(10)
+        return {"most_per_gpu": self.most, "last_per_gpu": self.last}
+
+
 def transformer_spec(name: str, trials: int, size: tuple[int, int, int], **extra: Any) -> dict[str, Any]:
     train_size, val_size, epochs = size
     return {
@@ -73,14 +104,15 @@ def wall(r: dict[str, Any]) -> tuple[float, float]:
 
 
 def busy(size: dict[str, Any]) -> dict[str, Any]:
-    sampler = GpuBusy()
+    sampler, contexts = GpuBusy(), GpuContexts()
     try:
         r = systems.run_raysweep(transformer_spec("bench-gpu-busy", size["sweep_trials"], size["trial"]), "transformer")
     finally:
         sampler.close()
+        held = contexts.close()
     start, end = wall(r)
     return {"wall_s": round(end - start, 1), "gpu_busy_fraction": sampler.fraction(start, end),
-            "trials_done": len(r["spans"]), "failed": r["failed"]}  # fmt: skip
+            "trials_done": len(r["spans"]), "failed": r["failed"], "cuda_contexts": held}  # fmt: skip
 
 
 def vs_torchrun(size: dict[str, Any]) -> dict[str, Any]:

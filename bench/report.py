@@ -109,7 +109,9 @@ def gpu_table(g: dict[str, Any]) -> tuple[list[str], list[tuple[str, str, str]]]
              f"{_f(b.get('gpu_busy_fraction'), '{:.3f}')} of it.",
              f"- Samples/s under raysweep over torchrun, same GPU, median of {len(v.get('pairs', []))} pairs: {_f(v.get('a_over_c'), '{:.3f}')}.",
              f"- Packing 16 small trials four to the GPU: wall {_f(k.get('share_0.25', {}).get('wall_s'), '{:.1f}')} s against "
-             f"{_f(k.get('share_1', {}).get('wall_s'), '{:.1f}')} s one per GPU ({_f(k.get('speedup_packed'))}x)."]
+             f"{_f(k.get('share_1', {}).get('wall_s'), '{:.1f}')} s one per GPU ({_f(k.get('speedup_packed'))}x).",
+             f"- CUDA contexts per GPU during the 16-trial sweep (processes in `nvidia-smi --query-compute-apps`): "
+             f"at most {b.get('cuda_contexts', {}).get('most_per_gpu')}, last {b.get('cuda_contexts', {}).get('last_per_gpu')}."]
     busy, ratio = b.get("gpu_busy_fraction"), v.get("a_over_c")
     return lines, [("GPU busy over a 16-trial sweep >= 0.9", _f(busy, "{:.3f}"), _check(None if busy is None else busy >= 0.9)),
                    ("raysweep vs torchrun on one GPU, samples/s >= 0.97x", _f(ratio, "{:.3f}"),

@@ -55,19 +55,21 @@ def workers_on(gpus: float, gpus_per_worker: float) -> int:
     return int(gpus / gpus_per_worker + 1e-9)
 
 
-def trial_bundle(num_workers: int, capacity: Capacity, warm: bool = True) -> list[dict[str, float]]:
+def trial_bundle(num_workers: int, capacity: Capacity, warm: bool = True, trainer: bool | None = None) -> list[dict[str, float]]:
     """The placement-group bundles a trial holds while it runs (placed STRICT_PACK: one node).
 
     Warm workers (``pool.py``) hold nothing themselves: the trial's one bundle holds all of its
     workers' CPUs/GPUs and slots, so the trial process learns its GPUs from Ray and hands one to
     each rank. With ``ddp_workers: torchtrainer``, one worker runs in the trial process (its
     bundle holds the worker's CPU/GPU); several hold only their slots while the TorchTrainer's
-    actors request their own. A trial that can never fit holds a token amount so it starts, and
+    actors request their own. ``trainer``: whether the trial is a TorchTrainer run (default: with
+    ``warm`` False, when it has several workers). A trial that can never fit holds a token amount so it starts, and
     fails at once with an explanation (instead of pending forever).
     """
     if num_workers > capacity.largest_node:
         return [{"memory": 1}]
-    holds = num_workers if warm or num_workers == 1 else 0
+    trainer = (not warm and num_workers > 1) if trainer is None else trainer
+    holds = 0 if trainer else num_workers
     gpu = capacity.gpus_per_worker if capacity.use_gpu else 0
     bundle = {k: v * holds for k, v in {"CPU": capacity.cpus_per_worker, "GPU": gpu}.items() if v * holds}
     if capacity.managed_slots:  # a GPU node's slots are its GPUs: a packed worker holds its share

@@ -8,7 +8,7 @@ from typing import Any
 from ray import tune
 
 from raysweep.placement import trial_bundle
-from raysweep.trial.job import Sweep
+from raysweep.trial.job import Sweep, choose_runner
 from raysweep.trial.tune_trial import run_trial
 
 
@@ -18,6 +18,8 @@ def make_trainable(sweep: Sweep, worker_pool: Any) -> Any:
             workers = sweep.spec.world_size(flat_config)
         except ValueError:
             workers = 1  # the trial itself raises the explanation
-        return tune.PlacementGroupFactory(trial_bundle(workers, sweep.capacity, warm=worker_pool is not None), strategy="STRICT_PACK")
+        pooled = worker_pool is not None
+        trainer = choose_runner(sweep.spec, workers, pooled) == "torchtrainer"
+        return tune.PlacementGroupFactory(trial_bundle(workers, sweep.capacity, pooled, trainer), strategy="STRICT_PACK")
 
     return tune.with_resources(tune.with_parameters(run_trial, sweep=sweep, worker_pool=worker_pool), resources)

@@ -96,9 +96,9 @@ class TuneBackend(Backend):
         import ray
         import torch
 
-        # Ray sets CUDA_VISIBLE_DEVICES to the trial's GPU, so it is always cuda:0 here.
-        device = torch.device("cuda:0" if ray.get_gpu_ids() and torch.cuda.is_available() else "cpu")
-        return TrialContext(0, 0, 1, device, self.trial_dir)
+        from raysweep.trial import devices
+
+        return TrialContext(0, 0, 1, torch.device(devices.assigned(ray.get_gpu_ids())), self.trial_dir)
 
     def report(self, metrics: dict[str, Any], checkpoint: str | None) -> None:
         from ray import tune
@@ -136,11 +136,13 @@ class TrainBackend(Backend):
 
     def context(self) -> TrialContext:
         import ray.train
-        import ray.train.torch
+        import torch
 
-        ctx = ray.train.get_context()
-        return TrialContext(ctx.get_world_rank(), ctx.get_local_rank(), ctx.get_world_size(), ray.train.torch.get_device(),
-                            self.trial_dir)  # fmt: skip
+        from raysweep.trial import devices
+
+        ctx = ray.train.get_context()  # Ray Train shows a node's workers all their GPUs: each takes its own
+        device = torch.device(devices.assigned(ray.get_gpu_ids()))
+        return TrialContext(ctx.get_world_rank(), ctx.get_local_rank(), ctx.get_world_size(), device, self.trial_dir)
 
     def report(self, metrics: dict[str, Any], checkpoint: str | None) -> None:
         import ray.train

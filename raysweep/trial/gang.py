@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import ray
 
+from raysweep.trial import devices
 from raysweep.trial.rank import free_port, mean_over_ranks
 from raysweep.trial.watchdog import ended_early_text
 
@@ -64,8 +65,9 @@ class RankLink:
 class DDPWorker:
     """One warm DDP rank: torch imported once, a new process group per trial.
 
-    It holds no resources (the borrowing trial's placement group does), so it sees every GPU of
-    its node and takes, per trial, the one its rank was given.
+    It holds no resources (the borrowing trial's placement group does). Its first GPU trial pins
+    it to that trial's GPU for its life (``devices.pin``): one CUDA context per worker, and the
+    pool lends it only to trials of that GPU.
     """
 
     def __init__(self) -> None:
@@ -76,6 +78,7 @@ class DDPWorker:
         threading.Thread(target=importlib.import_module, args=("torch._dynamo",), daemon=True).start()
         self._outbox: queue.Queue = queue.Queue()  # reports, then "done" or "error", to the trial
         self._inbox: queue.Queue = queue.Queue()  # go on (True) or stop (False), per report
+        self._gpu: str | None = None  # the GPU this worker serves, from its first GPU trial on
 
     def node(self) -> tuple[str, int]:
         """This worker's node address and a free port on it (rank 0's become the group's master)."""
@@ -88,8 +91,10 @@ class DDPWorker:
         import torch.distributed as dist
 
         try:  # everything, device choice included: an error must reach the trial, never leave it waiting
-            link = RankLink(rank, world_size, _use_device(gpus[rank] if gpus else None, threads), gpus,
-                            checkpoint_dir, self._outbox, self._inbox)  # fmt: skip
+            gpu = gpus[rank] if gpus else None
+            link = RankLink(rank, world_size, _use_device(gpu, threads, self._gpu), gpus, checkpoint_dir,
+                            self._outbox, self._inbox)  # fmt: skip
+            self._gpu = gpu or self._gpu
             if group_backend == "nccl" and not torch.cuda.is_available():
                 group_backend = "gloo"  # GPUs Ray advertises that CUDA cannot see (placement tests)
             if group_backend:
@@ -129,28 +134,17 @@ def _portable(e: BaseException) -> BaseException:
         return RuntimeError(f"{type(e).__name__}: {e}")
 
 
-def _use_device(gpu: str | None, threads: int) -> str:
-    """This rank's device for one trial: the GPU Ray named (an index into the CUDA_VISIBLE_DEVICES
-    the node's workers inherit, if set), or the CPU with the trial's threads per worker."""
+def _use_device(gpu: str | None, threads: int, pinned: str | None) -> str:
+    """This rank's device for one trial: the GPU Ray named, as this worker's only CUDA device, or
+    the CPU with the trial's threads per worker."""
     import torch
 
     if gpu is None:
         torch.set_num_threads(threads)
         return "cpu"
-    visible = [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
-    if gpu in visible:
-        index = visible.index(gpu)
-    elif gpu.isdigit():
-        index = int(gpu)
-    else:
-        raise RuntimeError(
-            f"Ray assigned GPU {gpu!r}, which this worker cannot map to a device: CUDA_VISIBLE_DEVICES of the "
-            f"node's workers is {os.environ.get('CUDA_VISIBLE_DEVICES')!r}. Start the node's Ray with GPU indices "
-            "in CUDA_VISIBLE_DEVICES (not UUIDs or MIG ids)"
-        )
-    if torch.cuda.is_available():  # else Ray advertises GPUs CUDA cannot see: the loop's first CUDA call says so
-        torch.cuda.set_device(index)
-    return f"cuda:{index}"
+    device = devices.pin(gpu, pinned)
+    devices.check_usable(device)
+    return device
 
 
 def run(

@@ -7,6 +7,7 @@ as is to every worker.
 
 from __future__ import annotations
 
+import os
 import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -15,6 +16,10 @@ from typing import Any
 from raysweep.placement import Capacity
 from raysweep.spec import SweepSpec, trial_config
 from raysweep.spec.space import wandb_config
+
+# Set to 1, a 1-worker trial under ddp_workers: torchtrainer is a TorchTrainer run too, not the
+# trial's own process (the GPU suite runs Ray Train's 1-GPU path with it).
+ONE_WORKER_TORCHTRAINER_ENV = "RAYSWEEP_ONE_WORKER_TORCHTRAINER"
 
 
 class InfeasibleTrial(RuntimeError):
@@ -72,8 +77,9 @@ class TrialJob:
 
     @property
     def group_backend(self) -> str | None:
-        """The process group the runner sets up for a loop: a script sets up its own."""
-        if self.program is not None or self.world_size == 1:
+        """The process group warm workers set up for a loop, a world of one included (a loop's
+        collectives work at every size, and packed trials each get their own); a script sets up its own."""
+        if self.program is not None:
             return None
         return "nccl" if self.capacity.use_gpu else "gloo"
 
@@ -92,10 +98,7 @@ def build_job(sweep: Sweep, flat_config: dict[str, Any], trial_id: str, staging_
             "DDP workers of one trial run on one node."
         )
     trial_dir = trial_files_dir(staging_dir, sweep.run_dir)
-    if workers == 1 and (spec.runs_program or not pooled):
-        runner = "in_process"
-    else:
-        runner = "warm" if pooled else "torchtrainer"
+    runner = choose_runner(spec, workers, pooled)
     common = {
         "trial_id": trial_id, "trial_dir": trial_dir, "world_size": workers, "runner": runner,
         "metric": spec.metric.name if spec.metric else None, "report_timeout_s": spec.report_timeout_s,
@@ -104,6 +107,15 @@ def build_job(sweep: Sweep, flat_config: dict[str, Any], trial_id: str, staging_
     if not spec.runs_program:
         return TrialJob(train_loop=spec.train_loop, config=trial_config(spec, flat_config), **common)
     return TrialJob(program=_program_launch(sweep, flat_config, trial_dir, trial_id), **common).new_attempt()
+
+
+def choose_runner(spec: SweepSpec, workers: int, pooled: bool) -> str:
+    """How a trial of ``workers`` ranks runs (``tune_trial.RUNNERS``); the driver sizes its
+    placement group by the same answer."""
+    one_in_process = spec.runs_program or (not pooled and os.environ.get(ONE_WORKER_TORCHTRAINER_ENV) != "1")
+    if workers == 1 and one_in_process:
+        return "in_process"
+    return "warm" if pooled else "torchtrainer"
 
 
 def _program_launch(sweep: Sweep, flat_config: dict[str, Any], trial_dir: str, trial_id: str) -> ProgramLaunch:

@@ -9,8 +9,12 @@ waits for no process to start.
 
 Resources stay with Tune: a trial's placement group holds its CPUs/GPUs and worker slots (the
 admission control of ``placement.py``); the workers hold none of their own, and compute only
-while lent to a trial that holds them. The pool is an actor of the driver, on its node, so it
-and its workers end with the sweep. A worker whose trial failed, or whose borrower ended
+while lent to a trial that holds them. A worker serves one GPU for its whole life (the first it
+was lent for): a rank that needs GPU g gets an idle worker of g, else one that has served no GPU
+yet, else a new worker that replaces an idle one of another GPU. So a worker never holds a
+second CUDA context, and N workers on an N-GPU node hold at most N contexts.
+
+The pool is an actor of the driver, on its node, so it and its workers end with the sweep. A worker whose trial failed, or whose borrower ended
 without giving it back (that trial's placement group is gone), is ended rather than lent
 again: its state is unknown.
 """
@@ -45,6 +49,7 @@ class WorkerPool:
         self._slots: dict[str, int] = {}  # node id -> most workers it may have (its worker slots)
         self._idle: dict[str, list[Any]] = {}  # node id -> workers waiting for a trial
         self._lent: dict[int, tuple[str, str | None, list[Any]]] = {}  # lease -> (node, borrower's group, workers)
+        self._gpu: dict[Any, str] = {}  # worker -> the one GPU it serves (workers that served one)
         self._ids = itertools.count()
 
     def start(self, node_id: str, count: int) -> None:
@@ -55,24 +60,46 @@ class WorkerPool:
     def _have(self, node_id: str) -> int:
         return len(self._idle.get(node_id, [])) + sum(len(w) for n, _, w in self._lent.values() if n == node_id)
 
-    def lend(self, node_id: str, count: int, group: str | None) -> tuple[int, list[Any]]:
-        """``count`` workers on ``node_id`` for the trial holding placement group ``group``."""
+    def lend(self, node_id: str, count: int, group: str | None, gpus: list[str] | None = None) -> tuple[int, list[Any]]:
+        """``count`` workers on ``node_id`` for the trial holding placement group ``group``; rank r
+        will use GPU ``gpus[r]`` (None: CPU ranks)."""
         self._end_abandoned()
         idle = self._idle.setdefault(node_id, [])
-        idle[:] = _alive(idle)  # a worker that died while idle would fail the trial that borrows it
+        alive = _alive(idle)  # a worker that died while idle would fail the trial that borrows it
+        for dead in set(idle) - set(alive):
+            self._forget(dead)
+        idle[:] = alive
         # A trial's placement group holds its slots, so a lend never waits; the pool's count of lent
         # workers can lag behind a node's failure, so extra workers are made now and ended on return.
-        workers = idle[:count] + [_new_worker(node_id) for _ in range(count - min(count, len(idle)))]
-        del idle[:count]
+        workers = [self._take(node_id, idle, gpus[r] if gpus else None) for r in range(count)]
         lease = next(self._ids)
         self._lent[lease] = (node_id, group, workers)
         return lease, workers
+
+    def _take(self, node_id: str, idle: list[Any], gpu: str | None) -> Any:
+        """An idle worker for a rank on ``gpu``: one that serves it, else one that serves none yet;
+        else a new one, and an idle worker of another GPU is ended in its place."""
+        fits = [w for w in idle if gpu is None or self._gpu.get(w) == gpu] or [w for w in idle if w not in self._gpu]
+        if fits:
+            worker = fits[0]
+            idle.remove(worker)
+        else:
+            if idle:
+                _end([self._forget(idle.pop())])
+            worker = _new_worker(node_id)
+        if gpu is not None:
+            self._gpu[worker] = gpu
+        return worker
+
+    def _forget(self, worker: Any) -> Any:
+        self._gpu.pop(worker, None)
+        return worker
 
     def give_back(self, lease: int, broken: bool, workers: list[Any]) -> None:
         node_id, _, _ = self._lent.pop(lease, (None, None, None))  # unknown: lent before the pool restarted
         over = node_id is not None and self._have(node_id) + len(workers) > self._slots.get(node_id, len(workers))
         if broken or node_id is None or over:  # `over`: never more workers on a node than its slots
-            _end(workers)
+            _end([self._forget(w) for w in workers])
         else:  # first in line again, in rank order: a trial of the same size gets the same ranks
             self._idle[node_id][:0] = workers
 
@@ -84,7 +111,7 @@ class WorkerPool:
         table = ray.util.placement_group_table()
         gone = {g for g in groups if table.get(g, {}).get("state", "REMOVED") == "REMOVED"}
         for lease in [k for k, (_, g, _) in self._lent.items() if g in gone]:
-            _end(self._lent.pop(lease)[2])
+            _end([self._forget(w) for w in self._lent.pop(lease)[2]])
 
 
 def _alive(workers: list[Any]) -> list[Any]:
@@ -118,11 +145,12 @@ def start_pool(node_slots: dict[str, int]) -> Any:
     return pool
 
 
-def borrow(pool: Any, count: int) -> Lease:
-    """``count`` of the pool's workers on this trial's node (its placement group holds their resources)."""
+def borrow(pool: Any, count: int, gpus: list[str] | None = None) -> Lease:
+    """``count`` of the pool's workers on this trial's node (its placement group holds their
+    resources), rank r's serving ``gpus[r]``."""
     pg = ray.util.get_current_placement_group()
     node_id = ray.get_runtime_context().get_node_id()
-    lease, workers = _ask(pool.lend, node_id, count, pg.id.hex() if pg else None)
+    lease, workers = _ask(pool.lend, node_id, count, pg.id.hex() if pg else None, gpus)
     return Lease(lease, workers)
 
 

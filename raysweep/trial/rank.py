@@ -19,7 +19,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from raysweep import trial
-from raysweep.trial import watchdog
+from raysweep.trial import devices, watchdog
 from raysweep.trial.backends import Backend, GangBackend, TrainBackend, TuneBackend
 from raysweep.trial.job import TrialJob
 from raysweep.trial.program import run_program
@@ -57,6 +57,8 @@ def run(job: TrialJob, backend: Backend, rank: int, local_rank: int, master: tup
     backend.watchdog = guard
     trial.use(backend)
     try:
+        if job.capacity.use_gpu:  # a rank that cannot use its GPU fails with a sentence, before the loop
+            devices.check_usable(str(backend.context().device))
         import_loop(job.train_loop)(job.config)
     finally:
         if guard is not None:

@@ -55,7 +55,7 @@ def run_warm(job: TrialJob, sweep: Sweep, worker_pool: Any) -> None:
         tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(checkpoint_dir) if checkpoint_dir else None)
 
     restored = tune.get_checkpoint()
-    lease = pool.borrow(worker_pool, job.world_size)
+    lease = pool.borrow(worker_pool, job.world_size, gpus)
     try:
         with restored.as_directory() if restored else contextlib.nullcontext() as checkpoint_dir:
             gang.run(lease, rank.on_warm_worker, job, job.group_backend, checkpoint_dir, gpus,
@@ -66,6 +66,7 @@ def run_warm(job: TrialJob, sweep: Sweep, worker_pool: Any) -> None:
 
 def run_torchtrainer(job: TrialJob, sweep: Sweep, worker_pool: Any) -> None:
     """The trial is one Ray Train run on the trial's node."""
+    import torch.distributed as dist
     from ray.train import FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchConfig, TorchTrainer
 
@@ -81,7 +82,9 @@ def run_torchtrainer(job: TrialJob, sweep: Sweep, worker_pool: Any) -> None:
             placement_strategy="STRICT_PACK",
             label_selector={"ray.io/node-id": node_id},  # the node whose slots this trial holds
         ),
-        torch_config=TorchConfig(backend="nccl" if capacity.use_gpu else "gloo"),
+        # A torch without NCCL on GPUs Ray advertises (fake GPUs, or a CPU build: its ranks then fail
+        # on their device with a sentence, devices.check_usable) gets gloo, as warm workers do.
+        torch_config=TorchConfig(backend="nccl" if capacity.use_gpu and dist.is_nccl_available() else "gloo"),
         run_config=RunConfig(
             # Same name and storage on a restart: Ray Train resumes from the trial's last checkpoint.
             name=job.trial_id,
