@@ -181,7 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--partition", help="SLURM partition")
     p.add_argument("--account", help="SLURM account")
     p.add_argument("--job-name", help="SLURM job name (default: the sweep's name)")
-    p.add_argument("--port", type=int, default=6379, help="the Ray head's port (default 6379)")
+    p.add_argument("--port", type=int, help="the Ray head's port (default: a free one, found when the job starts)")
     p.add_argument("--sbatch", action="append", default=[], metavar="OPT", help="an #SBATCH option, e.g. --sbatch=--qos=high")
     p.add_argument("-o", "--output", metavar="FILE", help="write the script here (default: stdout)")
     p.set_defaults(func=_slurm, run_args=[])

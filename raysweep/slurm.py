@@ -3,7 +3,10 @@
 The script is a plain template (below) with ``@NAME@`` holes, so what it does can be read
 top to bottom: Ray's head on the first node of the allocation, a Ray worker on each other node,
 every node advertising ``raysweep_slot`` (its GPUs, or CPUs / cpus_per_worker), a wait until all
-nodes joined, then ``python -m raysweep run SPEC --address HEAD:PORT``, then ``ray stop``.
+nodes joined, then ``python -m raysweep run SPEC --address HEAD:PORT``. Jobs may share a node:
+each has its own ports (free ones, found on the head when it starts: ``slurm_node.py``) and its
+own Ray temp dir on every node, and at its end it ends its own Ray processes only (``ray stop``
+would end every Ray on the node, other jobs' too).
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ set -uo pipefail
 cd "${SLURM_SUBMIT_DIR:-$PWD}"
 
 BIN=${RAYSWEEP_BIN:-@BIN@}  # the virtualenv with raysweep and ray, on every node
-PORT=@PORT@
+PORT=@PORT@  # the head's port (raysweep slurm --port); empty: a free one, found when the job starts
 # Ray's token authentication stays on: every node and the sweep read the token from
 # ~/.ray/auth_token, written here if there is none, and $HOME is
 # shared by the nodes of a cluster. The file stays private: it grants control of the cluster.
@@ -48,27 +51,43 @@ head_ip=$(srun --nodes=1 --ntasks=1 -w "$head" hostname --ip-address | awk '{pri
 gpus=${SLURM_GPUS_ON_NODE:-0}  # read on the first node: the job's nodes are alike
 cpus=${SLURM_CPUS_ON_NODE:-$(nproc)}
 slots=$(awk -v g="$gpus" -v c="$cpus" 'BEGIN { print (g > 0 ? g : int(c / @CPUS_PER_WORKER@)) }')
-echo "raysweep: Ray head on $head ($head_ip:$PORT), ${#nodes[@]} node(s), $slots slot(s) each"
 
-# start_node NODE [ray start options]: one Ray node that blocks, as a background srun step.
-# No drain on SIGTERM: the step is ended after `ray stop`, when there is no GCS left to drain
-# with, and Ray would wait 30 s for it before exiting (the job's allocation with it).
+# This job's own Ray, so that jobs SLURM places on one node never meet: a temp dir of its own on
+# every node (sessions, logs, sockets), and the head's ports free on the head as the job starts
+# (every node's own agents get free ports too: raysweep.slurm_node).
+RAY_TMP=${TMPDIR:-/tmp}/raysweep-${SLURM_JOB_ID:-$$}
+read -r free_port DASHBOARD_PORT CLIENT_PORT < <(srun --nodes=1 --ntasks=1 -w "$head" "$BIN/python" -m raysweep.slurm_node --ports 3)
+[[ -n ${CLIENT_PORT:-} ]] || { echo "raysweep: could not find free ports on $head" >&2; exit 1; }
+PORT=${PORT:-$free_port}
+echo "raysweep: Ray head on $head ($head_ip:$PORT), ${#nodes[@]} node(s), $slots slot(s) each, Ray's files in $RAY_TMP"
+echo "raysweep: Ray dashboard on $head at 127.0.0.1:$DASHBOARD_PORT; to open it from your machine:"
+echo "  ssh -L $DASHBOARD_PORT:127.0.0.1:$DASHBOARD_PORT $head   (add -J LOGIN_NODE if $head is reached through one), then http://127.0.0.1:$DASHBOARD_PORT"
+
+# start_node NODE [ray start options]: one Ray node that blocks (`ray start --block`, through
+# raysweep.slurm_node for its free ports), as a background srun step. No drain on SIGTERM: its
+# GCS may be gone already, and Ray would wait 30 s for it before exiting (the allocation with it).
 start_node() {
     local node=$1
     shift
-    RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S=0 srun --nodes=1 --ntasks=1 -w "$node" "$BIN/ray" start --block --disable-usage-stats \
-        --num-cpus="$cpus" --num-gpus="$gpus" --resources="{\"raysweep_slot\": $slots}" "$@" &
+    RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S=0 srun --nodes=1 --ntasks=1 -w "$node" "$BIN/python" -m raysweep.slurm_node "$BIN/ray" \
+        --disable-usage-stats --temp-dir="$RAY_TMP" --num-cpus="$cpus" --num-gpus="$gpus" \
+        --resources="{\"raysweep_slot\": $slots}" "$@" &
 }
 
-# When the script ends (the sweep finished or failed, or the job was cancelled): ray stop.
+# When the script ends (the sweep finished or failed, or the job was cancelled): end this job's
+# Ray and nothing else. Its srun steps first (each `ray start --block` ends its node's Ray),
+# then, on every node, whatever process is left that names this job's temp dir.
 cleanup() {
-    "$BIN/ray" stop >/dev/null 2>&1
     kill $(jobs -p) 2>/dev/null
     wait
+    for node in "${nodes[@]}"; do
+        srun --nodes=1 --ntasks=1 -w "$node" pkill -KILL -f -- "$RAY_TMP" >/dev/null 2>&1
+    done
 }
 trap cleanup EXIT
 
-start_node "$head" --head --node-ip-address="$head_ip" --port="$PORT" --dashboard-host=127.0.0.1
+start_node "$head" --head --node-ip-address="$head_ip" --port="$PORT" --dashboard-host=127.0.0.1 \
+    --dashboard-port="$DASHBOARD_PORT" --ray-client-server-port="$CLIENT_PORT"
 for node in "${nodes[@]:1}"; do
     start_node "$node" --address="$head_ip:$PORT"
 done
@@ -124,7 +143,7 @@ class SlurmJob:
     partition: str | None = None
     account: str | None = None
     job_name: str = "raysweep"
-    port: int = 6379
+    port: int | None = None  # the head's port; None: a free one, found when the job starts
     sbatch: tuple[str, ...] = field(default_factory=tuple)  # more #SBATCH options, verbatim
     bin_dir: str = str(Path(sys.executable).parent)
     start_timeout_s: int = 300
@@ -172,7 +191,7 @@ def render(job: SlurmJob, command: str) -> str:
         "NODES": str(job.nodes),
         "SBATCH_LINES": "\n".join(sbatch_lines(job)),
         "BIN": shlex.quote(job.bin_dir),
-        "PORT": str(job.port),
+        "PORT": "" if job.port is None else str(job.port),
         "CPUS_PER_WORKER": str(int(cpw)) if cpw == math.floor(cpw) else str(cpw),
         "START_TIMEOUT": str(job.start_timeout_s),
         "RUN_ARGS": shlex.join([job.spec, *job.run_args]),

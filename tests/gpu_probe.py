@@ -27,7 +27,7 @@ def probe(barrier_dir: str, barrier: int, timeout_s: float = 180, hold_s: float 
     seen = {
         "trial": trial, "rank": ctx.rank, "world_size": ctx.world_size, "device": str(ctx.device),
         "local_rank": os.environ.get("LOCAL_RANK"), "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
-        "pid": os.getpid(),
+        "pid": os.getpid(), "trial_dir": ctx.trial_dir,
     }  # fmt: skip
     out = Path(barrier_dir)
     (out / f"{trial}.rank{ctx.rank}.json").write_text(json.dumps(seen))

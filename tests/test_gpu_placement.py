@@ -9,7 +9,12 @@ the machine are all running, so "at the same time" is shown, not timed.
 from __future__ import annotations
 
 import json
+import os
+import re
+import signal
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -175,3 +180,50 @@ def test_gpus_per_worker_packs_four_one_worker_trials_onto_one_gpu(tmp_path, fak
     assert "cluster: 4 GPU worker (0.25 GPU each) slot(s) on 1 node(s)" in out.stdout
     assert [t["status"] for t in show(tmp_path / "runs" / "k")["trials"]] == ["done"] * 4
     assert {gpu_seen(r) for ranks in seen(barrier).values() for r in ranks} == {"0"}  # one GPU, shared
+
+
+def test_two_embedded_sweeps_on_disjoint_gpus_run_side_by_side_and_ctrl_c_stops_only_one(tmp_path):
+    """`run --gpus 0,1` and `run --gpus 2,3` on one machine (4 fake GPUs): each starts its own Ray
+    with its own GPUs and ports, their first trials run at the same time (the probe waits for
+    both), and Ctrl-C in one leaves the other to finish every trial (issue 37)."""
+    barrier = tmp_path / "seen"
+    barrier.mkdir()
+    env = cli_env() | {"RAYSWEEP_FAKE_GPUS": "4"}
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    sweeps = {}
+    for name, gpus in (("a", "0,1"), ("b", "2,3")):
+        spec = write_spec(
+            tmp_path / f"{name}.yaml", name=name, method="grid", metric={"name": "score"},
+            parameters={"x": {"values": [1, 2, 3]}},
+            raysweep={"train_loop": "tests.gpu_probe:train", "num_gpus": 2,
+                      "base_config": {"barrier_dir": str(barrier), "barrier": 2, "hold_s": 3.0}},
+        )  # fmt: skip
+        cmd = [sys.executable, "-m", "raysweep", "run", str(spec), "--gpus", gpus, "--storage", str(tmp_path / "runs"),
+               "--wandb", "disabled"]  # fmt: skip
+        sweeps[name] = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                        start_new_session=True)  # fmt: skip
+    try:
+        deadline = time.time() + 300
+        while len(list(barrier.glob("*.json"))) < 4:  # both sweeps' first trials, every rank
+            assert time.time() < deadline and all(p.poll() is None for p in sweeps.values()), [p.communicate() for p in sweeps.values()]
+            time.sleep(0.3)
+        os.killpg(sweeps["a"].pid, signal.SIGINT)  # Ctrl-C in a's terminal
+        out_a, err_a = sweeps["a"].communicate(timeout=120)
+        assert sweeps["a"].returncode == 130, out_a + err_a
+        assert sweeps["b"].poll() is None, sweeps["b"].communicate()  # b goes on
+        out_b, err_b = sweeps["b"].communicate(timeout=300)
+    finally:
+        for p in sweeps.values():
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+    assert sweeps["b"].returncode == 0, out_b + err_b
+    assert [t["status"] for t in show(tmp_path / "runs" / "b")["trials"]] == ["done"] * 3
+    for out in (out_a, out_b):
+        assert "cluster: 2 GPU slot(s) on 1 node(s)" in out  # its own Ray, with its own two GPUs
+    dashboards = [re.search(r"Ray dashboard (\S+)", out).group(1) for out in (out_a, out_b)]
+    assert dashboards[0] != dashboards[1], dashboards
+    by_sweep: dict[str, set[str]] = {"a": set(), "b": set()}
+    for ranks in seen(barrier).values():
+        for r in ranks:
+            by_sweep["a" if "/runs/a/" in r["trial_dir"] else "b"].add(gpu_seen(r))
+    assert by_sweep == {"a": {"0", "1"}, "b": {"2", "3"}}, by_sweep

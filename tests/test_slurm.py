@@ -16,7 +16,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import ROOT, cli_env, free_port, raysweep, show, write_spec
+from conftest import ROOT, cli_env, raysweep, show, write_spec
 
 SMOKE = "search_spaces/smoke.yaml"
 
@@ -58,18 +58,23 @@ def test_script_for_two_gpu_nodes(tmp_path):
         'nodes=($(scontrol show hostnames "$SLURM_JOB_NODELIST"))',
         "gpus=${SLURM_GPUS_ON_NODE:-0}  # read on the first node: the job's nodes are alike",
         "cpus=${SLURM_CPUS_ON_NODE:-$(nproc)}",
-        'start_node "$head" --head --node-ip-address="$head_ip" --port="$PORT" --dashboard-host=127.0.0.1',
+        'start_node "$head" --head --node-ip-address="$head_ip" --port="$PORT" --dashboard-host=127.0.0.1 \\',
         '    start_node "$node" --address="$head_ip:$PORT"',
         '"$BIN/python" -m raysweep run search_spaces/smoke.yaml --count 3 --wandb offline --resume-existing --address "$head_ip:$PORT" &',
         "#SBATCH --signal=B:TERM@180",
         """trap 'kill -TERM "$sweep" 2>/dev/null' TERM""",
         "trap cleanup EXIT",
-        '    "$BIN/ray" stop >/dev/null 2>&1',
+        "RAY_TMP=${TMPDIR:-/tmp}/raysweep-${SLURM_JOB_ID:-$$}",
+        '        srun --nodes=1 --ntasks=1 -w "$node" pkill -KILL -f -- "$RAY_TMP" >/dev/null 2>&1',
     ]:
         assert expected in lines, expected
+    # Jobs may share a node: no fixed port, and no `ray stop` (it ends every Ray on the node)
+    assert "ray stop" not in script and "6379" not in script and "8265" not in script
+    assert 'PORT=  # the head' in script and '--dashboard-port="$DASHBOARD_PORT" --ray-client-server-port="$CLIENT_PORT"' in script
     assert f"BIN=${{RAYSWEEP_BIN:-{os.path.dirname(sys.executable)}}}" in script
     assert '--resources="{\\"raysweep_slot\\": $slots}"' in script
-    assert 'RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S=0 srun --nodes=1 --ntasks=1 -w "$node" "$BIN/ray" start --block' in script
+    assert ('RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S=0 srun --nodes=1 --ntasks=1 -w "$node" "$BIN/python" -m raysweep.slurm_node '
+            '"$BIN/ray"') in script
     assert "~/.ray/auth_token" in script and "$HOME is\n# shared" in script
 
 
@@ -129,14 +134,15 @@ def test_a_bad_run_flag_is_refused_when_the_script_is_written():
     assert out.returncode == 2 and "--cuont" in out.stderr
 
 
-def _ray_processes(port: int) -> list[psutil.Process]:
-    """This test's Ray only: processes of Ray whose command line names its head's port."""
+def _ray_processes(temp_dir: Path) -> list[psutil.Process]:
+    """One job's Ray only: the processes whose command line names its Ray temp dir."""
     found = []
-    for p in psutil.process_iter(["name", "cmdline"]):
-        cmdline = " ".join(p.info["cmdline"] or [])
-        is_ray = p.info["name"] in ("raylet", "gcs_server") or "ray/_private/workers" in cmdline
-        if is_ray and str(port) in cmdline:
-            found.append(p)
+    for p in psutil.process_iter(["cmdline"]):
+        try:
+            if str(temp_dir) in " ".join(p.info["cmdline"] or []) and p.pid != os.getpid():
+                found.append(p)
+        except psutil.NoSuchProcess:
+            pass
     return found
 
 
@@ -149,53 +155,82 @@ def _shims(tmp_path: Path) -> Path:
     return shims
 
 
-def _job_env(tmp_path: Path, shims: Path) -> dict[str, str]:
+def _job_env(tmp_path: Path, shims: Path, job_id: str) -> dict[str, str]:
     env = cli_env() | {
         "PATH": f"{shims}{os.pathsep}{os.environ['PATH']}",
-        "SLURM_JOB_NODELIST": "node001",
+        "SLURM_JOB_ID": job_id,
+        "SLURM_JOB_NODELIST": "node001",  # every job of the test on the one node
         "SLURM_JOB_NUM_NODES": "1",
-        "SLURM_CPUS_ON_NODE": "2",
+        "SLURM_CPUS_ON_NODE": "1",
         "SLURM_SUBMIT_DIR": str(ROOT),
         "HOME": str(tmp_path / "home"),  # a fresh home: no Ray token yet, as on a new cluster
     }
     env.pop("RAY_AUTH_MODE")  # the script sets it
+    env.pop("TMPDIR", None)  # Ray's temp dir: /tmp/raysweep-JOB (its sockets' paths must stay short)
     return env
 
 
-@pytest.mark.ray
-def test_the_script_runs_the_sweep_saves_it_on_sigterm_and_the_requeued_job_finishes_it(tmp_path):
-    """The script starts Ray, runs the sweep and stops Ray. SLURM sends SIGTERM to the batch
-    shell before the limit (--signal=B:TERM@180): the sweep saves its state; the same script run
-    again (a requeued job) continues it to the end. (One test: each job starts a Ray head.)"""
-    shims, storage, port = _shims(tmp_path), tmp_path / "runs", free_port()
+def _write_job(tmp_path: Path, name: str) -> Path:
+    script = tmp_path / f"{name}.sbatch"
     out = raysweep(
-        "slurm", SMOKE, "--port", str(port), "-o", str(tmp_path / "job.sbatch"), "--", "--storage", str(storage),
-        "--wandb", "disabled", "--set", "raysweep.base_config.sleep=1", "--set", "raysweep.base_config.epochs=4",
+        "slurm", SMOKE, "-o", str(script), "--", "--storage", str(tmp_path / name), "--wandb", "disabled",
+        "--set", "raysweep.base_config.sleep=1", "--set", "raysweep.base_config.epochs=4",
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
-    env = _job_env(tmp_path, shims)
-    job = subprocess.Popen(["bash", str(tmp_path / "job.sbatch")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           text=True, env=env, cwd=tmp_path)  # fmt: skip
-    trials = storage / "smoke" / "trials.jsonl"
+    return script
+
+
+def _wait_for_a_report(job: subprocess.Popen, trials: Path) -> None:
     deadline = time.time() + 300
     while time.time() < deadline and not (trials.exists() and '"iterations": 1' in trials.read_text()):
         assert job.poll() is None, job.communicate()
         time.sleep(0.3)
-    job.send_signal(signal.SIGTERM)
-    stdout, stderr = job.communicate(timeout=180)
-    assert job.returncode == 130, stdout + stderr
-    assert "raysweep resume" in stderr
-    assert "raysweep: Ray head on node001" in stdout and "1 node(s), 2 slot(s) each" in stdout
-    assert "cluster: 2 CPU worker slot(s) on 1 node(s)" in stdout
-    assert _ray_processes(port) == []  # the script's `ray stop` ended the cluster it started
+    assert trials.exists(), "the job's sweep never reported"
+
+
+@pytest.mark.ray
+def test_two_jobs_share_a_node_and_ending_one_leaves_the_other_running(tmp_path):
+    """Two jobs on one node, as SLURM may place them: each starts its own Ray (ports free when it
+    starts, its own temp dir). SLURM sends job A SIGTERM before its limit (--signal=B:TERM@180):
+    A saves its sweep and ends its own Ray only; B's sweep runs on to every trial done. The same
+    script run again (a requeued A) continues A's sweep to the end, and no Ray of either is left."""
+    shims = _shims(tmp_path)
+    tag = f"t{os.getpid()}"
+    jobs = {name: (_write_job(tmp_path, name), _job_env(tmp_path, shims, f"{tag}{name}")) for name in ("a", "b")}
+    temp = {name: Path("/tmp") / f"raysweep-{tag}{name}" for name in jobs}
+    started = {
+        name: subprocess.Popen(["bash", str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                               cwd=tmp_path)  # fmt: skip
+        for name, (script, env) in jobs.items()
+    }
+    try:
+        for name, job in started.items():
+            _wait_for_a_report(job, tmp_path / name / "smoke" / "trials.jsonl")
+        assert _ray_processes(temp["a"]) and _ray_processes(temp["b"])  # the pattern finds each job's live Ray
+        started["a"].send_signal(signal.SIGTERM)
+        stdout, stderr = started["a"].communicate(timeout=180)
+        assert started["a"].returncode == 130, stdout + stderr
+        assert "raysweep resume" in stderr
+        assert "raysweep: Ray head on node001" in stdout and "1 node(s), 1 slot(s) each" in stdout
+        assert "ssh -L" in stdout and "cluster: 1 CPU worker slot(s) on 1 node(s)" in stdout
+        assert _ray_processes(temp["a"]) == []  # A ended its own Ray...
+        assert _ray_processes(temp["b"]) and started["b"].poll() is None  # ...and nothing of B's
+
+        stdout, stderr = started["b"].communicate(timeout=400)
+        assert started["b"].returncode == 0, stdout + stderr
+        assert "sweep smoke finished" in stdout and "3 finished, 0 failed" in stdout
+        assert _ray_processes(temp["b"]) == []
+    finally:
+        for job in started.values():
+            job.kill()
     token = tmp_path / "home" / ".ray" / "auth_token"
     assert token.stat().st_mode & 0o777 == 0o600  # the script wrote the cluster's token, private
 
-    again = subprocess.run(["bash", str(tmp_path / "job.sbatch")], capture_output=True, text=True, env=env, cwd=tmp_path,
-                           timeout=400)  # fmt: skip
+    script, env = jobs["a"]
+    again = subprocess.run(["bash", str(script)], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=400)
     assert again.returncode == 0, again.stdout + again.stderr
     assert "its run dir exists; continuing it" in again.stdout
     assert "sweep smoke finished" in again.stdout and "3 finished, 0 failed" in again.stdout
-    rows = show(storage / "smoke")["trials"]
+    rows = show(tmp_path / "a" / "smoke")["trials"]
     assert sorted(t["config"]["x"] for t in rows) == [0.1, 0.3, 0.5] and all(t["status"] == "done" for t in rows), rows
-    assert _ray_processes(port) == []
+    assert _ray_processes(temp["a"]) == []

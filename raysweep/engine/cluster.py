@@ -53,9 +53,23 @@ def cuda_visible_devices(gpus: tuple[int, ...], inherited: str | None) -> str:
     return ",".join(visible[g] if visible else str(g) for g in gpus)
 
 
+# Set to N, an embedded Ray advertises N GPUs that do not exist; Ray hands them out and sets
+# CUDA_VISIBLE_DEVICES all the same, so --gpus and placement are tested on a CPU machine.
+FAKE_GPUS_ENV = "RAYSWEEP_FAKE_GPUS"
+
+
+def machine_gpus() -> int:
+    """The GPUs an embedded Ray started here will have (``CUDA_VISIBLE_DEVICES`` applied)."""
+    fake = os.environ.get(FAKE_GPUS_ENV)
+    if not fake:
+        return local_gpu_count()
+    visible = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    return int(fake) if "CUDA_VISIBLE_DEVICES" not in os.environ else min(int(fake), len(visible))
+
+
 def select_gpus(text: str) -> tuple[int, ...]:
     """``--gpus`` checked against the GPUs this machine shows (``CUDA_VISIBLE_DEVICES`` applied)."""
-    return parse_gpu_set(text, local_gpu_count())
+    return parse_gpu_set(text, machine_gpus())
 
 
 def start_or_connect(
@@ -108,7 +122,7 @@ def start_or_connect(
             os.environ["CUDA_VISIBLE_DEVICES"] = cuda_visible_devices(selected, os.environ.get("CUDA_VISIBLE_DEVICES"))
             n_gpus = len(selected)
         else:
-            n_gpus = local_gpu_count() if use_gpu is not False else 0
+            n_gpus = machine_gpus() if use_gpu is not False else 0
         cpus = os.cpu_count() or 1
         slots = n_gpus if n_gpus > 0 else max(1, int(cpus // cpus_per_worker))
         host = dashboard_host or LOOPBACK
