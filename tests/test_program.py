@@ -304,3 +304,12 @@ def test_a_missing_program_is_a_user_error(tmp_path):
     spec = write_spec(tmp_path / "s.yaml", program="nope.py", method="grid", parameters={"lr": {"value": 1}})
     out = raysweep("run", str(spec), "--storage", str(tmp_path / "runs"), cwd=tmp_path)
     assert out.returncode == 2 and "program: 'nope.py' is not a file" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_numbers_and_booleans_in_a_command_become_strings_as_wandb_agent_makes_them():
+    """wandb agent runs ``str(c)`` on every item of ``command:`` (issue 32: raysweep refused them)."""
+    doc = {"program": "t.py", "method": "grid", "parameters": {"lr": {"value": 0.1}},
+           "command": ["${env}", "python", "${program}", "--epochs", 10, "--do_train", True, "--wd", 0.5, "${args}"]}  # fmt: skip
+    spec = parse_spec(doc)
+    assert spec.command == ("${env}", "python", "${program}", "--epochs", "10", "--do_train", "True", "--wd", "0.5", "${args}")
+    assert render_command(spec.command, "t.py", {"lr": 0.1}, "")[3:] == ["--epochs", "10", "--do_train", "True", "--wd", "0.5", "--lr=0.1"]

@@ -151,12 +151,14 @@ def parse_early_terminate(early: Any, problems: list[str]) -> tuple[Scheduler | 
 
 
 def check_command(command: Any, problems: list[str]) -> list[str] | None:
-    """W&B's ``command``: a list of strings whose whole-chunk macros are W&B's own."""
+    """W&B's ``command``: a list whose whole-chunk macros are W&B's own. Numbers and booleans
+    (``--epochs, 10``) become strings as ``wandb agent`` makes them (``str(c)``: ``True``)."""
     if command is None:
         return None
-    if not isinstance(command, list) or not all(isinstance(c, str) for c in command):
-        problems.append(f"command: must be a list of strings, got {command!r}")
+    if not isinstance(command, list) or not all(isinstance(c, (str, int, float)) or c is None for c in command):
+        problems.append(f"command: must be a list of strings (or numbers), got {command!r}")
         return None
+    command = [str(c) for c in command]
     for i, chunk in enumerate(command):
         # `hydra.run.dir=out/${now:%H}` passes to the script as written, as under wandb agent
         for name in MACRO.findall(chunk):
