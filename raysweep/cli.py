@@ -18,7 +18,7 @@ def _validate(args: argparse.Namespace) -> int:
     from raysweep.spec import load_spec, trial_config
     from raysweep.spec.summary import summary_json, summary_text
 
-    spec = load_spec(args.spec, args.set)
+    spec = load_spec(args.spec, args.set, strict=args.strict)
     _print_notes(spec)
     if args.sample:
         from raysweep.search.preview import first_configs  # Tune's and Optuna's samplers, as run draws
@@ -140,9 +140,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("validate", help="check a sweep file and summarise it")
     p.add_argument("spec", help="sweep YAML file")
     p.add_argument("--json", action="store_true", help="print one JSON object (schema in the README)")
-    p.add_argument("--sample", type=int, metavar="N", help="print N configurations as the train loop receives them")
+    p.add_argument("--sample", type=int, metavar="N",
+                   help="print the first N configurations `run` (same --seed) tries, as the loop or script receives them")  # fmt: skip
     p.add_argument("--seed", type=int, help="seed for --sample (default: the spec's seed)")
     p.add_argument("--set", action="append", default=[], metavar="PATH=VALUE", help="override a key of the file")
+    p.add_argument("--strict", action="store_true",
+                   help="refuse what W&B's schema flags, as W&B's local controller does (W&B's service runs it)")  # fmt: skip
     p.set_defaults(func=_validate)
 
     p = sub.add_parser("run", help="run a sweep")

@@ -313,3 +313,18 @@ def test_numbers_and_booleans_in_a_command_become_strings_as_wandb_agent_makes_t
     spec = parse_spec(doc)
     assert spec.command == ("${env}", "python", "${program}", "--epochs", "10", "--do_train", "True", "--wd", "0.5", "${args}")
     assert render_command(spec.command, "t.py", {"lr": 0.1}, "")[3:] == ["--epochs", "10", "--do_train", "True", "--wd", "0.5", "--lr=0.1"]
+
+
+def test_program_runs_get_the_sweep_name_as_sweep_id(tmp_path):
+    """README's difference: there is no W&B server-side sweep, so WANDB_SWEEP_ID is the sweep's name."""
+    from raysweep.placement import Capacity
+    from raysweep.trial.job import ProgramLaunch, TrialJob
+    from raysweep.trial.program import script_env
+
+    launch = ProgramLaunch(program="t.py", command=None, params={}, param_file="p.yaml", args_json_file="a.json",
+                           workdir=str(tmp_path), wandb_mode="offline", project="p", entity=None, group="g",
+                           sweep_id="my-sweep")  # fmt: skip
+    job = TrialJob(trial_id="t1", trial_dir=str(tmp_path), world_size=1, runner="in_process", metric="m",
+                   report_timeout_s=None, capacity=Capacity((1,), False, 1.0, True, ("n",)), max_failures=0,
+                   program=launch)  # fmt: skip
+    assert script_env(job, 0, 0, ("127.0.0.1", 1))["WANDB_SWEEP_ID"] == "my-sweep"

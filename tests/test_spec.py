@@ -25,9 +25,9 @@ def spec_of(**keys) -> SweepSpec:
     return parse_spec(BASE | keys)
 
 
-def problems_of(doc: dict) -> list[str]:
+def problems_of(doc: dict, strict: bool = False) -> list[str]:
     with pytest.raises(SpecError) as info:
-        parse_spec(doc)
+        parse_spec(doc, strict=strict)
     return info.value.problems
 
 
@@ -131,11 +131,8 @@ def test_spec_round_trips_through_json():
 # --- invalid specs: every message names its key ----------------------------------------------
 
 INVALID = [
-    ({"metrc": {"name": "x"}}, r"metrc: unknown key \(did you mean 'metric'\?\)"),
     ({"method": "grd"}, r"method: must be one of grid, random, bayes, got 'grd' \(did you mean 'grid'\?\)"),
-    ({"metric": {"name": "x", "goal": "max"}}, r"metric.goal: must be one of minimize, maximize, got 'max'"),
     ({"parameters": {"x": {"distribution": "gauss"}}}, r"parameters.x.distribution: unknown distribution 'gauss'"),
-    ({"early_terminate": {"type": "hyperbnd", "min_iter": 1}}, r"early_terminate.type: must be one of hyperband"),
     ({"parameters": {"x": {"min": 3, "max": 1}}}, r"parameters.x: min < max must hold, got min=3, max=1"),
     ({"parameters": {"x": {"min": 0, "max": 1, "distribution": "log_uniform_values"}}}, r"parameters.x: min must be > 0"),
     ({"parameters": {"x": {"values": []}}}, r"parameters.x: values must be a non-empty list"),
@@ -168,8 +165,37 @@ def test_invalid_spec_names_key_and_value(change, message):
     assert any(__import__("re").search(message, p) for p in problems), problems
 
 
+# What W&B's schema flags but W&B's service runs: a warning by default, refused with strict (issue 32)
+VIOLATIONS = [
+    ({"metrc": {"name": "x"}}, r"metrc: unknown key \(did you mean 'metric'\?\)"),
+    ({"metric": {"name": "x", "goal": "max"}}, r"metric.goal: must be minimize or maximize, got 'max'"),
+    ({"early_terminate": {"type": "hyperbnd", "min_iter": 1}}, r"early_terminate.type: must be one of hyperband"),
+    ({"early_terminate": "hyperband"}, r"early_terminate: must be a mapping, got str 'hyperband' \(W&B's service runs the sweep but stops no run early with it\)"),
+    ({"parameters": {"x": {"distribution": "log_uniform", "min": -5, "max": 0}}}, r"parameters.x.distribution: log_uniform takes base-e exponents"),
+]
+
+
+@pytest.mark.parametrize("change, message", VIOLATIONS, ids=[m[:40] for _, m in VIOLATIONS])
+def test_schema_violations_warn_and_run_by_default_and_are_refused_strictly(change, message):
+    doc = BASE | {"parameters": {"x": {"value": 1}}} | change
+    spec = parse_spec(doc)
+    assert any(__import__("re").search(message, n) for n in spec.notes), spec.notes
+    assert spec.scheduler is None if "early_terminate" in change else True  # W&B's service stops no run early
+    if "metric" in change:
+        assert spec.metric.mode == "min"  # W&B's engine minimizes any goal but maximize
+    for strict_doc, strict in ((doc, True), (doc | {"raysweep": {"strict": True}}, False), (doc | {"controller": {"type": "local"}}, False)):
+        assert any(__import__("re").search(message, p) for p in problems_of(strict_doc, strict)), strict_doc
+
+
+def test_an_exponent_log_uniform_draws_between_e_to_the_min_and_max():
+    spec = parse_spec(BASE | {"parameters": {"x": {"distribution": "log_uniform", "min": -5, "max": 0}}})
+    rng = np.random.default_rng(0)
+    xs = [spec.parameters[0].sample(rng) for _ in range(500)]
+    assert math.exp(-5) <= min(xs) and max(xs) <= 1.0 and min(xs) < 0.05 and max(xs) > 0.5
+
+
 def test_an_unknown_key_lists_each_valid_key_once():
-    (problem,) = [p for p in problems_of(BASE | {"foo": 1}) if p.startswith("foo:")]
+    (problem,) = [p for p in problems_of(BASE | {"foo": 1}, strict=True) if p.startswith("foo:")]
     valid = problem.split("valid keys: ")[1].split(", ")
     assert "scheduler" in valid and len(valid) == len(set(valid)), problem
 
@@ -322,7 +348,6 @@ def test_validate_human_summary():
 
 
 MALFORMED = {
-    "typo_key.yaml": ("methd: grid\n", r"methd: unknown key \(did you mean 'method'\?\)"),
     "syntax.yaml": ("method: grid\nparameters:\n  x: {values: [1, 2}\n", r"YAML syntax error at line 3"),
     "not_mapping.yaml": ("- a\n- b\n", r"must be a mapping of keys"),
     "bad_method.yaml": ("method: sweep\n", r"method: must be one of grid, random, bayes"),
@@ -333,7 +358,6 @@ MALFORMED = {
     "probs.yaml": ("parameters:\n  o: {values: [a, b], probabilities: [0.9, 0.3]}\n", r"probabilities must sum to 1"),
     "grid_cont.yaml": ("method: grid\nparameters:\n  lr: {min: 0.1, max: 0.2}\n", r"parameters.lr: grid search needs discrete"),
     "bayes_nometric.yaml": ("method: bayes\nmetric: null\n", r"metric: must be a mapping"),
-    "hb_type.yaml": ("early_terminate: {type: asha, min_iter: 2}\n", r"early_terminate.type: must be one of hyperband, got 'asha'"),
     "values_and_min.yaml": ("parameters:\n  x: {values: [1], max: 3}\n", r"give either values or min/max, not both"),
 }
 
@@ -352,6 +376,22 @@ def test_malformed_file_gives_one_clear_message_and_exit_2(tmp_path, name):
     assert out.returncode == 2
     assert "Traceback" not in out.stderr and out.stdout == ""
     assert __import__("re").search(message, out.stderr), out.stderr
+
+
+def test_a_schema_violation_is_a_warning_and_strict_refuses_it(tmp_path):
+    path = write_doc(tmp_path / "typo.yaml", {"method": "random", "train_loop": "train_loops.smoke:train", "methd": "grid",
+                                              "parameters": {"x": {"value": 1}}})  # fmt: skip
+    out = cli("validate", str(path))
+    assert out.returncode == 0 and "warning: methd: unknown key (did you mean 'method'?)" in out.stderr, out.stderr
+    assert "validate --strict" in out.stderr and out.stderr.count("methd") == 1  # once per file
+    strict = cli("validate", str(path), "--strict")
+    assert strict.returncode == 2 and "methd: unknown key (did you mean 'method'?)" in strict.stderr
+    assert "Traceback" not in strict.stderr and strict.stdout == ""
+
+
+def write_doc(path: Path, doc: dict) -> Path:
+    path.write_text(yaml.safe_dump(doc))
+    return path
 
 
 def test_missing_file_exits_2_without_traceback(tmp_path):

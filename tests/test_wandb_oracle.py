@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scipy import stats
@@ -21,9 +22,12 @@ from scipy import stats
 from raysweep.errors import SpecError
 from raysweep.search.hyperband import WandbHyperband
 from raysweep.spec import grid_points, load_spec, parse_spec
+from raysweep.spec.checks import is_number, number
+from raysweep.spec.model import wandb_bands
 from raysweep.spec.param import Param
 from raysweep.spec.reading import read_yaml
 from raysweep.spec.space import wandb_config
+from raysweep.spec.wandb_keys import COMMAND_MACROS, MACRO
 
 ROOT = Path(__file__).resolve().parents[1]
 # Our own files, plus real ones steering may keep in shared/wandb_files (tests/wandb_audit.py
@@ -31,9 +35,9 @@ ROOT = Path(__file__).resolve().parents[1]
 FILES = sorted((ROOT / "tests" / "wandb_files").glob("*.yaml")) + sorted((ROOT.parent / "shared" / "wandb_files").glob("*.y*ml"))
 
 
-def ours_accepts(doc: dict) -> tuple[bool, list[str]]:
+def ours_accepts(doc: dict, strict: bool = False) -> tuple[bool, list[str]]:
     try:
-        parse_spec(doc)
+        parse_spec(doc, strict=strict)
     except SpecError as e:
         return False, e.problems
     return True, []
@@ -83,9 +87,13 @@ VERDICTS = [
 
 @pytest.mark.parametrize("doc", VERDICTS, ids=[json.dumps(d)[:60] for d in VERDICTS])
 def test_verdict_agrees_with_wandb(wandb_oracle, doc):
-    theirs = wandb_oracle.ask("verdict", config=doc)
-    ok, problems = ours_accepts(doc)
-    assert ok == theirs["ok"], (problems, theirs["errors"])
+    """By default raysweep runs what W&B's service runs (its engine, not validating); with
+    --strict it refuses what W&B's local controller refuses. Where not, README says why."""
+    for op, strict in (("cloud", False), ("verdict", True)):
+        theirs = wandb_oracle.ask(op, config=doc)
+        ok, problems = ours_accepts(doc, strict)
+        if ok != theirs["ok"]:
+            assert differences_in(doc, doc, strict), (op, problems, theirs["errors"])
 
 
 # --- grids: the same points, in the same order, with the same types -------------------------------
@@ -261,53 +269,160 @@ def test_hyperband_never_stops_a_run_for_its_length():
 
 
 @pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
-def test_sweep_files_validate_as_under_wandb(wandb_oracle, path):
-    doc = read_yaml(path)
-    wandb_part = {k: v for k, v in doc.items() if k != "raysweep"}
-    theirs = wandb_oracle.ask("verdict", config=wandb_part)
-    assert theirs["ok"], theirs["errors"]
-    spec = load_spec(path)
-    if spec.method == "grid":
-        answer = wandb_oracle.ask("grid", config=wandb_part, limit=300)
+def test_sweep_files_run_as_under_wandb(wandb_oracle, path):
+    """Each file, as W&B's CLI reads it (PyYAML), against W&B's engine: the same verdict under
+    W&B's service (raysweep's default) and its local controller (--strict), or a difference
+    README lists; where both run a grid, the same first 300 points and what the script gets."""
+    as_wandb_reads = yaml.safe_load(path.read_text())
+    wandb_part = json.loads(json.dumps({k: v for k, v in as_wandb_reads.items() if k != "raysweep"}, default=str))
+    ours_doc = read_yaml(path)
+    verdicts = {}
+    for op, strict in (("cloud", False), ("verdict", True)):
+        theirs = wandb_oracle.ask(op, config=wandb_part)
+        ok, problems = ours_accepts(ours_doc, strict)
+        verdicts[op] = ok and theirs["ok"]
+        if ok != theirs["ok"]:
+            found = differences_in(as_wandb_reads, ours_doc, strict)
+            assert found, f"{path.name} ({op}): raysweep {ok} {problems}, W&B {theirs['ok']} {theirs['errors']}"
+    if verdicts["cloud"] and ours_doc.get("method") == "grid":
+        spec = parse_spec(ours_doc)
+        # the file as raysweep reads it: `1e-7` a number for both (scientific_notation)
+        same_input = json.loads(json.dumps({k: v for k, v in ours_doc.items() if k != "raysweep"}))
+        answer = wandb_oracle.ask("grid", config=same_input, limit=300)
         ours = grid_points(spec, len(answer["points"]))
         assert typed(ours) == typed(answer["points"])
         assert typed([wandb_config(spec, p) for p in ours]) == typed(answer["configs"])
 
 
+def test_every_real_file_is_read():
+    """The 40 real files steering keeps beside the project are part of the oracle's table."""
+    shared = ROOT.parent / "shared" / "wandb_files"
+    if shared.is_dir():
+        assert len([p for p in FILES if p.parent == shared]) == len(list(shared.glob("*.y*ml"))) >= 40
+
+
 # --- the documented differences (README: "Differences from W&B") ----------------------------------
 
+
+def _strings_as_numbers(node: object) -> bool:
+    """A string PyYAML leaves as such that raysweep reads as a number (``1e-5``)."""
+    if isinstance(node, dict):
+        return any(_strings_as_numbers(v) for v in node.values())
+    if isinstance(node, list):
+        return any(_strings_as_numbers(v) for v in node)
+    return isinstance(node, str) and is_number(number(node))
+
+
+def _non_finite(node: object) -> bool:
+    if isinstance(node, dict):
+        return any(_non_finite(v) for v in node.values())
+    if isinstance(node, list):
+        return any(_non_finite(v) for v in node)
+    return isinstance(node, float) and not math.isfinite(node)
+
+
+def _params(doc: dict) -> list[dict]:
+    out, todo = [], [doc.get("parameters") or {}]
+    while todo:
+        for entry in todo.pop().values():
+            if isinstance(entry, dict):
+                out.append(entry)
+                todo.append(entry.get("parameters") or {})
+    return out
+
+
+def _no_band(doc: dict) -> bool:
+    early = doc.get("early_terminate")
+    if not isinstance(early, dict) or "min_iter" in early:
+        return False
+    return not wandb_bands(None, early.get("max_iter"), early.get("s"), early.get("eta", 3))
+
+
+# Each difference README lists: the phrase that begins its bullet, and, for a difference in which
+# files raysweep runs or refuses, a test of whether a file (as W&B reads it, as raysweep reads it)
+# shows it, and the verdicts it gives under W&B's service ("cloud", raysweep's default) or its
+# local controller ("strict").
 DIFFERENCES = {
-    # PyYAML (and W&B's CLI) read 1e-5 as a string; W&B then refuses it as a bound. raysweep reads a number.
-    "scientific_notation": ("method: random\nprogram: t.py\nparameters:\n  lr: {min: 1e-5, max: 1e-2}\n", True),
-    # NaN and infinity reach no argv or JSON config: refused at the door.
-    "nan_values": ("method: random\nprogram: t.py\nparameters:\n  x: {values: [.nan, 1]}\n", False),
-    # A hyperband with no band at all: W&B fails when it first checks for stops, raysweep at the door.
-    "no_band": ("method: random\nprogram: t.py\nmetric: {name: m}\nparameters:\n  x: {value: 1}\n"
-                "early_terminate: {type: hyperband, max_iter: 2, s: 1}\n", False),
-    # Nothing to run: W&B accepts the file and its agent fails; raysweep says so before starting.
-    "nothing_to_run": ("method: random\nparameters:\n  x: {value: 1}\n", False),
-    # metric.impute under bayes: W&B gives failed runs a value in its GP; TPE leaves them out.
-    "impute_bayes": ("method: bayes\nprogram: t.py\nmetric: {name: m, impute: worst}\nparameters:\n  x: {min: 0.0, max: 1.0}\n", False),
+    "scientific_notation": ("`1e-5` is a number", lambda raw, doc: _strings_as_numbers(raw.get("parameters")), ("cloud", "strict")),
+    "non_finite": ("NaN and infinity in a spec are refused", lambda raw, doc: _non_finite(raw), ("cloud",)),
+    "no_band": ("A hyperband whose `max_iter`, `s` and `eta` give no band", lambda raw, doc: _no_band(doc), ("strict",)),
+    "nothing_to_run": ("A file with nothing to run", lambda raw, doc: not ({"program", "raysweep", "train_loop"} & set(doc))
+                       and all("${program}" in str(c) for c in doc.get("command") or ["${program}"]), ("cloud", "strict")),
+    "impute_bayes": ("`metric.impute` and `metric.impute_while_running`", lambda raw, doc: doc.get("method") == "bayes"
+                     and isinstance(doc.get("metric"), dict) and bool({"impute", "impute_while_running"} & set(doc["metric"])),
+                     ("cloud", "strict")),
+    "launch_keys": ("`controller` is ignored; W&B Launch's", lambda raw, doc: bool({"job", "image_uri", "metrics"} & set(doc))
+                    or (isinstance(doc.get("scheduler"), dict) and "engine" in doc["scheduler"]), ("cloud",)),
+    "unknown_macro": ("A `command` chunk that is a whole unknown macro", lambda raw, doc: any(
+        (m := MACRO.fullmatch(str(c))) and m.group(1) not in COMMAND_MACROS and not m.group(1).startswith("envvar:")
+        for c in doc.get("command") or []), ("cloud", "strict")),
+    "run_cap_zero": ("`run_cap: 0` is refused", lambda raw, doc: doc.get("run_cap") == 0, ("cloud",)),
+    "probabilities_sum": ("`probabilities` that do not sum to 1", lambda raw, doc: any(
+        isinstance(p.get("probabilities"), list) and not math.isclose(sum(p["probabilities"]), 1.0, abs_tol=1e-6)
+        for p in _params(doc)), ("cloud",)),
+    # Behaviour, not verdicts: the test that checks each.
+    "hyperband_per_report": ("W&B's server applies hyperband to every running run", None, ()),
+    "sweep_id": ("Program runs get `WANDB_SWEEP_ID`", None, ()),
+}
+BEHAVIOUR_TESTS = {
+    "hyperband_per_report": "test_hyperband_stops_the_runs_wandb_stops",
+    "sweep_id": "test_program_runs_get_the_sweep_name_as_sweep_id",
 }
 
 
-@pytest.mark.parametrize("name", list(DIFFERENCES))
+def differences_in(raw: dict, doc: dict, strict: bool) -> list[str]:
+    """The README differences a file shows under this verdict (``strict``: the local controller's)."""
+    mode = "strict" if strict else "cloud"
+    return [name for name, (_, shows, modes) in DIFFERENCES.items() if shows and mode in modes and shows(raw, doc)]
+
+
+EXAMPLES = {
+    "scientific_notation": ("method: random\nprogram: t.py\nparameters:\n  lr: {min: 1e-5, max: 1e-2}\n", True),
+    "non_finite": ("method: random\nprogram: t.py\nparameters:\n  x: {values: [.nan, 1]}\n", False),
+    "no_band": ("method: random\nprogram: t.py\nmetric: {name: m}\nparameters:\n  x: {value: 1}\n"
+                "early_terminate: {type: hyperband, max_iter: 2, s: 1}\n", False),
+    "nothing_to_run": ("method: random\nparameters:\n  x: {value: 1}\n", False),
+    "impute_bayes": ("method: bayes\nprogram: t.py\nmetric: {name: m, impute: worst}\nparameters:\n  x: {min: 0.0, max: 1.0}\n", False),
+    "launch_keys": ("method: random\nprogram: t.py\nparameters:\n  x: {value: 1}\nscheduler: {engine: optuna}\n", False),
+    "unknown_macro": ("method: random\nprogram: t.py\ncommand: [python, '${program}', '${args_no_hyphen}']\n"
+                      "parameters:\n  x: {value: 1}\n", False),
+    "run_cap_zero": ("method: random\nprogram: t.py\nrun_cap: 0\nparameters:\n  x: {value: 1}\n", False),
+    "probabilities_sum": ("method: random\nprogram: t.py\nparameters:\n  x: {values: [1, 2], probabilities: [0.5, 0.6]}\n", False),
+}
+
+
+@pytest.mark.parametrize("name", list(EXAMPLES))
 def test_documented_differences(tmp_path, wandb_oracle, name):
-    text, ours_ok = DIFFERENCES[name]
+    """An example of each difference: raysweep's verdict, and W&B's other one."""
+    text, ours_ok = EXAMPLES[name]
+    _, shows, modes = DIFFERENCES[name]
     path = tmp_path / f"{name}.yaml"
     path.write_text(text)
-    try:
-        load_spec(path)
-        ok = True
-    except SpecError:
-        ok = False
-    assert ok == ours_ok
-    import yaml
+    raw = yaml.safe_load(text)
+    for mode in modes:
+        try:
+            load_spec(path, strict=mode == "strict")
+            ok = True
+        except SpecError:
+            ok = False
+        assert ok == ours_ok
+        theirs = wandb_oracle.ask("cloud" if mode == "cloud" else "verdict", config=json.loads(json.dumps(raw, allow_nan=True)))
+        assert theirs["ok"] != ours_ok, f"no longer a difference under W&B's {mode} verdict: take it off README's list"
+        assert shows(raw, read_yaml(path))
 
-    theirs = wandb_oracle.ask("verdict", config=json.loads(json.dumps(yaml.safe_load(text), allow_nan=True)))
-    assert theirs["ok"] != ours_ok, "no longer a difference: take it off README's list"
+
+def test_every_readme_difference_has_a_test_and_every_test_a_bullet():
     readme = (ROOT / "README.md").read_text()
-    assert "## Differences from W&B" in readme
+    section = readme.split("## Differences from W&B", 1)[1].split("\n## ", 1)[0]
+    bullets = [b.strip() for b in section.split("\n- ")[1:]]
+    for name, (phrase, _, _) in DIFFERENCES.items():
+        assert sum(b.startswith(phrase) for b in bullets) == 1, f"{name}: no README bullet begins {phrase!r}"
+        assert name in EXAMPLES or name in BEHAVIOUR_TESTS, name
+    for bullet in bullets:
+        assert any(bullet.startswith(phrase) for phrase, _, _ in DIFFERENCES.values()), f"README bullet with no test: {bullet[:60]!r}"
+    tests = (ROOT / "tests" / "test_wandb_oracle.py").read_text() + (ROOT / "tests" / "test_program.py").read_text()
+    for test in BEHAVIOUR_TESTS.values():
+        assert f"def {test}(" in tests, test
 
 
 def test_q_uniform_default_q_is_wandbs_float():

@@ -4,7 +4,10 @@ It runs in ``.venv-wandb`` (``make test`` creates it): ``sweeps`` pins numpy<2, 
 torch and Ray do not. The tests start it once (``tests/conftest.py: wandb_oracle``) and ask:
 
 * ``{"op": "verdict", "config": {...}}`` -> ``{"ok": bool, "errors": [...]}``: what ``wandb sweep``
-  says of the file (schema, min/max and probability checks; grid's rules).
+  says of the file (schema, min/max and probability checks; grid's rules): W&B's local
+  controller refuses what it flags (raysweep's ``--strict``).
+* ``{"op": "cloud", "config": {...}}`` -> ``{"ok": bool, "errors": [...]}``: whether W&B's service
+  runs the file (its engine proposes a run without validating): raysweep's default.
 * ``{"op": "grid", "config": {...}, "limit": N}`` -> ``{"points": [flat configs, in order],
   "configs": [each run's config as the agent hands it over, nested blocks as mappings]}``.
 * ``{"op": "sample", "config": {...}, "n": N, "seed": S}`` -> ``{"points": [...], "types": [...]}``.
@@ -73,6 +76,17 @@ def verdict(config: dict) -> dict:
     return {"ok": True, "errors": []}
 
 
+def cloud(config: dict) -> dict:
+    """What W&B's service does with the file: its engine proposes a first run without validating
+    (``next_run``'s default), as for every sweep ``wandb sweep`` creates; a file it cannot run
+    raises there. Only this call's exceptions are the engine's answer; any other is the oracle's own."""
+    try:
+        next_run(config, [], validate=False)
+    except Exception as e:  # noqa: BLE001  (the engine refuses the file: its answer, not a crash)
+        return {"ok": False, "errors": [f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"]}
+    return {"ok": True, "errors": []}
+
+
 # grid and sample take the file as W&B's server hands it to the engine: unfilled (SweepConfig's
 # filling drops nested parameter blocks).
 
@@ -135,6 +149,8 @@ def main() -> None:
             op = request["op"]
             if op == "verdict":
                 answer = verdict(request["config"])
+            elif op == "cloud":
+                answer = cloud(request["config"])
             elif op == "grid":
                 answer = grid(request["config"], request.get("limit", 10**6))
             elif op == "sample":

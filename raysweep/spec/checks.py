@@ -15,6 +15,12 @@ def did_you_mean(key: str, choices: Iterable[str]) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
+class SchemaViolation(str):
+    """A problem W&B's schema flags but W&B's service runs anyway (its engine proposes runs
+    without validating): raysweep runs the file too, with the problem as a warning, unless the
+    file asks for W&B's local controller's strictness (``parse.strict``)."""
+
+
 def unknown_keys(block: Mapping, allowed: Iterable[str], where: str, problems: list[str]) -> None:
     allowed = list(dict.fromkeys(allowed))  # a key both W&B and raysweep own (scheduler) is listed once
     for key in block:

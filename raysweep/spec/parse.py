@@ -16,6 +16,7 @@ from typing import Any
 from raysweep import paths
 from raysweep.errors import SpecError
 from raysweep.spec.checks import (
+    SchemaViolation,
     boolean,
     choice,
     did_you_mean,
@@ -99,12 +100,11 @@ def _parse_param(name: str, entry: dict, problems: list[str], nest: tuple[str, .
         )
         return None
 
-    if dist in EXPONENT_LAWS:  # W&B's engine refuses these (sweeps' PARAM_DEPRECATION_MAP)
-        problems.append(
-            f"{where}.distribution: {dist} takes base-e exponents as min/max, and W&B refuses it; use "
-            f"{dist}_values to give the limits themselves (e.g. min: 1e-5, max: 1e-2)"
-        )
-        return None
+    if dist in EXPONENT_LAWS:  # W&B's schema flags these (sweeps' PARAM_DEPRECATION_MAP); its engine runs them
+        problems.append(SchemaViolation(
+            f"{where}.distribution: {dist} takes base-e exponents as min/max (e^{fields.get('min')} to "
+            f"e^{fields.get('max')}); W&B's schema flags it: use {dist}_values to give the limits themselves"
+        ))  # fmt: skip
     law = DISTRIBUTIONS[dist]
     allowed = law.required + law.optional
     stray = [k for k in fields if k not in allowed]
@@ -260,7 +260,12 @@ def _check_size_param(param: Param, problems: list[str]) -> None:
         problems.append(f"{where}: {expected}, got {bad[0]!r}")
 
 
-def load_spec(path: str | Path, overrides: Iterable[str] = ()) -> SweepSpec:
+def _local_controller(doc: dict) -> bool:
+    controller = doc.get("controller")
+    return isinstance(controller, dict) and controller.get("type") == "local"
+
+
+def load_spec(path: str | Path, overrides: Iterable[str] = (), strict: bool = False) -> SweepSpec:
     """Read, override (``--set key.path=value``) and validate a sweep file."""
     doc = read_yaml(path)
     problems: list[str] = []
@@ -269,11 +274,17 @@ def load_spec(path: str | Path, overrides: Iterable[str] = ()) -> SweepSpec:
             apply_set(doc, item, problems)
     if problems:
         raise SpecError(problems, source=str(path))
-    return parse_spec(doc, source=str(path), base_dir=Path(path).parent)
+    return parse_spec(doc, source=str(path), base_dir=Path(path).parent, strict=strict)
 
 
-def parse_spec(doc: Any, source: str | None = None, base_dir: Path = Path()) -> SweepSpec:
-    """Validate a loaded document; raise one ``SpecError`` listing every problem."""
+def parse_spec(doc: Any, source: str | None = None, base_dir: Path = Path(), strict: bool = False) -> SweepSpec:
+    """Validate a loaded document; raise one ``SpecError`` listing every problem.
+
+    As W&B's service does, a file that breaks W&B's schema where W&B's engine still runs it
+    (``checks.SchemaViolation``) runs, with a warning per violation. ``strict`` (or the file's
+    ``raysweep.strict: true`` or ``controller: {type: local}``) refuses them, as W&B's local
+    controller does.
+    """
     problems: list[str] = []
     notes: list[str] = []
     if not isinstance(doc, dict):
@@ -281,7 +292,9 @@ def parse_spec(doc: Any, source: str | None = None, base_dir: Path = Path()) -> 
     walk_size(doc, MAX_VALUES, "the sweep file", problems)
     if problems:
         raise SpecError(problems, source)
-    unknown_keys(doc, WANDB_KEYS + ("raysweep",) + RAYSWEEP_KEYS, "", problems)
+    unknown: list[str] = []
+    unknown_keys(doc, WANDB_KEYS + ("raysweep",) + RAYSWEEP_KEYS, "", unknown)
+    problems += [SchemaViolation(f"{p} (W&B's service ignores it)") for p in unknown]
     own = split_raysweep_block(doc, problems, notes)
     check_wandb_only_keys(doc, problems, notes)
 
@@ -350,6 +363,7 @@ def parse_spec(doc: Any, source: str | None = None, base_dir: Path = Path()) -> 
     report_timeout_s = optional("report_timeout_s", positive)
     reuse_actors = optional("reuse_actors", boolean)
     ddp_workers = optional("ddp_workers", choice, DDP_WORKERS)
+    optional("strict", boolean)
     for key in ("name", "description", "project", "entity"):
         if key in doc:
             text(doc[key], key, problems)
@@ -382,6 +396,15 @@ def parse_spec(doc: Any, source: str | None = None, base_dir: Path = Path()) -> 
         )  # fmt: skip
         wandb = replace(block, project=block.project or wandb.project, entity=block.entity or wandb.entity)
 
+    strict = strict or own.get("strict") is True or _local_controller(doc)
+    violations = [p for p in problems if isinstance(p, SchemaViolation)]
+    if violations and not strict:
+        problems = [p for p in problems if not isinstance(p, SchemaViolation)]
+        notes += [f"warning: {v}" for v in violations]
+        notes.append(
+            "warning: W&B's sweep service runs this file despite the above (its engine proposes runs without "
+            "validating), and so does raysweep; `raysweep validate --strict` refuses it as W&B's local controller does"
+        )
     if problems:
         raise SpecError(problems, source)
     return SweepSpec(

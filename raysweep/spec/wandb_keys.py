@@ -9,7 +9,17 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from raysweep.spec.checks import choice, did_you_mean, int_at_least, is_number, mapping, number, text, unknown_keys
+from raysweep.spec.checks import (
+    SchemaViolation,
+    choice,
+    did_you_mean,
+    int_at_least,
+    is_number,
+    mapping,
+    number,
+    text,
+    unknown_keys,
+)
 from raysweep.spec.model import GOALS, Metric, Scheduler, wandb_bands
 
 # W&B's sweep keys (its schema, sweeps/config/schema.json); raysweep's own live under `raysweep:`.
@@ -22,6 +32,7 @@ WANDB_KEYS = (
 RAYSWEEP_KEYS = (
     "train_loop", "base_config", "num_gpus", "scheduler", "searcher", "max_concurrent", "resources",
     "max_failures", "max_initial_failures", "report_timeout_s", "reuse_actors", "ddp_workers", "wandb", "seed",
+    "strict",
 )  # fmt: skip
 
 # W&B Launch keys: a Launch job runs somewhere W&B decides; raysweep runs the program or command here.
@@ -94,7 +105,13 @@ def parse_metric(value: Any, method: str | None, problems: list[str]) -> Metric 
         return None
     unknown_keys(value, ("name", "goal", "target", "impute", "impute_while_running"), "metric", problems)
     name = text(value.get("name"), "metric.name", problems)
-    goal = choice(value.get("goal", "minimize"), GOALS, "metric.goal", problems)
+    goal = value.get("goal", "minimize")
+    if goal not in GOALS:  # W&B's engine minimizes any goal but "maximize"
+        problems.append(SchemaViolation(
+            f"metric.goal: must be minimize or maximize, got {goal!r}{did_you_mean(str(goal), GOALS)} "
+            "(W&B's service minimizes any other goal)"
+        ))  # fmt: skip
+        goal = "minimize"
     target = value.get("target")
     if target is not None:
         target = number(target)
@@ -118,7 +135,18 @@ def parse_metric(value: Any, method: str | None, problems: list[str]) -> Metric 
 
 def parse_early_terminate(early: Any, problems: list[str]) -> tuple[Scheduler | None, dict[str, Any]]:
     """W&B's ``early_terminate`` (its schema's ``hyperband_stopping``), and the settings it lends
-    to a ``raysweep.scheduler`` that picks one of Ray's schedulers instead."""
+    to a ``raysweep.scheduler`` that picks one of Ray's schedulers instead.
+
+    One W&B's schema refuses is a ``SchemaViolation``: W&B's service still runs the sweep, but
+    its stop check fails on it every time, so no run is stopped early; raysweep runs it without
+    early termination."""
+    found: list[str] = []
+    scheduler, lent = _parse_early_terminate(early, found)
+    problems += [SchemaViolation(f"{p} (W&B's service runs the sweep but stops no run early with it)") for p in found]
+    return scheduler, lent
+
+
+def _parse_early_terminate(early: Any, problems: list[str]) -> tuple[Scheduler | None, dict[str, Any]]:
     if mapping(early, "early_terminate", problems) is None:
         return None, {}
     before = len(problems)

@@ -110,7 +110,7 @@ def script_env(job: TrialJob, rank: int, local_rank: int, master: tuple[str, int
         "WANDB_DIR": str(trial_dir),
         "WANDB_MODE": launch.wandb_mode,
     }
-    if visible_devices:  # a warm worker sees every GPU of its node
+    if visible_devices:  # the group's GPUs (the warm worker that starts it sees only its own)
         env["CUDA_VISIBLE_DEVICES"] = visible_devices
     if rank == 0:  # the trial's W&B run; other ranks that call wandb.init get runs of their own in the group
         env["WANDB_RUN_ID"] = job.trial_id
