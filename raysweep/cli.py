@@ -16,6 +16,7 @@ from raysweep.errors import UserError
 
 def _validate(args: argparse.Namespace) -> int:
     from raysweep.spec import load_spec, trial_config
+    from raysweep.spec.space import wandb_config
     from raysweep.spec.summary import summary_json, summary_text
 
     spec = load_spec(args.spec, args.set, strict=args.strict)
@@ -23,8 +24,11 @@ def _validate(args: argparse.Namespace) -> int:
     if args.sample:
         from raysweep.search.preview import first_configs  # Tune's and Optuna's samplers, as run draws
 
+        # What the loop gets (its config, dotted names nested), or what a script gets: W&B's
+        # names as written (`--model.n_layers=4`, wandb.config["model.n_layers"]).
+        shown = wandb_config if spec.runs_program else trial_config
         for flat in first_configs(spec, args.sample, args.seed):
-            print(json.dumps(trial_config(spec, flat)))
+            print(json.dumps(shown(spec, flat)))
     elif args.json:
         print(json.dumps(summary_json(spec)))
     else:

@@ -328,3 +328,12 @@ def test_program_runs_get_the_sweep_name_as_sweep_id(tmp_path):
                    report_timeout_s=None, capacity=Capacity((1,), False, 1.0, True, ("n",)), max_failures=0,
                    program=launch)  # fmt: skip
     assert script_env(job, 0, 0, ("127.0.0.1", 1))["WANDB_SWEEP_ID"] == "my-sweep"
+
+
+def test_validate_sample_of_a_program_sweep_shows_what_the_script_receives(tmp_path):
+    """Flat names as written (`--model.n_layers=4`, wandb.config["model.n_layers"]); a nested block as one mapping."""
+    spec = write_spec(tmp_path / "p.yaml", program="train.py", method="grid",
+                      parameters={"model.n_layers": {"values": [4]}, "opt": {"parameters": {"lr": {"value": 0.1}}}})  # fmt: skip
+    out = raysweep("validate", str(spec), "--sample", "1")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == {"model.n_layers": 4, "opt": {"lr": 0.1}}

@@ -144,6 +144,7 @@ def test_grid_points_and_order_agree_with_wandb(wandb_oracle, params):
     theirs = answer["points"]
     spec = parse_spec(doc)
     assert spec.grid_size == len(theirs) or len(theirs) == 2000
+    assert spec.grid_size == wandb_oracle.ask("grid_size", config=doc)["size"]  # any size, counted without enumerating
     ours = grid_points(spec, len(theirs))
     assert typed(ours) == typed(theirs)
     # what the script receives: names as written, nested blocks as one mapping each
@@ -288,6 +289,7 @@ def test_sweep_files_run_as_under_wandb(wandb_oracle, path):
         spec = parse_spec(ours_doc)
         # the file as raysweep reads it: `1e-7` a number for both (scientific_notation)
         same_input = json.loads(json.dumps({k: v for k, v in ours_doc.items() if k != "raysweep"}))
+        assert spec.grid_size == wandb_oracle.ask("grid_size", config=same_input)["size"]
         answer = wandb_oracle.ask("grid", config=same_input, limit=300)
         ours = grid_points(spec, len(answer["points"]))
         assert typed(ours) == typed(answer["points"])

@@ -10,6 +10,7 @@ torch and Ray do not. The tests start it once (``tests/conftest.py: wandb_oracle
   runs the file (its engine proposes a run without validating): raysweep's default.
 * ``{"op": "grid", "config": {...}, "limit": N}`` -> ``{"points": [flat configs, in order],
   "configs": [each run's config as the agent hands it over, nested blocks as mappings]}``.
+* ``{"op": "grid_size", "config": {...}}`` -> ``{"size": N}``: the grid's size, not enumerated.
 * ``{"op": "sample", "config": {...}, "n": N, "seed": S}`` -> ``{"points": [...], "types": [...]}``.
 * ``{"op": "hyperband", "config": {...}, "runs": [{"name", "state", "history": [values]}]}``
   -> ``{"stop": [names]}``.
@@ -29,7 +30,8 @@ warnings.filterwarnings("ignore")
 
 import numpy as np  # noqa: E402
 from sweeps import RunState, SweepConfig, SweepRun, next_run, stop_runs  # noqa: E402
-from sweeps.params import HyperParameterSet  # noqa: E402
+from sweeps.grid_search import yaml_hash  # noqa: E402
+from sweeps.params import HyperParameter, HyperParameterSet  # noqa: E402
 
 
 def _flat(config: dict, prefix: str = "") -> dict:
@@ -101,6 +103,21 @@ def grid(config: dict, limit: int) -> dict:
     return {"points": [_plain(_flat(r.config)) for r in runs], "configs": [_plain({k: v["value"] for k, v in r.config.items()}) for r in runs]}
 
 
+def grid_size(config: dict) -> dict:
+    """How many runs W&B's grid has, counted as its engine builds the grid (grid_search.py:
+    int_uniform as range(min, max + 1), q_uniform as numpy.arange(min, max, q), equal values
+    one point by their yaml_hash), without enumerating it."""
+    size = 1
+    for p in HyperParameterSet.from_config(config["parameters"]):
+        if p.type == HyperParameter.INT_UNIFORM:
+            size *= p.config["max"] - p.config["min"] + 1
+        elif p.type == HyperParameter.Q_UNIFORM:
+            size *= len(np.arange(p.config["min"], p.config["max"], p.config["q"]))
+        elif p.type == HyperParameter.CATEGORICAL:
+            size *= len({yaml_hash(v) for v in p.config["values"]})
+    return {"size": size}
+
+
 def sample(config: dict, n: int, seed: int) -> dict:
     random.seed(seed)
     np.random.seed(seed)
@@ -151,6 +168,8 @@ def main() -> None:
                 answer = verdict(request["config"])
             elif op == "cloud":
                 answer = cloud(request["config"])
+            elif op == "grid_size":
+                answer = grid_size(request["config"])
             elif op == "grid":
                 answer = grid(request["config"], request.get("limit", 10**6))
             elif op == "sample":
