@@ -15,6 +15,7 @@ from conftest import write_spec
 from ray.tune.search.optuna import OptunaSearch
 
 from raysweep.errors import UserError
+from raysweep.internals import optuna_study
 from raysweep.search import searchers as search
 from raysweep.spec import load_spec, optuna_space
 
@@ -22,6 +23,7 @@ POINTS = [1, 2, 3, 4]
 
 
 def bayes_search(tmp_path: Path, **searcher) -> OptunaSearch:
+    tmp_path.mkdir(exist_ok=True)
     path = write_spec(
         tmp_path / "b.yaml", name="b", method="bayes", metric={"name": "score", "goal": "minimize"},
         train_loop="train_loops.smoke:train", parameters={"x": {"values": POINTS}}, run_cap=8,
@@ -120,3 +122,12 @@ def test_skip_duplicates_must_be_a_bool(tmp_path, value):
     )  # fmt: skip
     with pytest.raises(UserError, match=rf"searcher.skip_duplicates: must be true or false, got {value!r}"):
         load_spec(path)
+
+
+def test_sampler_gp_is_optunas_gaussian_process(tmp_path):
+    """raysweep.searcher.sampler: gp (W&B's bayes is a Gaussian process); TPE stays the default."""
+    assert isinstance(optuna_study(bayes_search(tmp_path / "tpe", n_startup_trials=2)).sampler, optuna.samplers.TPESampler)
+    found = bayes_search(tmp_path / "gp", sampler="gp", n_startup_trials=2)
+    assert isinstance(optuna_study(found).sampler, optuna.samplers.GPSampler)
+    xs = run_trials(found, 4)  # past its random start-up: the GP proposes
+    assert set(xs) <= set(POINTS) and len(xs) == 4

@@ -122,11 +122,14 @@ def _bayes(spec: SweepSpec, budget: int, run_dir: Path, max_concurrent: int | No
     from optuna.storages.journal import JournalFileBackend
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    sampler = optuna.samplers.TPESampler(
-        seed=spec.seed,
-        n_startup_trials=spec.searcher.n_startup_trials,
-        constant_liar=spec.searcher.constant_liar,  # parallel trials don't all pick the same point
-    )
+    if spec.searcher.sampler == "gp":  # W&B's bayes is a Gaussian process
+        sampler = optuna.samplers.GPSampler(seed=spec.seed, n_startup_trials=spec.searcher.n_startup_trials)
+    else:
+        sampler = optuna.samplers.TPESampler(
+            seed=spec.seed,
+            n_startup_trials=spec.searcher.n_startup_trials,
+            constant_liar=spec.searcher.constant_liar,  # parallel trials don't all pick the same point
+        )
     storage = JournalStorage(JournalFileBackend(str(run_dir / OPTUNA_JOURNAL)))
     common = {"space": optuna_space(spec), "metric": spec.metric.name, "mode": spec.metric.mode, "sampler": sampler,
               "storage": storage, "study_name": spec.name or "raysweep"}

@@ -20,6 +20,7 @@ METHODS = ("grid", "random", "bayes")
 EXPONENT_LAWS = ("log_uniform", "inv_log_uniform", "q_log_uniform")  # W&B refuses them: min/max read as exponents
 
 GOALS = ("minimize", "maximize")
+SAMPLERS = ("tpe", "gp")  # Optuna's TPESampler, GPSampler
 
 SCHEDULERS = ("asha", "hyperband", "fifo")
 
@@ -102,8 +103,10 @@ class Resources:
 
 @dataclass(frozen=True)
 class Searcher:
-    """Optuna TPE settings for ``method: bayes``."""
+    """Optuna's settings for ``method: bayes``: TPE by default, or a Gaussian process (W&B's
+    own bayes is one) with ``sampler: gp``."""
 
+    sampler: str = "tpe"  # one of SAMPLERS
     n_startup_trials: int = 10
     constant_liar: bool = True
     skip_duplicates: bool = True  # never run a configuration again once it has a result (search/searchers.py)

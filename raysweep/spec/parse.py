@@ -37,6 +37,7 @@ from raysweep.spec.model import (
     DDP_WORKERS,
     EXPONENT_LAWS,
     METHODS,
+    SAMPLERS,
     SCHEDULERS,
     SIZE,
     USE_GPU,
@@ -380,7 +381,8 @@ def parse_spec(doc: Any, source: str | None = None, base_dir: Path = Path(), str
     if "searcher" in own:
         searcher = parse_block(
             own["searcher"], "raysweep.searcher", Searcher,
-            {"n_startup_trials": lambda v, w, pr: int_at_least(v, 0, w, pr), "constant_liar": boolean,
+            {"sampler": lambda v, w, pr: choice(v, SAMPLERS, w, pr),
+             "n_startup_trials": lambda v, w, pr: int_at_least(v, 0, w, pr), "constant_liar": boolean,
              "skip_duplicates": boolean},
             problems,
         )  # fmt: skip
