@@ -185,20 +185,38 @@ LAWS = {
     "categorical": {"values": ["a", "b", "c"], "probabilities": [0.2, 0.3, 0.5]},
     "beta": {"distribution": "beta", "a": 2, "b": 5},
     "q_beta": {"distribution": "q_beta", "a": 2, "b": 2, "q": 0.1},
+    "q_log_normal": {"distribution": "q_log_normal", "mu": 2.0, "sigma": 0.5, "q": 1},
+    "constant": {"value": 3},
+    "categorical_plain": {"values": ["a", "b", "c"]},
+    # W&B's schema flags the exponent laws; its engine (and raysweep) draw them: e^min .. e^max
+    "log_uniform": {"distribution": "log_uniform", "min": -5, "max": 0},
+    "q_log_uniform": {"distribution": "q_log_uniform", "min": 0, "max": 5, "q": 2},
+    "inv_log_uniform": {"distribution": "inv_log_uniform", "min": 0, "max": 3},
 }
+BOUNDED = ("uniform", "log_uniform_values", "inv_log_uniform_values", "beta", "log_uniform", "inv_log_uniform")
 N = 3000
 
 
 @pytest.mark.parametrize("law", list(LAWS))
 def test_samples_follow_wandbs_law_and_types(wandb_oracle, law):
+    """Drawn through the Tune domains `method: random` uses (``first_configs``, as `run`): the
+    same law, the same support and the same Python types as W&B's engine."""
+    from raysweep.search.preview import first_configs
+
     doc = program_sweep(method="random", parameters={"x": LAWS[law]})
     theirs = wandb_oracle.ask("sample", config=doc, n=N, seed=0)
-    spec = parse_spec(doc)
-    rng = np.random.default_rng(0)
-    ours = [spec.parameters[0].sample(rng) for _ in range(N)]
+    ours = [c["x"] for c in first_configs(parse_spec(doc), N, seed=0)]
     assert {type(v).__name__ for v in ours} == {t["x"] for t in theirs["types"]}
     mine, their = [p for p in ours], [p["x"] for p in theirs["points"]]
-    if law == "categorical":
+    if isinstance(mine[0], (str, int)) or law.startswith("q_") or law == "constant":
+        if len(set(their)) <= 30 and law not in ("q_normal", "q_log_normal"):  # a bounded support: the same values
+            assert set(mine) == set(their), (sorted(set(mine)), sorted(set(their)))
+    elif law in BOUNDED:  # the support: the same bounds, within 2% of the range
+        span = max(their) - min(their)
+        assert min(their) - 0.02 * span <= min(mine) and max(mine) <= max(their) + 0.02 * span, (min(mine), max(mine))
+    if law == "constant":
+        assert set(mine) == {3}
+    elif law.startswith("categorical"):
         counts = [[xs.count(v) for v in "abc"] for xs in (mine, their)]
         assert stats.chi2_contingency(counts).pvalue > 1e-3, counts
     elif isinstance(mine[0], int) or law.startswith("q_"):  # discrete: same support, same frequencies
