@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, raysweep, screenshot_path, show, write_spec
+from conftest import IN_CI, ROOT, raysweep, screenshot_path, show, write_spec
 
 from raysweep.runs.figures import FIGURES, figures
 from raysweep.runs.report import build_report, load_sweep
@@ -25,7 +25,7 @@ def chromium() -> str:
     path = os.environ.get("BROWSER_PATH") or shutil.which("chromium") or "/usr/bin/chromium"
     if Path(path).exists():
         return path
-    if os.environ.get("CI") == "true":
+    if IN_CI:
         pytest.fail(f"no Chromium at {path}: .ci/run installs Debian's chromium before the tests")
     pytest.skip("needs Chromium: apt-get install chromium")
 

@@ -404,3 +404,9 @@ def test_set_overrides_keys_of_the_file():
               "--set", "parameters.arch.stages.0.repeat.values=[1,2]")  # fmt: skip
     data = json.loads(out.stdout)
     assert data["trial_budget"] == 5 and data["grid_size"] == 128
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "search_spaces").glob("*.yaml")), ids=lambda p: p.name)
+def test_every_shipped_sweep_file_validates_without_a_warning(path):
+    out = cli("validate", str(path.relative_to(ROOT)))
+    assert out.returncode == 0 and "warning" not in out.stderr, out.stderr

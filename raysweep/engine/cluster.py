@@ -103,7 +103,7 @@ def start_or_connect(
         check_embedded_only(address, gpus, dashboard_host)
         probe_address(address)
         try:
-            ray.init(address=address, runtime_env={"env_vars": env}, **common)
+            context = ray.init(address=address, runtime_env={"env_vars": env}, **common)
         except (ConnectionError, ValueError, RuntimeError, AuthenticationError) as e:
             hint = ""
             if address != "auto" and os.environ.get("RAY_AUTH_MODE") is None:
@@ -133,7 +133,7 @@ def start_or_connect(
         # carry it too, but then no worker Ray prestarts (one per CPU, Python and Ray imported)
         # could host an actor: every pool, trial and worker actor would wait for a new process.
         os.environ.update(env)
-        ray.init(
+        context = ray.init(
             address="local",  # a new Ray even if `ray start` left one running on this machine
             num_cpus=cpus,
             num_gpus=n_gpus,
@@ -143,6 +143,7 @@ def start_or_connect(
             **common,
         )
     private_token_file()
+    _dashboard["url"] = context.dashboard_url  # what ray.init returned: the one public place that says
     return measure(use_gpu, cpus_per_worker, gpus_per_worker)
 
 
@@ -225,9 +226,12 @@ def measure(use_gpu: str | bool, cpus_per_worker: float, gpus_per_worker: float 
     return capacity
 
 
+_dashboard: dict[str, str | None] = {"url": None}  # set by start_or_connect
+
+
 def dashboard_url() -> str | None:
-    ctx = ray.get_runtime_context()
-    url = getattr(ctx, "dashboard_url", None) or ray.worker.get_dashboard_url()
+    """The Ray dashboard of the cluster ``start_or_connect`` started or joined (None without one)."""
+    url = _dashboard["url"]
     if url and not url.startswith("http"):
         url = f"http://{url}"
     return url or None
