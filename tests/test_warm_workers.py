@@ -131,25 +131,29 @@ def driver_script(cluster: str, body: str) -> subprocess.CompletedProcess:
 
 
 def test_a_rank_whose_device_cannot_be_set_fails_its_trial_instead_of_hanging(ray_cluster):
-    """A GPU id the worker cannot map (a UUID in CUDA_VISIBLE_DEVICES) used to raise before the
-    rank's error handler, so its trial waited for a report for ever."""
+    """A rank whose device set-up raises (here: a worker that served GPU 0 lent for GPU 1, which
+    the pool never does: one CUDA context per worker) fails its trial with the sentence and breaks
+    the lease; the trial never waits for a report."""
     out = driver_script(ray_cluster, """
 import threading
 from raysweep.trial import gang
 from raysweep.trial.pool import Lease
 lease = Lease(0, [gang.DDPWorker.options(num_cpus=0).remote()])
 outcome = []
-def trial():
+def trial(gpu):
     try:
-        gang.run(lease, len, None, None, None, ["GPU-5f3c2a"], 1, lambda metrics, ckpt: None)
+        gang.run(lease, print, None, None, None, [gpu], 1, lambda metrics, ckpt: None)
     except BaseException as e:
         outcome.append(e)
-thread = threading.Thread(target=trial, daemon=True)
-thread.start()
-thread.join(120)
-print("OUTCOME", bool(outcome), lease.broken, "GPU-5f3c2a" in str(outcome[0]) if outcome else None, repr(outcome[0])[:600] if outcome else "")
+for gpu in ("0", "1"):  # the first pins the worker to GPU 0 (the loop, print, ends at once)
+    thread = threading.Thread(target=trial, args=(gpu,), daemon=True)
+    thread.start()
+    thread.join(120)
+    print("AFTER", gpu, len(outcome), lease.broken)
+print("OUTCOME", repr(outcome[0])[:600] if outcome else "")
 """)
-    assert "OUTCOME True True True" in out.stdout, out.stdout + out.stderr
+    assert "AFTER 0 0 False" in out.stdout and "AFTER 1 1 True" in out.stdout, out.stdout + out.stderr
+    assert "serves GPU '0' and cannot take GPU '1'" in out.stdout, out.stdout
 
 
 def test_an_idle_worker_that_died_is_not_lent(ray_cluster):
