@@ -134,8 +134,13 @@ def test_watchdog_ends_a_rank_stuck_in_a_collective(tmp_path, ray_cluster, ddp_w
         base_config={"epochs": 3, "collective": True, "hang_at_epoch": 2, "hang_rank": 1},
         parameters={"num_gpus": {"value": 2}},
     )  # fmt: skip
-    out = run(spec, ray_cluster)
-    assert out.returncode == 1
+    driver = start_sweep(spec, ray_cluster)
+    deadline = time.time() + 180
+    while not processes(WORKERS[ddp_workers], ray_cluster):  # the title names the trial's live workers
+        assert driver.poll() is None and time.time() < deadline, driver.communicate()
+        time.sleep(0.2)
+    out, err = driver.communicate(timeout=300)
+    assert driver.returncode == 1, out + err
     (trial,) = show(tmp_path / "runs" / "h2")["trials"]
     assert trial["status"] == "failed"
     assert "of 2 sent no report for 5 s (report_timeout_s) after its report #1" in trial["error"]
@@ -170,7 +175,7 @@ def test_two_hundred_trials_all_recorded_with_flat_driver_memory(tmp_path, ray_c
         rows = read_trials(trials_file) if trials_file.exists() else []
         try:
             samples.append((sum(r.get("status") == "done" for r in rows), proc.memory_info().rss / 2**20))
-        except (psutil.NoSuchProcess, ValueError):
+        except psutil.NoSuchProcess:  # the driver just ended
             break
         time.sleep(1.0)
     out, err = driver.communicate()
@@ -182,6 +187,7 @@ def test_two_hundred_trials_all_recorded_with_flat_driver_memory(tmp_path, ray_c
     def rss_at(done: int) -> float:
         return max(rss for n, rss in samples if n <= done)
 
+    assert min(n for n, _ in samples) <= 10 and max(n for n, _ in samples) >= 150, samples  # sampled the whole sweep
     early, late = rss_at(50), rss_at(200)
     print(f"\ndriver RSS: {rss_at(10):.0f} MiB after 10 trials, {early:.0f} after 50, {late:.0f} after 200 "
           f"(+{late - early:.0f} MiB over the last 150); wall {samples and len(samples)} s")  # fmt: skip
