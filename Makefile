@@ -14,8 +14,10 @@ $(BIN)/raysweep: pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $@
 
+# Run again after a Ctrl-C, it continues the sweep (--resume-existing) instead of refusing its name.
+RUN_SPEC ?= search_spaces/stages.yaml
 run: $(BIN)/raysweep
-	$(BIN)/python -m raysweep run search_spaces/stages.yaml
+	$(BIN)/python -m raysweep run $(RUN_SPEC) --resume-existing $(RUN_FLAGS)
 
 smoke: $(BIN)/raysweep
 	$(BIN)/python -m raysweep run search_spaces/smoke.yaml --name smoke-$$(date +%s)

@@ -293,3 +293,24 @@ def test_run_count_runs_that_many_trials_in_a_private_run_dir_and_show_csv_lists
     assert "x" in header.split(",") and "status" in header.split(",") and len(rows) == 3, csv.stdout
     xs = sorted(float(r.split(",")[header.split(",").index("x")]) for r in rows)
     assert xs == pytest.approx(sorted(t["config"]["x"] for t in show(run_dir)["trials"]), rel=1e-3)  # shown to 4 digits
+
+
+def test_make_run_again_continues_the_sweep_and_printed_hints_run_as_printed(tmp_path, ray_cluster):
+    """`make run` run a second time continues its sweep instead of refusing the name; a hint raysweep
+    prints (here: the one for a name already taken) works pasted into a shell as printed."""
+    spec = sweep(tmp_path, name="m", method="grid", base_config={"epochs": 1}, parameters={"x": {"values": [0.1, 0.3]}})
+    flags = f"--storage {tmp_path / 'runs'} --wandb disabled --address {ray_cluster}"
+    make = ["make", "-s", "run", f"RUN_SPEC={spec}", f"RUN_FLAGS={flags}"]
+    first = subprocess.run(make, cwd=ROOT, capture_output=True, text=True, env=cli_env(), timeout=600)
+    assert first.returncode == 0 and "sweep m finished" in first.stdout, first.stdout + first.stderr
+    again = subprocess.run(make, cwd=ROOT, capture_output=True, text=True, env=cli_env(), timeout=600)
+    assert again.returncode == 0 and "its run dir exists; continuing it" in again.stdout, again.stdout + again.stderr
+
+    taken = run(spec, ray_cluster, "--wandb", "disabled")
+    assert taken.returncode == 2, taken.stderr
+    hint = taken.stderr.split("continue it with `")[1].split("`")[0]
+    assert hint.startswith(".venv/bin/python -m raysweep resume ") or hint.startswith(f"{sys.executable} -m raysweep resume"), hint
+    pasted = subprocess.run(["bash", "-c", f"{hint} --address {ray_cluster}"], cwd=ROOT, capture_output=True, text=True,
+                            env=cli_env(), timeout=600)  # fmt: skip
+    assert pasted.returncode == 0, pasted.stdout + pasted.stderr
+    assert [t["status"] for t in show(tmp_path / "runs" / "m")["trials"]] == ["done", "done"]

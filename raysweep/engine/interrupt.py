@@ -30,6 +30,8 @@ from typing import Any
 
 from ray.tune import Callback
 
+from raysweep import hints
+
 
 @dataclass
 class Signals:
@@ -72,10 +74,10 @@ def handled(run_dir: Path) -> Iterator[Signals]:
     def on_signal(signum: int, frame: object) -> None:
         # A SIGINT that reaches this handler once Tune listens: Tune took the first and put this one back.
         if signals.received or (signals.tune_listens and signum == signal.SIGINT):
-            _exit_now(f"interrupted again; exiting now (continue the sweep with: raysweep resume {run_dir})")
+            _exit_now(f"interrupted again; exiting now (continue the sweep with: {hints.command('resume', run_dir)})")
         signals.received.append(signum)
         if not signals.ray_started:
-            _exit_now(f"interrupted while Ray was starting; no trial had run (start the sweep with: raysweep resume {run_dir})")
+            _exit_now(f"interrupted while Ray was starting; no trial had run (start the sweep with: {hints.command('resume', run_dir)})")
         if signals.tune_listens:  # SIGTERM: Tune's handler ends the run as on Ctrl-C
             sys.stderr.write("\nraysweep: stopping the sweep and saving its state (press Ctrl-C again to exit at once)\n")
             os.kill(os.getpid(), signal.SIGINT)

@@ -23,6 +23,7 @@ import ray
 from ray import tune
 from ray.tune.stopper import CombinedStopper
 
+from raysweep import hints
 from raysweep.engine import interrupt, old_run_dirs
 from raysweep.engine.cluster import dashboard_url, start_or_connect
 from raysweep.engine.monitor import SweepMonitor
@@ -88,7 +89,7 @@ def new_run_dir(storage: str | os.PathLike, name: str) -> Path:
     if run_dir.parent != root:
         raise UserError(f"--name {name!r} would leave --storage {storage}; pick a plain name")
     if (run_dir / "spec.json").exists():
-        raise UserError(f"{run_dir} already holds a sweep: continue it with `raysweep resume {name}`, or pick another --name")
+        raise UserError(f"{run_dir} already holds a sweep: continue it with `{hints.command('resume', run_dir)}`, or pick another --name")
     return run_dir
 
 
@@ -153,7 +154,7 @@ def _run(spec: SweepSpec, settings: RunSettings, run_dir: Path, restore: bool) -
         results = tuner.fit()
     if signals.received or _left_unfinished(results, monitor, stoppers, settings.budget):
         monitor.interrupted()
-        print(f"\nsweep {settings.name} interrupted; its state is saved. Continue it with: raysweep resume {run_dir}",
+        print(f"\nsweep {settings.name} interrupted; its state is saved. Continue it with: {hints.command('resume', run_dir)}",
               file=sys.stderr)  # fmt: skip
         return 130
     return _finish(spec, settings, run_dir, monitor, time.time() - started)
@@ -266,7 +267,7 @@ def _finish(spec: SweepSpec, settings: RunSettings, run_dir: Path, monitor: Swee
     best = monitor.best()
     if best:
         print(f"best {spec.metric.name} = {best['metrics'][spec.metric.name]:.6g} from trial {best['trial_id']}: {best['config']}")
-    print(f"results: raysweep show {run_dir}")
+    print(f"results: {hints.command('show', run_dir)}")
     if settings.wandb == "offline":
         print(f"W&B offline runs: wandb sync {run_dir}/*/wandb/offline-run-*")
     if monitor.initial_failures(spec.max_initial_failures):
