@@ -43,6 +43,20 @@ def ours_accepts(doc: dict, strict: bool = False) -> tuple[bool, list[str]]:
     return True, []
 
 
+def wandb_verdict(oracle, op: str, doc: dict) -> dict:
+    """W&B's verdict on a file: what `wandb sweep`'s client refuses before upload (a min/max of an
+    int and a float with no distribution: wandb's own check, which also fills in the distribution
+    it infers), then its engine's ``op`` ("cloud": its service runs it; "verdict": its local
+    controller accepts it) on what the client uploads."""
+    from wandb.apis.public.sweeps import _validate_config_and_fill_distribution
+
+    try:
+        uploaded = _validate_config_and_fill_distribution(doc)
+    except ValueError as e:
+        return {"ok": False, "errors": [f"wandb sweep: {e}"]}
+    return oracle.ask(op, config=json.loads(json.dumps(uploaded, allow_nan=True)))
+
+
 def program_sweep(**doc) -> dict:
     return {"program": "train.py"} | doc
 
@@ -82,6 +96,8 @@ VERDICTS = [
     program_sweep(method="random", parameters={"a": {"value": 1}},
                   command=["${env}", "python", "-m", "scripts.train", "${args_no_hyphens}", "hydra.run.dir=out/${now:%H%M}"]),
     program_sweep(method="random", parameters={"a": {"value": 1}}, metric={"name": "m", "impute": "best"}),
+    program_sweep(method="random", parameters={"a": {"min": 0, "max": 1.5}}),  # wandb's client: "is ambiguous"
+    program_sweep(method="random", parameters={"a": {"min": 0, "max": 1.5, "distribution": "uniform"}}),
 ]
 
 
@@ -90,7 +106,7 @@ def test_verdict_agrees_with_wandb(wandb_oracle, doc):
     """By default raysweep runs what W&B's service runs (its engine, not validating); with
     --strict it refuses what W&B's local controller refuses. Where not, README says why."""
     for op, strict in (("cloud", False), ("verdict", True)):
-        theirs = wandb_oracle.ask(op, config=doc)
+        theirs = wandb_verdict(wandb_oracle, op, doc)
         ok, problems = ours_accepts(doc, strict)
         if ok != theirs["ok"]:
             assert differences_in(doc, doc, strict), (op, problems, theirs["errors"])
@@ -297,7 +313,7 @@ def test_sweep_files_run_as_under_wandb(wandb_oracle, path):
     ours_doc = read_yaml(path)
     verdicts = {}
     for op, strict in (("cloud", False), ("verdict", True)):
-        theirs = wandb_oracle.ask(op, config=wandb_part)
+        theirs = wandb_verdict(wandb_oracle, op, wandb_part)
         ok, problems = ours_accepts(ours_doc, strict)
         verdicts[op] = ok and theirs["ok"]
         if ok != theirs["ok"]:
@@ -426,7 +442,7 @@ def test_documented_differences(tmp_path, wandb_oracle, name):
         except SpecError:
             ok = False
         assert ok == ours_ok
-        theirs = wandb_oracle.ask("cloud" if mode == "cloud" else "verdict", config=json.loads(json.dumps(raw, allow_nan=True)))
+        theirs = wandb_verdict(wandb_oracle, "cloud" if mode == "cloud" else "verdict", raw)
         assert theirs["ok"] != ours_ok, f"no longer a difference under W&B's {mode} verdict: take it off README's list"
         assert shows(raw, read_yaml(path))
 

@@ -1,7 +1,9 @@
 """Audit sweep files against W&B's engine: ``python tests/wandb_audit.py DIR...``.
 
-For every ``*.yaml``/``*.yml`` under the dirs: W&B's verdict, raysweep's verdict, and for grid
-files whether the points (names, values, types, order) and what the script receives agree.
+For every ``*.yaml``/``*.yml`` under the dirs: W&B's verdicts (its service's and its local
+controller's) beside raysweep's (default and --strict), the README difference that explains any
+disagreement, and for grid files whether the points (names, values, types, order) and what the
+script receives agree.
 Prints one line per file and a count; exits 1 on any disagreement. The oracle is the one the
 tests use (tests/wandb_oracle.py in .venv-wandb).
 """
@@ -16,40 +18,46 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from conftest import ROOT, WandbOracle  # noqa: E402
+from test_wandb_oracle import differences_in, ours_accepts, wandb_verdict  # noqa: E402
 
-from raysweep.errors import SpecError  # noqa: E402
 from raysweep.spec import grid_points, parse_spec  # noqa: E402
+from raysweep.spec.reading import read_yaml  # noqa: E402
 from raysweep.spec.space import wandb_config  # noqa: E402
 
 
 def audit(path: Path, oracle: WandbOracle) -> tuple[bool, str]:
+    """One file through test_wandb_oracle's checks: W&B's service ("cloud", raysweep's default)
+    and local controller ("verdict", raysweep's --strict), then its grid."""
     try:
-        doc = yaml.safe_load(path.read_text())
+        raw = yaml.safe_load(path.read_text())
     except yaml.YAMLError:
         return True, "not YAML"
-    if not isinstance(doc, dict) or "parameters" not in doc or "method" not in doc:
+    if not isinstance(raw, dict) or "parameters" not in raw:
         return True, "not a sweep file"
-    wandb_part = {k: v for k, v in doc.items() if k != "raysweep"}
-    theirs = oracle.ask("verdict", config=json.loads(json.dumps(wandb_part, default=str)))
-    ours = dict(doc)
-    if "program" not in ours and "command" not in ours and "raysweep" not in ours:
-        ours["program"] = "train.py"  # a Python-API sweep moved to a file: it names its script
-    try:
-        spec = parse_spec(ours)
-        ok, why = True, ""
-    except SpecError as e:
-        ok, why = False, "; ".join(e.problems)
-    if ok != theirs["ok"]:
-        return False, f"verdict: W&B {theirs['ok']} ({'; '.join(theirs['errors'])}), raysweep {ok} ({why})"
-    if ok and spec.method == "grid":
-        answer = oracle.ask("grid", config=json.loads(json.dumps(wandb_part)), limit=500)
+    wandb_part = json.loads(json.dumps({k: v for k, v in raw.items() if k != "raysweep"}, default=str))
+    ours_doc = read_yaml(path)
+    said = []
+    for op, strict in (("cloud", False), ("verdict", True)):
+        theirs = wandb_verdict(oracle, op, wandb_part)
+        ok, problems = ours_accepts(ours_doc, strict)
+        if ok != theirs["ok"]:
+            found = differences_in(raw, ours_doc, strict)
+            if not found:
+                return False, f"{op}: W&B {theirs['ok']} ({'; '.join(theirs['errors'])}), raysweep {ok} ({'; '.join(problems)})"
+            said.append(f"{op}: differs as README says ({', '.join(found)})")
+        else:
+            said.append(f"{op}: both {'run' if ok else 'refuse'}")
+    if ours_accepts(ours_doc)[0] and ours_doc.get("method") == "grid":
+        spec = parse_spec(ours_doc)
+        same_input = json.loads(json.dumps({k: v for k, v in ours_doc.items() if k != "raysweep"}))
+        answer = oracle.ask("grid", config=same_input, limit=500)
         points = grid_points(spec, len(answer["points"]))
         same = [json.dumps(p, sort_keys=True) for p in points] == [json.dumps(p, sort_keys=True) for p in answer["points"]]
         shaped = [json.dumps(wandb_config(spec, p), sort_keys=True) for p in points]
         if not same or shaped != [json.dumps(c, sort_keys=True) for c in answer["configs"]]:
             return False, "grid points differ"
-        return True, f"both accept; grid of {len(points)} points agrees"
-    return True, f"both {'accept' if ok else 'refuse'}" + (f" ({why})" if why else "")
+        said.append(f"grid of {len(points)} points agrees")
+    return True, "; ".join(said)
 
 
 def main(dirs: list[str]) -> int:

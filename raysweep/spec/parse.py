@@ -62,6 +62,12 @@ from raysweep.spec.wandb_keys import (
 )
 
 
+def _mixed_bounds(fields: dict) -> bool:
+    """min and max, one an int and the other a float: W&B's client cannot tell uniform from int_uniform."""
+    kinds = {type(fields[k]) for k in ("min", "max") if k in fields and not isinstance(fields[k], bool)}
+    return kinds == {int, float}
+
+
 def _parse_param(name: str, entry: dict, problems: list[str], nest: tuple[str, ...] = ()) -> Param | None:
     where = f"parameters.{name}"
     unknown_keys(entry, FIELDS + ("distribution",), where, problems)
@@ -89,6 +95,12 @@ def _parse_param(name: str, entry: dict, problems: list[str], nest: tuple[str, .
         return None
 
     dist = entry.get("distribution")
+    if dist is None and not nest and _mixed_bounds(fields):  # `wandb sweep` refuses it before upload
+        problems.append(
+            f"{where}: Parameter {name} is ambiguous, please specify bounds as both floats (for a float_uniform "
+            "distribution) or ints (for an int_uniform distribution). (W&B's own sentence; or set distribution)"
+        )
+        return None
     if dist is None:
         dist = infer_distribution(fields)
         if dist is None:
