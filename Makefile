@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test smoke lint clean bench test-ray-versions wheelhouse gpu-check
+.PHONY: run test smoke lint clean bench test-ray-versions wheelhouse gpu-check gpu-carry
 
 $(BIN)/raysweep: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -82,6 +82,12 @@ wheelhouse: $(BIN)/raysweep
 	  $(BIN)/pip wheel -q --no-deps -w $(WHEELHOUSE).partial "$$sdist" && rm "$$sdist"; done
 	$(BIN)/pip wheel -q --no-deps -w $(WHEELHOUSE).partial .
 	rm -rf $(WHEELHOUSE) && mv $(WHEELHOUSE).partial $(WHEELHOUSE)
+
+# For a lent GPU machine (no index, 64 MiB a call): the wheels it lacks, Ray's Java jars stripped,
+# in parts of at most 56 MiB under .gpu-carry/ (bench/gpu_carry.py says how to install them there).
+gpu-carry: $(BIN)/raysweep
+	$(MAKE) wheelhouse PYTHON_VERSION=3.12 WHEELHOUSE=.gpu-wheelhouse
+	$(BIN)/python -m bench.gpu_carry .gpu-wheelhouse
 
 # On a GPU node, with raysweep installed beside the node's torch (GPU_PY: that Python): the GPU
 # tests and bench --gpu, one results file (GPU_CHECK_OUT) with the device, the tests' outcome and

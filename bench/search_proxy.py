@@ -8,7 +8,7 @@ ASHA, no concurrency, no training: seconds for many seeds, where part 3 takes ~8
 The 0.1x target needs the best found within ~15 distinct trials in the median seed (part 3's
 TPE found it at its 23rd-35th trial).
 
-    .venv/bin/python -m bench.search_proxy [--seeds 40]
+    .venv/bin/python -m bench.search_proxy [--seeds 40] [--only TEXT]
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 import optuna
-from optuna.samplers import RandomSampler, TPESampler
+from optuna.samplers import GPSampler, RandomSampler, TPESampler
 
 from bench.common import RESULTS, write_result
 
@@ -36,6 +36,7 @@ VARIANTS: dict[str, Callable[[int], Any]] = {  # seed -> sampler; Optuna 5's TPE
     "TPE, independent (multivariate off)": lambda seed: TPESampler(seed=seed, multivariate=False),
     "TPE, 64 EI candidates": lambda seed: TPESampler(seed=seed, n_ei_candidates=64),
     "random, no repeats": lambda seed: RandomSampler(seed=seed),
+    "Gaussian process (searcher.sampler: gp; W&B's bayes is one)": lambda seed: GPSampler(seed=seed),
 }
 
 
@@ -66,6 +67,7 @@ def trials_to_best(values: dict[tuple, float], sampler: Any) -> int:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seeds", type=int, default=40)
+    p.add_argument("--only", default="", help="only the samplers whose name contains this (the GP takes ~1 s a proposal)")
     args = p.parse_args()
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
@@ -74,6 +76,8 @@ def main() -> None:
     print("| sampler | median distinct trials to grid's best | found within 15 | within 25 | not in 96 proposals |")
     print("|---|---|---|---|---|")
     for name, sampler in VARIANTS.items():
+        if args.only not in name:
+            continue
         counts = [trials_to_best(values, sampler(seed)) for seed in range(args.seeds)]
         median = statistics.median(counts)
         row = {"counts": counts, "median": median, "within_15": sum(c <= 15 for c in counts),
