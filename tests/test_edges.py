@@ -126,8 +126,14 @@ def test_legacy_top_level_keys_still_work_with_one_note(tmp_path):
 
 @pytest.mark.ray
 def test_one_ctrl_c_saves_the_sweep_and_resume_finishes_it(tmp_path):
-    """One SIGINT mid-sweep: exit 130 with the resume hint; resume finishes the budget; every
-    trial is listed once."""
+    """README guarantee: "One Ctrl-C or SIGTERM stops the sweep with its state saved (exit 130, running
+    trials shown as pending, no `program:` script left running); a second exits at once. That holds
+    from the command's first second: a Ctrl-C inside `ray.init` used to crash the interpreter's exit
+    (exit 139) and leave a run dir that `resume` met with a traceback."
+
+    One SIGINT mid-sweep: exit 130 with the resume hint; resume finishes the budget; every
+    trial is listed once.
+    """
     doc = SMOKE | {"parameters": {"x": {"values": [0.1, 0.2, 0.3, 0.4]}},
                    "raysweep": {"train_loop": "train_loops.smoke:train", "base_config": {"epochs": 10, "sleep": 0.3},
                                 "max_concurrent": 1}}  # fmt: skip

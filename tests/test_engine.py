@@ -143,6 +143,8 @@ def test_searched_num_gpus_sizes_each_trial_and_averages_over_ranks(tmp_path, ra
 
 
 def test_infeasible_num_gpus(tmp_path, ray_cluster):
+    """README guarantee: "A trial that can never be placed fails at once with the cluster's capacity."
+    """
     spec = sweep(tmp_path, name="i", method="grid", parameters={"num_gpus": {"value": 4}})
     out = run(spec, ray_cluster, "--wandb", "disabled")
     assert out.returncode == 2
@@ -173,6 +175,13 @@ def test_unknown_train_loop_is_a_user_error(tmp_path, ray_cluster):
 
 
 def test_driver_killed_mid_sweep_then_resume_completes_the_budget(tmp_path, ray_cluster):
+    """README guarantee: "Finished and failed trials are never re-run (failed ones only with `resume
+    --retry-failed`): `resume` (after a killed or interrupted driver) reads the run dir and runs
+    only what is unfinished, each trial listed once; unfinished trials continue from their last
+    checkpoint, and their W&B runs continue under the same run id rather than starting a second run.
+    The resumed run logs the trial's earlier results again from its `result.json`: what the killed
+    driver had not yet written to W&B is not lost (what it had written appears twice)."
+    """
     spec = sweep(
         tmp_path, name="k", method="grid", base_config={"epochs": 3, "sleep": 1.0},
         parameters={"x": {"values": [0.0, 0.1, 0.2, 0.3, 0.4, 0.5]}},
@@ -224,6 +233,9 @@ def test_driver_killed_mid_sweep_then_resume_completes_the_budget(tmp_path, ray_
 
 
 def test_a_metric_the_loop_never_reports_fails_with_the_names_it_did_report(tmp_path, ray_cluster):
+    """README guarantee: "A metric the loop never reports fails the trial at the first report, naming
+    the keys it did report."
+    """
     spec = sweep(tmp_path, name="m", method="grid", metric={"name": "val/loss"}, parameters={"x": {"value": 1.0}})
     out = run(spec, ray_cluster, "--wandb", "disabled")
     assert out.returncode == 1
@@ -250,6 +262,9 @@ def test_resume_keeps_failed_trials_failed_unless_asked_to_retry(tmp_path, ray_c
 
 
 def test_a_sweep_whose_first_trials_all_fail_stops_like_wandbs_agent(tmp_path, ray_cluster):
+    """README guarantee: "A sweep whose first `raysweep.max_initial_failures` trials (default 5) all
+    fail stops there (exit 1, the first error printed) instead of spending its whole budget."
+    """
     spec = sweep(tmp_path, name="m", method="grid", max_concurrent=1, max_initial_failures=3,
                  base_config={"epochs": 2, "fail_at_epoch": 1}, parameters={"x": {"values": [1, 2, 3, 4, 5, 6, 7, 8]}})  # fmt: skip
     out = run(spec, ray_cluster, "--wandb", "disabled")

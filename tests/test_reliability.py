@@ -45,6 +45,10 @@ def results(run_dir: Path, trial_id: str) -> list[dict]:
 
 @both_paths
 def test_a_killed_train_worker_restarts_from_its_checkpoint(tmp_path, ray_cluster, ddp_workers):
+    """README guarantee: "A DDP worker that dies mid-trial (killed, OOM) ends the trial's worker group,
+    and the trial restarts on new workers from its last checkpoint when `max_failures` allows:
+    epochs continue with no gap and no repeat."
+    """
     spec = sweep(
         tmp_path, "wk", max_failures=1, base_config={"epochs": 6, "sleep": 1.5}, ddp_workers=ddp_workers,
         parameters={"x": {"value": 0.3}, "num_gpus": {"value": 2}},
@@ -67,6 +71,10 @@ def test_a_killed_train_worker_restarts_from_its_checkpoint(tmp_path, ray_cluste
 
 
 def test_a_raising_loop_is_retried_up_to_max_failures_and_the_sweep_goes_on(tmp_path, ray_cluster):
+    """README guarantee: "A loop that raises fails its trial with the error in `show`; it is retried up
+    to `max_failures` times from its last checkpoint; the other trials go on. If every trial fails,
+    `run` exits 1 and prints the first error."
+    """
     spec = sweep(
         tmp_path, "rf", max_failures=1, base_config={"epochs": 3, "fail_at_epoch": 2},
         parameters={"fail_attempts": {"values": [1, 5]}},  # fails once (then resumes) / fails every attempt
@@ -85,6 +93,10 @@ def test_a_raising_loop_is_retried_up_to_max_failures_and_the_sweep_goes_on(tmp_
 
 
 def test_a_nan_metric_fails_the_trial_and_optuna_records_it_failed(tmp_path, ray_cluster):
+    """README guarantee: "A metric that is NaN or inf fails its trial with a sentence (`'score' is nan
+    (the trial diverged)`); Optuna records the trial as failed and never sees the value; ASHA never
+    ranks it."
+    """
     import optuna
     from optuna.storages import JournalStorage
     from optuna.storages.journal import JournalFileBackend
@@ -129,6 +141,12 @@ def test_watchdog_ends_a_hung_loop_with_an_explanation(tmp_path, ray_cluster):
 
 @both_paths
 def test_watchdog_ends_a_rank_stuck_in_a_collective(tmp_path, ray_cluster, ddp_workers):
+    """README guarantee: "With `report_timeout_s`, a rank that sends no report for that long (a loop
+    that hangs, a rank stuck in a collective because another rank stopped) ends its trial as failed;
+    the error names the rank and the number of reports each rank made. The rank's process is ended
+    (a thread stuck inside gloo or NCCL cannot be interrupted), so Ray frees its slot;
+    `max_failures` retries apply."
+    """
     spec = sweep(
         tmp_path, "h2", report_timeout_s=5, ddp_workers=ddp_workers,
         base_config={"epochs": 3, "collective": True, "hang_at_epoch": 2, "hang_rank": 1},
@@ -153,6 +171,10 @@ def test_watchdog_ends_a_rank_stuck_in_a_collective(tmp_path, ray_cluster, ddp_w
 
 @both_paths
 def test_ranks_that_report_different_numbers_of_times_fail_with_an_explanation(tmp_path, ray_cluster, ddp_workers):
+    """README guarantee: "Ranks that report a different number of times (one rank's loop returns while
+    the others report again) fail the trial at once, naming the ranks and the report count (under
+    `torchtrainer`, when `report_timeout_s` is set: the ranks' records then tell the cause)."
+    """
     spec = sweep(
         tmp_path, "h3", report_timeout_s=5, base_config={"epochs": 2, "extra_report_rank": 0}, ddp_workers=ddp_workers,
         parameters={"num_gpus": {"value": 2}},
@@ -165,6 +187,9 @@ def test_ranks_that_report_different_numbers_of_times_fail_with_an_explanation(t
 
 
 def test_two_hundred_trials_all_recorded_with_flat_driver_memory(tmp_path, ray_cluster):
+    """README guarantee: "A 200-trial sweep at the cluster's concurrency records all 200 trials with
+    the driver's memory flat (figures in the test's output)."
+    """
     spec = sweep(tmp_path, "load", method="random", run_cap=200, base_config={"epochs": 1},
                  parameters={"x": {"min": 0.0, "max": 1.0}})  # fmt: skip
     driver = start_sweep(spec, ray_cluster)

@@ -131,9 +131,15 @@ def driver_script(cluster: str, body: str) -> subprocess.CompletedProcess:
 
 
 def test_a_rank_whose_device_cannot_be_set_fails_its_trial_instead_of_hanging(ray_cluster):
-    """A rank whose device set-up raises (here: a worker that served GPU 0 lent for GPU 1, which
+    """README guarantee: "A rank whose device cannot be set fails its trial with a sentence instead of
+    leaving it waiting: on a machine with GPUs, one that cannot use the GPU Ray gave it says so,
+    naming the GPU and `CUDA_VISIBLE_DEVICES`, before its loop starts; a warm worker serves one GPU
+    for its life. A warm worker that died while idle is never lent."
+
+    A rank whose device set-up raises (here: a worker that served GPU 0 lent for GPU 1, which
     the pool never does: one CUDA context per worker) fails its trial with the sentence and breaks
-    the lease; the trial never waits for a report."""
+    the lease; the trial never waits for a report.
+    """
     out = driver_script(ray_cluster, """
 import threading
 from raysweep.trial import gang
