@@ -169,6 +169,11 @@ def _children(pid: int) -> list[psutil.Process]:
         return []
 
 
+# The hint as the driver prints it: this interpreter, relative to the driver's cwd (ROOT) when under it.
+PYTHON = Path(sys.executable)
+RESUME = f"{PYTHON.relative_to(ROOT) if PYTHON.is_relative_to(ROOT) else PYTHON} -m raysweep resume"
+
+
 @pytest.mark.ray
 @pytest.mark.parametrize("moment", ["while Ray starts", "once Ray is up"])
 def test_ctrl_c_as_the_sweep_starts_exits_130_and_resume_runs_it(tmp_path, moment):
@@ -200,11 +205,11 @@ def test_ctrl_c_as_the_sweep_starts_exits_130_and_resume_runs_it(tmp_path, momen
     assert driver.returncode == 130, (out, err)
     assert "Traceback" not in err
     if moment == "while Ray starts":
-        assert f"interrupted while Ray was starting; no trial had run (start the sweep with: raysweep resume {storage / 's'})" in err
+        assert f"interrupted while Ray was starting; no trial had run (start the sweep with: {RESUME} {storage / 's'})" in err
         _, alive = psutil.wait_procs(ray_processes, timeout=30)  # Ray's processes end with their driver
         assert alive == [], alive
     else:
-        assert f"sweep s interrupted; its state is saved. Continue it with: raysweep resume {storage / 's'}" in err
+        assert f"sweep s interrupted; its state is saved. Continue it with: {RESUME} {storage / 's'}" in err
     assert show(storage / "s")["trials"] == []
     resumed = raysweep("resume", str(storage / "s"), timeout=600)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr

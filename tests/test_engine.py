@@ -329,3 +329,16 @@ def test_make_run_again_continues_the_sweep_and_printed_hints_run_as_printed(tmp
                             env=cli_env(), timeout=600)  # fmt: skip
     assert pasted.returncode == 0, pasted.stdout + pasted.stderr
     assert [t["status"] for t in show(tmp_path / "runs" / "m")["trials"]] == ["done", "done"]
+
+
+def test_a_failed_trials_wandb_run_ends_with_exit_code_1(tmp_path, ray_cluster):
+    spec = sweep(tmp_path, name="w", method="grid", base_config={"epochs": 2},
+                 parameters={"fail_at_epoch": {"values": [1, 99]}})  # fmt: skip
+    out = run(spec, ray_cluster, "--wandb", "offline")
+    assert out.returncode == 0, out.stderr
+    by_id = {t["trial_id"]: t["status"] for t in show(tmp_path / "runs" / "w")["trials"]}
+    ended = {}
+    for path in (tmp_path / "runs" / "w").glob("*/wandb/offline-run-*/*.wandb"):
+        contents = run_contents(path)
+        ended[by_id[contents["run"]["id"]]] = contents["exit_code"]
+    assert ended == {"failed": 1, "done": 0}, ended

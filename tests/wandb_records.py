@@ -41,15 +41,17 @@ def records(path: Path) -> list[Any]:
 
 
 def run_contents(path: Path) -> dict[str, Any]:
-    """History rows, config and run identity of one offline run."""
-    history, config, run = [], {}, {}
+    """History rows, config, run identity and exit code of one offline run."""
+    history, config, run, exit_code = [], {}, {}, None
     for r in records(path):
         kind = r.WhichOneof("record_type")
         if kind == "history":
             history.append({i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in r.history.item})
         elif kind == "config":
             config.update({i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in r.config.update})
+        elif kind == "exit":
+            exit_code = r.exit.exit_code
         elif kind == "run":  # the config given to wandb.init travels inside the run record
             run = {"id": r.run.run_id, "group": r.run.run_group, "project": r.run.project}
             config.update({i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in r.run.config.update})
-    return {"history": history, "config": config, "run": run}
+    return {"history": history, "config": config, "run": run, "exit_code": exit_code}
