@@ -86,7 +86,8 @@ def main() -> None:
         shown = "not reached" if median >= NEVER else f"{median:g}"
         print(f"| {name} | {shown} | {row['within_15']}/{args.seeds} | {row['within_25']}/{args.seeds} | "
               f"{row['never']}/{args.seeds} |")  # fmt: skip
-    print(write_result("search_proxy", {"seeds": args.seeds, "budget": BUDGET, "variants": out}, quick=args.seeds < 10))
+    name = "search_proxy_gp" if args.only else "search_proxy"  # a subset never overwrites the full table
+    print(write_result(name, {"seeds": args.seeds, "budget": BUDGET, "only": args.only, "variants": out}, quick=args.seeds < 10))
 
 
 if __name__ == "__main__":
