@@ -61,6 +61,20 @@ def seen(barrier_dir: Path) -> dict[str, list[dict]]:
     return {t: sorted(rs, key=lambda r: r["rank"]) for t, rs in by_trial.items()}
 
 
+def probe_sweep(tmp_path: Path, name: str, barrier: int, values: int = 2, **raysweep_keys) -> tuple[Path, Path]:
+    """A grid of ``values`` trials of the probe, which waits until ``barrier`` trials have run;
+    the spec and the dir the ranks record in."""
+    seen_dir = tmp_path / "seen"
+    seen_dir.mkdir()
+    spec = write_spec(
+        tmp_path / f"{name}.yaml", name=name, method="grid", metric={"name": "score"},
+        parameters={"x": {"values": list(range(1, values + 1))}},
+        raysweep={"train_loop": "tests.gpu_probe:train", **raysweep_keys,
+                  "base_config": {"barrier_dir": str(seen_dir), "barrier": barrier}},
+    )  # fmt: skip
+    return spec, seen_dir
+
+
 def gpu_seen(record: dict) -> str:
     """The node's GPU this rank computes on: the entry of its process's CUDA_VISIBLE_DEVICES at the
     index its device names (a script uses cuda:LOCAL_RANK). Unset means every GPU, by index; an
@@ -79,14 +93,7 @@ def gpu_seen(record: dict) -> str:
 def test_concurrent_trials_get_disjoint_gpus_and_rank_r_the_rth(tmp_path, fake_gpus, runner):
     """Each rank's process can see its GPU, at the index it uses, on every Ray version README names."""
     cluster = fake_gpus(gpus=4, cpus=4)
-    barrier = tmp_path / "seen"
-    barrier.mkdir()
-    spec = write_spec(
-        tmp_path / "g.yaml", name="g", method="grid", metric={"name": "score"},
-        parameters={"x": {"values": [1, 2]}},
-        raysweep={"train_loop": "tests.gpu_probe:train", "num_gpus": 2, "ddp_workers": runner,
-                  "base_config": {"barrier_dir": str(barrier), "barrier": 2}},
-    )  # fmt: skip
+    spec, barrier = probe_sweep(tmp_path, "g", barrier=2, num_gpus=2, ddp_workers=runner)
     out = run(spec, cluster)
     assert out.returncode == 0, out.stderr + out.stdout
     assert "cluster: 4 GPU slot(s)" in out.stdout
@@ -103,14 +110,7 @@ def test_concurrent_trials_get_disjoint_gpus_and_rank_r_the_rth(tmp_path, fake_g
 def test_a_one_worker_trial_in_the_trials_own_process_sees_its_gpu(tmp_path, fake_gpus):
     """ddp_workers: torchtrainer runs a 1-worker trial in the Tune trial's process (in_process)."""
     cluster = fake_gpus(gpus=4, cpus=4)
-    barrier = tmp_path / "seen"
-    barrier.mkdir()
-    spec = write_spec(
-        tmp_path / "o.yaml", name="o", method="grid", metric={"name": "score"},
-        parameters={"x": {"values": [1, 2]}},
-        raysweep={"train_loop": "tests.gpu_probe:train", "ddp_workers": "torchtrainer",
-                  "base_config": {"barrier_dir": str(barrier), "barrier": 2}},
-    )  # fmt: skip
+    spec, barrier = probe_sweep(tmp_path, "o", barrier=2, ddp_workers="torchtrainer")
     out = run(spec, cluster)
     assert out.returncode == 0, out.stderr + out.stdout
     picked = [gpu_seen(r) for ranks in seen(barrier).values() for r in ranks]
@@ -167,14 +167,7 @@ def test_gpus_per_worker_packs_four_one_worker_trials_onto_one_gpu(tmp_path, fak
     """resources.gpus_per_worker 0.25: four 1-worker trials run on the one GPU at once. (With a
     whole GPU each they run one at a time, and the probe's barrier of 4 fails every trial.)"""
     cluster = fake_gpus(gpus=1, cpus=4)
-    barrier = tmp_path / "seen"
-    barrier.mkdir()
-    spec = write_spec(
-        tmp_path / "k.yaml", name="k", method="grid", metric={"name": "score"},
-        parameters={"x": {"values": [1, 2, 3, 4]}},
-        raysweep={"train_loop": "tests.gpu_probe:train", "resources": {"gpus_per_worker": 0.25},
-                  "base_config": {"barrier_dir": str(barrier), "barrier": 4}},
-    )  # fmt: skip
+    spec, barrier = probe_sweep(tmp_path, "k", barrier=4, values=4, resources={"gpus_per_worker": 0.25})
     out = run(spec, cluster)
     assert out.returncode == 0, out.stderr + out.stdout
     assert "cluster: 4 GPU worker (0.25 GPU each) slot(s) on 1 node(s)" in out.stdout
