@@ -14,9 +14,9 @@ was lent for): a rank that needs GPU g gets an idle worker of g, else one that h
 yet, else a new worker that replaces an idle one of another GPU. So a worker never holds a
 second CUDA context, and N workers on an N-GPU node hold at most N contexts.
 
-The pool is an actor of the driver, on its node, so it and its workers end with the sweep. A worker whose trial failed, or whose borrower ended
-without giving it back (that trial's placement group is gone), is ended rather than lent
-again: its state is unknown.
+The pool is an actor of the driver, on its node, so it and its workers end with the sweep. A
+worker whose trial failed, or whose borrower ended without giving it back (that trial's
+placement group is gone), is ended rather than lent again: its state is unknown.
 """
 
 from __future__ import annotations
