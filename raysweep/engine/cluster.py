@@ -17,6 +17,7 @@ from ray.exceptions import AuthenticationError
 from raysweep.errors import UserError
 from raysweep.internals import local_gpu_count
 from raysweep.placement import SLOT, Capacity, slots_for, workers_on
+from raysweep.trial import devices
 
 LOOPBACK = "127.0.0.1"
 log = logging.getLogger("raysweep")
@@ -63,8 +64,7 @@ def machine_gpus() -> int:
     fake = os.environ.get(FAKE_GPUS_ENV)
     if not fake:
         return local_gpu_count()
-    visible = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
-    return int(fake) if "CUDA_VISIBLE_DEVICES" not in os.environ else min(int(fake), len(visible))
+    return int(fake) if devices.ENV not in os.environ else min(int(fake), len(devices.visible()))
 
 
 def select_gpus(text: str) -> tuple[int, ...]:
