@@ -39,7 +39,9 @@ test: $(BIN)/raysweep /usr/bin/chromium $(ORACLE)/bin/python
 # The Ray versions README says raysweep is tested on: a venv per version (.venv-ray<V>, torch
 # pinned first, then that Ray and raysweep's other dependencies), and a quick subset of the
 # suite on each: the private names (internals), pure decisions, what each rank's process sees of
-# its fake GPU, and real sweeps through restore, W&B, Optuna, warm workers and TorchTrainer. RAY_VERSIONS="2.58.0" for one.
+# its fake GPU, real sweeps through restore, W&B, Optuna, warm workers and TorchTrainer, and the
+# faults under both runners (a killed worker, a stuck rank, a killed or interrupted driver then
+# resume). RAY_VERSIONS="2.58.0" for one.
 RAY_VERSIONS ?= 2.54.0 2.56.0 2.58.0 2.60.0
 RAY_SUBSET := tests/test_internals.py tests/test_decisions.py tests/test_runs_without_ray.py tests/test_search.py \
 	tests/test_gpu_placement.py \
@@ -48,7 +50,10 @@ RAY_SUBSET := tests/test_internals.py tests/test_decisions.py tests/test_runs_wi
 	tests/test_engine.py::test_bayes_uses_optuna_and_keeps_its_journal \
 	tests/test_engine.py::test_asha_stops_poor_trials_at_rungs \
 	tests/test_engine.py::test_driver_killed_mid_sweep_then_resume_completes_the_budget \
-	tests/test_warm_workers.py::test_torchtrainer_workers_still_run_a_trial_per_fit
+	tests/test_reliability.py::test_a_killed_train_worker_restarts_from_its_checkpoint \
+	tests/test_reliability.py::test_watchdog_ends_a_rank_stuck_in_a_collective \
+	tests/test_interrupt.py \
+	"tests/test_warm_workers.py::test_a_scheduler_stops_two_worker_trials_and_the_next_trial_gets_their_slots[torchtrainer]"
 test-ray-versions: /usr/bin/chromium $(ORACLE)/bin/python
 	set -e; for v in $(RAY_VERSIONS); do \
 	  venv=.venv-ray$$v; \

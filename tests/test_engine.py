@@ -42,7 +42,9 @@ def run(spec: Path, cluster: str, *flags: str) -> subprocess.CompletedProcess:
         ({"train_loop": None, "program": "train.py"}, False),  # a script ends only with its process
     ],
 )
-def test_actors_are_reused_where_a_stopped_trial_ends_at_its_report(tmp_path, doc, reuse):
+def test_actor_reuse_is_chosen_where_a_stopped_trial_ends_at_its_report(tmp_path, doc, reuse):
+    """The decision only; test_warm_workers.py's reuse test shows Tune running the next trial in
+    the same process when it says yes, and in a new one when it says no."""
     from raysweep.engine.sweep import _reuse_actors
     from raysweep.spec import load_spec
 
@@ -277,22 +279,29 @@ def test_a_sweep_whose_first_trials_all_fail_stops_like_wandbs_agent(tmp_path, r
 @pytest.mark.parametrize("method", ["random", "bayes"])
 def test_validate_sample_previews_the_configurations_run_tries(tmp_path, ray_cluster, method):
     """`validate --sample N --seed S` prints the first N configurations `run --seed S` tries
-    (issue 32: the preview drew from another generator than the run)."""
+    (issue 32: the preview drew from another generator than the run). The preview is the same at
+    every call, so every run with one seed tries the same configurations; a run with another seed
+    tries others."""
     params = {
         "epochs": {"distribution": "q_uniform", "min": 1, "max": 3, "q": 1},  # through sample_from
         "sleep": {"values": [0.0, 0.01, 0.02], "probabilities": [0.2, 0.3, 0.5]},
         "x": {"min": 0.0, "max": 1.0},  # a Tune domain
     }
     spec = sweep(tmp_path, method=method, run_cap=4, parameters=params, max_concurrent=1)
-    preview = raysweep("validate", str(spec), "--sample", "4", "--seed", "7")
-    assert preview.returncode == 0, preview.stderr
-    out = run(spec, ray_cluster, "--seed", "7", "--wandb", "disabled")
-    assert out.returncode == 0, out.stderr
-    trials = sorted(read_trials(tmp_path / "runs" / "s" / TRIALS_FILE), key=lambda t: t["start"])  # one at a time
-    expected = [json.loads(line) for line in preview.stdout.splitlines()]
-    assert expected == [{k: t["config"][k] for k in params} for t in trials]
-    other = raysweep("validate", str(spec), "--sample", "4", "--seed", "8")
-    assert other.stdout != preview.stdout  # another seed, other configurations
+
+    def previewed(seed: str) -> list[dict]:
+        preview = raysweep("validate", str(spec), "--sample", "4", "--seed", seed)
+        assert preview.returncode == 0, preview.stderr
+        return [json.loads(line) for line in preview.stdout.splitlines()]
+
+    def tried(seed: str) -> list[dict]:
+        out = run(spec, ray_cluster, "--seed", seed, "--wandb", "disabled", "--name", f"s{seed}")
+        assert out.returncode == 0, out.stderr
+        trials = sorted(read_trials(tmp_path / "runs" / f"s{seed}" / TRIALS_FILE), key=lambda t: t["start"])  # one at a time
+        return [{k: t["config"][k] for k in params} for t in trials]
+
+    assert tried("7") == previewed("7") == previewed("7")  # the same seed, the same configurations
+    assert tried("8") == previewed("8") != previewed("7")  # another seed, other configurations
 
 
 def test_run_count_a_private_run_dir_show_csv_and_a_failed_trials_wandb_exit_code(tmp_path, ray_cluster):

@@ -139,6 +139,41 @@ def test_watchdog_ends_a_hung_loop_with_an_explanation(tmp_path, ray_cluster):
     assert "watchdog: the train loop sent no report for 10 s (report_timeout_s) after its report #1" in trials[2]["error"]
 
 
+def test_a_one_worker_torchtrainer_trial_runs_in_its_own_process_through_every_fault(tmp_path, ray_cluster):
+    """Under ``ddp_workers: torchtrainer`` a 1-worker trial runs in the Tune trial's own process
+    (``in_process``), not a TorchTrainer: its reports, a retried raise, a NaN and a hang each end
+    as on the other runners, the hang with the watchdog's explanation."""
+    cases = {
+        "ok": {},
+        "raises once": {"fail_at_epoch": 2, "fail_attempts": 1},
+        "raises always": {"fail_at_epoch": 2},
+        "nan": {"nan_at_epoch": 2},
+        "hangs": {"hang_at_epoch": 2},
+    }
+    spec = sweep(
+        tmp_path, "ip", train_loop="tests.case_loop:train", ddp_workers="torchtrainer", max_failures=1,
+        report_timeout_s=10, base_config={"epochs": 3}, parameters={"case": {"values": list(cases.values())}},
+    )  # fmt: skip
+    out = run(spec, ray_cluster)
+    assert out.returncode == 0, out.stderr + out.stdout
+    run_dir = tmp_path / "runs" / "ip"
+    rows = {json.dumps(r["config"]["case"], sort_keys=True): r for r in read_trials(run_dir / TRIALS_FILE)}
+    trials = {name: rows[json.dumps(case, sort_keys=True)] for name, case in cases.items()}
+    for row in trials.values():  # the Tune trial's process ran the loop
+        cmdline = (Path(row["trial_dir"]) / "cmdline.rank0").read_text()
+        assert "ImplicitFunc" in cmdline and "RayTrainWorker" not in cmdline, cmdline
+    for name in ("ok", "raises once"):
+        assert trials[name]["status"] == "done", trials[name]
+        assert [r["epoch"] for r in results(run_dir, trials[name]["trial_id"])] == [1, 2, 3]
+        assert all(r["world_size"] == 1 for r in results(run_dir, trials[name]["trial_id"]))
+    assert [r["resumed_from"] for r in results(run_dir, trials["raises once"]["trial_id"])] == [0, 1, 1]
+    assert "planned failure at epoch 2" in trials["raises always"]["error"]
+    assert "'score' is nan (the trial diverged)" in trials["nan"]["error"]
+    hang = "watchdog: the train loop sent no report for 10 s (report_timeout_s) after its report #1"
+    assert hang in trials["hangs"]["error"], trials["hangs"]["error"]
+    assert all(trials[name]["status"] == "failed" for name in ("raises always", "nan", "hangs"))
+
+
 @both_paths
 def test_watchdog_ends_a_rank_stuck_in_a_collective(tmp_path, ray_cluster, ddp_workers):
     """README guarantee: "With `report_timeout_s`, a rank that sends no report for that long (a loop

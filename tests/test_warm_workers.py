@@ -41,24 +41,44 @@ def pids(row: dict) -> tuple[int, ...]:
     return tuple(int((Path(row["trial_dir"]) / f"pid.rank{r}").read_text()) for r in range(row["num_workers"]))
 
 
-def test_two_worker_trials_run_on_the_same_warm_workers_through_scheduler_stops(tmp_path, ray_cluster):
+@pytest.mark.parametrize("ddp_workers", ["warm", "torchtrainer"])
+def test_a_scheduler_stops_two_worker_trials_and_the_next_trial_gets_their_slots(tmp_path, ray_cluster, ddp_workers):
+    """ASHA stops the poor trials at the first rung under both runners; the trials after a stop
+    get its node's two slots. Warm trials all run on the same two processes; a TorchTrainer starts
+    a worker group per trial."""
     xs = [0.3, 0.32, 2.0, 3.0, 0.31]  # good trials first: ASHA stops the poor ones at the first rung
     spec = sweep(
         tmp_path, "w1", base_config={"epochs": 3}, parameters={"x": {"values": xs}, "num_gpus": {"value": 2}},
-        scheduler={"type": "asha", "grace_period": 1, "max_t": 3, "reduction_factor": 3},
+        scheduler={"type": "asha", "grace_period": 1, "max_t": 3, "reduction_factor": 3}, ddp_workers=ddp_workers,
     )  # fmt: skip
     out, rows = run(spec, ray_cluster)
     assert out.returncode == 0, out.stderr + out.stdout
     by_x = {r["config"]["x"]: r for r in rows}
     assert by_x[2.0]["status"] == by_x[3.0]["status"] == "stopped"
+    assert by_x[2.0]["iterations"] == by_x[3.0]["iterations"] == 1
     assert by_x[0.3]["status"] == "done" and by_x[0.3]["iterations"] == 3
     assert by_x[0.31]["status"] in ("done", "stopped")  # the trial after the stops ran, and ended well
     for r in rows:
         assert r["metrics"]["world_size"] == 2 and r["metrics"]["rank"] == pytest.approx(0.5)
-    groups = {pids(r) for r in rows}
-    assert len(groups) == 1, groups  # every trial ran on the same two processes
-    (group,) = groups
-    assert len(set(group)) == 2
+    groups = [pids(r) for r in rows]
+    assert all(len(set(group)) == 2 for group in groups)
+    if ddp_workers == "warm":
+        assert len(set(groups)) == 1, groups  # every trial ran on the same two processes
+    else:
+        assert len(set(groups)) == len(xs), groups  # a new worker group per trial
+
+
+@pytest.mark.parametrize("reuse_actors", [True, False])
+def test_tune_reuses_a_trials_process_for_the_next_trial_unless_told_not_to(tmp_path, ray_cluster, reuse_actors):
+    """What ``engine.sweep._reuse_actors`` decides (test_engine.py) is what Tune does: 1-worker
+    trials under torchtrainer run in the Tune trial's own process, which runs the next trial too."""
+    spec = sweep(tmp_path, "w0", ddp_workers="torchtrainer", reuse_actors=reuse_actors, base_config={"epochs": 1},
+                 parameters={"x": {"values": [0.1, 0.2, 0.3]}})  # fmt: skip
+    out, rows = run(spec, ray_cluster)
+    assert out.returncode == 0, out.stderr + out.stdout
+    assert [r["status"] for r in rows] == ["done"] * 3
+    processes_used = {pids(r) for r in rows}
+    assert len(processes_used) == (1 if reuse_actors else 3), processes_used
 
 
 @pytest.mark.parametrize("ddp_workers", ["warm", "torchtrainer"])
@@ -74,16 +94,6 @@ def test_a_failing_rank_fails_its_trial_at_once_and_the_next_trial_gets_new_work
     assert ("on rank 1 of 2" if ddp_workers == "warm" else "Rank 1") in failed["error"]
     assert ok["status"] == "done" and ok["iterations"] == 2
     assert not set(pids(failed)) & set(pids(ok))  # the failed group was ended, not reused
-
-
-def test_torchtrainer_workers_still_run_a_trial_per_fit(tmp_path, ray_cluster):
-    spec = sweep(tmp_path, "w3", ddp_workers="torchtrainer", base_config={"epochs": 2},
-                 parameters={"x": {"values": [0.1, 0.2]}, "num_gpus": {"value": 2}})  # fmt: skip
-    out, rows = run(spec, ray_cluster)
-    assert out.returncode == 0, out.stderr + out.stdout
-    assert [r["status"] for r in rows] == ["done", "done"]
-    assert all(r["metrics"]["rank"] == pytest.approx(0.5) for r in rows)
-    assert pids(rows[0]) != pids(rows[1])  # a new worker group per trial
 
 
 def test_trials_of_every_size_borrow_the_same_warm_workers(tmp_path, ray_cluster):
