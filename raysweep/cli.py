@@ -42,29 +42,14 @@ def _print_notes(spec: object) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from raysweep.engine.cluster import check_embedded_only, select_gpus
-    from raysweep.engine.sweep import run_sweep
-    from raysweep.spec import load_spec
+    from raysweep.api import start
 
-    spec = load_spec(args.spec, args.set)
-    _print_notes(spec)
-    check_embedded_only(args.address, args.gpus, args.dashboard_host)
-    if args.gpus is not None:
-        select_gpus(args.gpus)  # a GPU that isn't there is an error now, not deep in a worker
-    return run_sweep(
-        spec,
-        count=args.count,
-        name=args.name,
-        storage=args.storage,
-        address=args.address,
-        max_concurrent=args.max_concurrent,
-        wandb_mode=args.wandb,
-        seed=args.seed,
-        quiet=args.quiet,
-        gpus=args.gpus,
-        dashboard_host=args.dashboard_host,
-        resume_existing=args.resume_existing,
-    )
+    code, _ = start(
+        args.spec, exit_at_once=True, count=args.count, name=args.name, storage=args.storage, address=args.address,
+        max_concurrent=args.max_concurrent, wandb=args.wandb, seed=args.seed, quiet=args.quiet, gpus=args.gpus,
+        dashboard_host=args.dashboard_host, resume_existing=args.resume_existing, set=args.set,
+    )  # fmt: skip
+    return code
 
 
 def _slurm(args: argparse.Namespace) -> int:

@@ -1,20 +1,43 @@
 """Commands raysweep prints for the user to run next, written so that they work as printed.
 
 A user who ran ``.venv/bin/python -m raysweep`` (``make run`` does) has no ``raysweep`` on their
-PATH: the hint names the interpreter that ran this process instead.
+PATH: the hint names the interpreter that ran this process instead. A sweep started from Python
+(``raysweep.run``) gets the Python call instead: ``raysweep.resume('runs/s', function=main)``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import shlex
 import shutil
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+
+# Set while raysweep.run/resume runs: the name its function goes by ("" for a sweep file's own entry).
+_PYTHON_FUNCTION: contextvars.ContextVar[str | None] = contextvars.ContextVar("raysweep_python_function", default=None)
+_PYTHON_CALLS = {"resume": "raysweep.resume({run}{function})", "show": "raysweep.load({run}).dataframe()"}
+
+
+@contextlib.contextmanager
+def from_python(function: str | None) -> Iterator[None]:
+    """Hints name Python calls while a sweep started by ``raysweep.run`` runs."""
+    token = _PYTHON_FUNCTION.set(function or "")
+    try:
+        yield
+    finally:
+        _PYTHON_FUNCTION.reset(token)
 
 
 def command(*args: object) -> str:
-    """``raysweep ARGS...`` as the user can type it from the current directory."""
+    """``raysweep ARGS...`` as the user can type it from the current directory (or, from Python, the call)."""
+    function = _PYTHON_FUNCTION.get()
+    if function is not None and str(args[0]) in _PYTHON_CALLS:
+        return _PYTHON_CALLS[str(args[0])].format(
+            run=repr(_shown(args[1])), function=f", function={function}" if function and args[0] == "resume" else ""
+        )
     if Path(sys.argv[0]).name == "raysweep" and shutil.which("raysweep"):
         program = ["raysweep"]
     else:

@@ -220,3 +220,29 @@ def test_two_embedded_sweeps_on_disjoint_gpus_run_side_by_side_and_ctrl_c_stops_
         for r in ranks:
             by_sweep["a" if "/runs/a/" in r["trial_dir"] else "b"].add(gpu_seen(r))
     assert by_sweep == {"a": {"0", "1"}, "b": {"2", "3"}}, by_sweep
+
+
+def test_a_rank_that_cannot_use_its_gpu_fails_its_trial_with_a_sentence_in_show(tmp_path):
+    """README guarantee (the rest in test_warm_workers.py): a rank whose device cannot be set "fails its
+    trial with a sentence instead of leaving it waiting: on a machine with GPUs, one that cannot use
+    the GPU Ray gave it says so, naming the GPU and `CUDA_VISIBLE_DEVICES`, before its loop starts".
+
+    A GPU node whose torch has no CUDA, as a user meets it: Ray's GPUs are fake and this machine's
+    torch is a CPU build; NVIDIA's device files are files of the test's. Seen through `run` and
+    `show`, for a 1-worker and a 2-worker trial on warm workers."""
+    (tmp_path / "nvidia0").touch()
+    env = cli_env() | {"RAYSWEEP_FAKE_GPUS": "2", "RAYSWEEP_GPU_DEVICE_FILES": str(tmp_path / "nvidia[0-9]*")}
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    spec = write_spec(
+        tmp_path / "g.yaml", name="g", method="grid", metric={"name": "score"},
+        parameters={"num_gpus": {"values": [1, 2]}}, raysweep={"train_loop": "train_loops.smoke:train"},
+    )  # fmt: skip
+    cmd = [sys.executable, "-m", "raysweep", "run", str(spec), "--storage", str(tmp_path / "runs"), "--wandb", "disabled"]
+    out = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 1, out.stdout + out.stderr  # every trial failed
+    trials = show(tmp_path / "runs" / "g")["trials"]
+    assert sorted(t["num_workers"] for t in trials) == [1, 2]
+    for t in trials:
+        assert t["status"] == "failed" and t["iterations"] == 0, t
+        assert "the rank cannot use its GPU" in t["error"] and "CUDA_VISIBLE_DEVICES='" in t["error"], t["error"]
+        assert "a build without CUDA" in t["error"] or "CUDA here sees 0 device(s)" in t["error"], t["error"]

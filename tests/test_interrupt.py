@@ -70,8 +70,9 @@ def test_ctrl_c_sigterm_a_killed_driver_and_two_ctrl_cs_each_resume_without_losi
     marker = WORKERS[ddp_workers]
     spec = write_spec(
         tmp_path / "i.yaml", name="i", method="grid", metric={"name": "score", "goal": "minimize"},
-        train_loop="train_loops.smoke:train", ddp_workers=ddp_workers, base_config={"epochs": EPOCHS, "sleep": 1.0},
         parameters={"x": {"values": [0.1, 0.3]}, "num_gpus": {"value": 2}},
+        raysweep={"train_loop": "train_loops.smoke:train", "ddp_workers": ddp_workers,
+                  "base_config": {"epochs": EPOCHS, "sleep": 1.0}},
     )  # fmt: skip
     storage, run_dir = tmp_path / "runs", tmp_path / "runs" / "i"
     trials_file = run_dir / TRIALS_FILE
@@ -83,7 +84,8 @@ def test_ctrl_c_sigterm_a_killed_driver_and_two_ctrl_cs_each_resume_without_losi
     driver.send_signal(signal.SIGINT)
     out, err = driver.communicate(timeout=120)
     assert driver.returncode == 130, out + err
-    assert "stopping the sweep and saving its state" in err and "raysweep resume" in err and "Traceback" not in err
+    assert "sweep i interrupted; its state is saved. Continue it with: " in err and "raysweep resume" in err
+    assert "Traceback" not in err
     statuses = [t["status"] for t in show(run_dir)["trials"]]
     assert "pending" in statuses and "running" not in statuses, statuses
     _ranks_end(ray_cluster, marker)

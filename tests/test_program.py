@@ -316,19 +316,28 @@ def test_numbers_and_booleans_in_a_command_become_strings_as_wandb_agent_makes_t
     assert render_command(spec.command, "t.py", {"lr": 0.1}, "")[3:] == ["--epochs", "10", "--do_train", "True", "--wd", "0.5", "--lr=0.1"]
 
 
-def test_program_runs_get_the_sweep_name_as_sweep_id(tmp_path):
-    """README's difference: there is no W&B server-side sweep, so WANDB_SWEEP_ID is the sweep's name."""
+def test_program_runs_carry_no_sweep_id_that_wandb_did_not_create(tmp_path, monkeypatch):
+    """README's difference: raysweep creates no W&B sweep, so a script's run gets no WANDB_SWEEP_ID
+    (not even one left in the user's environment): it is no sweep's run, as outside `wandb agent`.
+    An id W&B returned would be passed on as is."""
+    from dataclasses import replace
+
     from raysweep.placement import Capacity
     from raysweep.trial.job import ProgramLaunch, TrialJob
     from raysweep.trial.program import script_env
 
+    monkeypatch.setenv("WANDB_SWEEP_ID", "stale")
     launch = ProgramLaunch(program="t.py", command=None, params={}, param_file="p.yaml", args_json_file="a.json",
                            workdir=str(tmp_path), wandb_mode="offline", project="p", entity=None, group="g",
-                           sweep_id="my-sweep")  # fmt: skip
+                           sweep_id=None)  # fmt: skip
     job = TrialJob(trial_id="t1", trial_dir=str(tmp_path), world_size=1, runner="in_process", metric="m",
                    report_timeout_s=None, capacity=Capacity((1,), False, 1.0, True, ("n",)), max_failures=0,
                    program=launch)  # fmt: skip
-    assert script_env(job, 0, 0, ("127.0.0.1", 1))["WANDB_SWEEP_ID"] == "my-sweep"
+    env = script_env(job, 0, 0, ("127.0.0.1", 1))
+    assert "WANDB_SWEEP_ID" not in env and env["WANDB_RUN_ID"] == "t1" and env["WANDB_RUN_GROUP"] == "g"
+    assert "WANDB_RUN_ID" not in script_env(job, 1, 1, ("127.0.0.1", 1))  # rank 1's run is its own
+    created = replace(job, program=replace(launch, sweep_id="abc123"))
+    assert script_env(created, 0, 0, ("127.0.0.1", 1))["WANDB_SWEEP_ID"] == "abc123"
 
 
 def test_validate_sample_of_a_program_sweep_shows_what_the_script_receives(tmp_path):

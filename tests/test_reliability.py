@@ -169,7 +169,8 @@ def test_a_one_worker_torchtrainer_trial_runs_in_its_own_process_through_every_f
     assert [r["resumed_from"] for r in results(run_dir, trials["raises once"]["trial_id"])] == [0, 1, 1]
     assert "planned failure at epoch 2" in trials["raises always"]["error"]
     assert "'score' is nan (the trial diverged)" in trials["nan"]["error"]
-    hang = "watchdog: the train loop sent no report for 10 s (report_timeout_s) after its report #1"
+    # The retry went on from epoch 1's checkpoint and hung at once, at epoch 2: the last attempt's words.
+    hang = "watchdog: the train loop sent no report for 10 s (report_timeout_s) before its first report"
     assert hang in trials["hangs"]["error"], trials["hangs"]["error"]
     assert all(trials[name]["status"] == "failed" for name in ("raises always", "nan", "hangs"))
 

@@ -398,11 +398,11 @@ DIFFERENCES = {
         for p in _params(doc)), ("cloud",)),
     # Behaviour, not verdicts: the test that checks each.
     "hyperband_per_report": ("W&B's server applies hyperband to every running run", None, ()),
-    "sweep_id": ("Program runs get `WANDB_SWEEP_ID`", None, ()),
+    "sweep_id": ("Runs carry no W&B sweep id", None, ()),
 }
 BEHAVIOUR_TESTS = {
     "hyperband_per_report": "test_hyperband_stops_the_runs_wandb_stops",
-    "sweep_id": "test_program_runs_get_the_sweep_name_as_sweep_id",
+    "sweep_id": "test_program_runs_carry_no_sweep_id_that_wandb_did_not_create",
 }
 
 

@@ -43,10 +43,10 @@ def pids(row: dict) -> tuple[int, ...]:
 
 @pytest.mark.parametrize("ddp_workers", ["warm", "torchtrainer"])
 def test_a_scheduler_stops_two_worker_trials_and_the_next_trial_gets_their_slots(tmp_path, ray_cluster, ddp_workers):
-    """ASHA stops the poor trials at the first rung under both runners; the trials after a stop
-    get its node's two slots. Warm trials all run on the same two processes; a TorchTrainer starts
+    """ASHA stops a poor trial at the first rung under both runners; the trial after the stop
+    gets its node's two slots. Warm trials all run on the same two processes; a TorchTrainer starts
     a worker group per trial."""
-    xs = [0.3, 0.32, 2.0, 3.0, 0.31]  # good trials first: ASHA stops the poor ones at the first rung
+    xs = [0.3, 0.32, 2.0, 0.31]  # good trials first: ASHA stops the poor one at the first rung
     spec = sweep(
         tmp_path, "w1", base_config={"epochs": 3}, parameters={"x": {"values": xs}, "num_gpus": {"value": 2}},
         scheduler={"type": "asha", "grace_period": 1, "max_t": 3, "reduction_factor": 3}, ddp_workers=ddp_workers,
@@ -54,8 +54,7 @@ def test_a_scheduler_stops_two_worker_trials_and_the_next_trial_gets_their_slots
     out, rows = run(spec, ray_cluster)
     assert out.returncode == 0, out.stderr + out.stdout
     by_x = {r["config"]["x"]: r for r in rows}
-    assert by_x[2.0]["status"] == by_x[3.0]["status"] == "stopped"
-    assert by_x[2.0]["iterations"] == by_x[3.0]["iterations"] == 1
+    assert by_x[2.0]["status"] == "stopped" and by_x[2.0]["iterations"] == 1
     assert by_x[0.3]["status"] == "done" and by_x[0.3]["iterations"] == 3
     assert by_x[0.31]["status"] in ("done", "stopped")  # the trial after the stops ran, and ended well
     for r in rows:
@@ -128,7 +127,6 @@ def test_workers_of_a_trial_process_that_died_are_ended_not_lent_again(tmp_path,
     out, err = driver.communicate()
     assert driver.returncode == 0, err + out
     (row,) = read_trials(trials_file)
-    # (Under torchtrainer, Tune's retry counts its iterations afresh while Ray Train resumes the epochs.)
     assert row["status"] == "done" and row["metrics"]["epoch"] == 6
     assert not set(pids(row)) & {p.pid for p in borrowed}  # the retry ran on new workers
     assert ended_while_the_retry_ran  # the stale workers were ended when the retry borrowed, not left waiting

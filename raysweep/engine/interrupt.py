@@ -14,7 +14,8 @@ Three phases, as the sweep starts:
   ``resume``, callbacks clean up. SIGTERM (what SLURM sends before its time limit, and ``kill``)
   is turned into that same SIGINT.
 
-A second signal, in any phase, exits 130 at once.
+A second signal, in any phase, exits 130 at once; under ``raysweep.run`` (a notebook's kernel
+must live on) it raises KeyboardInterrupt instead.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import contextlib
 import os
 import signal
 import sys
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,19 +59,21 @@ def ray_is_up(signals: Signals) -> None:
     """``ray.init`` has returned. It set its own SIGTERM handler (end Ray's processes, exit 1):
     the sweep's handler, still SIGINT's, takes SIGTERM back."""
     signals.ray_started = True
-    signal.signal(signal.SIGTERM, signal.getsignal(signal.SIGINT))
-
-
-def _exit_now(message: str) -> None:
-    sys.stderr.write(f"\nraysweep: {message}\n")
-    sys.stderr.flush()
-    os._exit(130)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, signal.getsignal(signal.SIGINT))
 
 
 @contextlib.contextmanager
-def handled(run_dir: Path) -> Iterator[Signals]:
+def handled(run_dir: Path, exit_at_once: bool = True) -> Iterator[Signals]:
     """Signals as the module docstring says, from the sweep's start to the end of ``fit()``."""
     signals = Signals()
+
+    def _exit_now(message: str) -> None:
+        sys.stderr.write(f"\nraysweep: {message}\n")
+        sys.stderr.flush()
+        if not exit_at_once:
+            raise KeyboardInterrupt(message)
+        os._exit(130)
 
     def on_signal(signum: int, frame: object) -> None:
         # A SIGINT that reaches this handler once Tune listens: Tune took the first and put this one back.
@@ -87,6 +91,9 @@ def handled(run_dir: Path) -> Iterator[Signals]:
                 "(a second or two; press Ctrl-C again to exit at once)\n"
             )
 
+    if threading.current_thread() is not threading.main_thread():  # raysweep.run from a thread: Python allows no handler
+        yield signals
+        return
     previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     for s in previous:
         signal.signal(s, on_signal)

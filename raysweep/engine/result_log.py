@@ -14,7 +14,7 @@ from typing import Any, TextIO
 
 from ray.tune.logger import LoggerCallback
 
-from raysweep.runs.files import RESULTS_FILE, finite_number, replace_text
+from raysweep.runs.files import RESULTS_FILE, TUNE_KEYS, finite_number, replace_text
 
 PARAMS_FILE = "params.json"  # the trial's flat config, where Tune's own logger put it
 
@@ -106,16 +106,11 @@ def _empty(path: Path) -> bool:
     return not path.exists() or path.stat().st_size == 0
 
 
-# Keys Tune fills in itself, which differ when it sends a result again.
-_BOOKKEEPING = {"timestamp", "date", "time_since_restore", "iterations_since_restore", "time_this_iter_s", "time_total_s",
-                "pid", "hostname", "node_ip", "done", "checkpoint_dir_name", "config", "should_checkpoint"}  # fmt: skip
-
-
 def _same_report(last: dict[str, Any], result: dict[str, Any]) -> bool:
     """The same iteration with the same reported values: a re-sent result, not a new one."""
     if last.get("training_iteration") != result.get("training_iteration"):
         return False
-    keys = (set(last) | set(result)) - _BOOKKEEPING
+    keys = (set(last) | set(result)) - TUNE_KEYS  # they differ when Tune sends a result again
     return all(json.dumps(last.get(k), default=str) == json.dumps(result.get(k), default=str) for k in keys)
 
 

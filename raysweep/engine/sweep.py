@@ -15,6 +15,7 @@ import re
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -59,10 +60,12 @@ class RunSettings:
     gpus: str | None = None  # --gpus of the embedded Ray
     dashboard_host: str | None = None
     workdir: str = field(default_factory=os.getcwd)  # where program: scripts are resolved and run
+    function: str | None = None  # the name of raysweep.run's function: resume needs it passed again
     retry_failed: bool = False  # resume --retry-failed (not saved)
+    exit_at_once: bool = True  # a second Ctrl-C ends the process (the CLI) or raises KeyboardInterrupt (not saved)
 
     def to_json(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if k != "retry_failed"}
+        return {k: v for k, v in asdict(self).items() if k not in ("retry_failed", "exit_at_once")}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RunSettings:
@@ -77,6 +80,11 @@ def _sweep_name(spec: SweepSpec, name: str | None) -> str:
     if name is not None:  # "." and ".." would put the run dir beside or above --storage
         raise UserError(f"--name {name!r}: a sweep's name is a directory under --storage; use letters, digits, '-', '_' or '.'")
     return "sweep"
+
+
+def run_dir_for(spec: SweepSpec, name: str | None, storage: str | os.PathLike) -> Path:
+    """The run dir ``run_sweep`` uses for ``spec`` under ``name`` (None: the spec's) in ``storage``."""
+    return Path(storage).resolve() / _sweep_name(spec, name)
 
 
 def new_run_dir(storage: str | os.PathLike, name: str) -> Path:
@@ -119,6 +127,8 @@ def _reuse_actors(spec: SweepSpec, sizes: set[int]) -> bool:
 
 def _check_entry_point(spec: SweepSpec) -> None:
     """A typo in the loop or script name is the user's, and should not cost a cluster start."""
+    if spec.function is not None:
+        return
     if spec.runs_program:
         if spec.program is not None and spec.command_uses_program and not Path(spec.program).is_file():
             raise UserError(f"program: {spec.program!r} is not a file (it is resolved from {os.getcwd()}, as wandb agent does)")
@@ -140,16 +150,17 @@ def _setup_logging(run_dir: Path) -> None:
 
 
 def _callbacks(spec: SweepSpec, settings: RunSettings, resuming: bool) -> list[Any]:
-    if settings.wandb == "disabled" or spec.runs_program:  # a program: script logs its own W&B run
+    if settings.wandb == "disabled" or spec.calls_wandb_init:  # a script (a W&B-style function) logs its own W&B run
         return []
     project = spec.wandb.project or "raysweep"
     group = spec.wandb.group or settings.name
     return [WandbRuns(project, spec.wandb.entity, group, settings.wandb, resuming)]
 
 
-def _run(spec: SweepSpec, settings: RunSettings, run_dir: Path, restore: bool) -> int:
-    with interrupt.handled(run_dir) as signals:  # from here on, a Ctrl-C leaves the sweep resumable
-        tuner, monitor, stoppers = _start(spec, settings, run_dir, restore, signals)
+def _run(spec: SweepSpec, settings: RunSettings, run_dir: Path, restore: bool, function: Callable | None) -> int:
+    # from here on, a Ctrl-C leaves the sweep resumable
+    with interrupt.handled(run_dir, settings.exit_at_once) as signals:
+        tuner, monitor, stoppers = _start(spec, settings, run_dir, restore, signals, function)
         started = time.time()
         results = tuner.fit()
     if signals.received or _left_unfinished(results, monitor, stoppers, settings.budget):
@@ -161,9 +172,11 @@ def _run(spec: SweepSpec, settings: RunSettings, run_dir: Path, restore: bool) -
 
 
 def _start(
-    spec: SweepSpec, settings: RunSettings, run_dir: Path, restore: bool, signals: interrupt.Signals
-) -> tuple[tune.Tuner, SweepMonitor, list[Any]]:
-    """Ray, the worker pool and the Tuner (restored from the run dir with ``restore``)."""
+    spec: SweepSpec, settings: RunSettings, run_dir: Path, restore: bool, signals: interrupt.Signals,
+    function: Callable | None,
+) -> tuple[tune.Tuner, SweepMonitor, list[Any]]:  # fmt: skip
+    """Ray, the worker pool and the Tuner (restored from the run dir with ``restore``); ``function``:
+    raysweep.run's, bound into every trial."""
     _setup_logging(run_dir)
     # No Tune CSV and TensorBoard loggers: a second and third copy of result.json (ResultLog)
     # written by the driver, the TensorBoard one at ~1 ms per result and ~0.9 ms per ended
@@ -201,7 +214,7 @@ def _start(
     worker_pool = None
     if spec.ddp_workers == "warm" and (max(sizes) > 1 or not spec.runs_program):
         worker_pool = start_pool(dict(zip(capacity.node_ids, capacity.slots_per_node, strict=True)))
-    sweep = Sweep(spec, capacity, str(run_dir), settings.name, settings.workdir, settings.wandb)
+    sweep = Sweep(spec, capacity, str(run_dir), settings.name, settings.workdir, settings.wandb, function)
     trainable = make_trainable(sweep, worker_pool)
     monitor = SweepMonitor(spec, run_dir, budget, quiet=settings.quiet)
     stoppers = [InitialFailureStopper(monitor, spec.max_initial_failures)]
@@ -295,11 +308,15 @@ def run_sweep(
     gpus: str | None = None,
     dashboard_host: str | None = None,
     resume_existing: bool = False,
+    function: Callable | None = None,
+    exit_at_once: bool = True,
 ) -> int:
     """Run a validated spec; returns the process exit code (0 ok, 1 every trial failed, 130 interrupted).
 
     ``gpus`` (e.g. "0,1") and ``dashboard_host`` shape the embedded Ray; they need no ``address``.
     ``resume_existing``: a run dir that already holds this sweep is resumed (a requeued SLURM job).
+    ``function``: raysweep.run's (``spec.function`` says its style). ``exit_at_once``: a second
+    Ctrl-C ends the process; else it raises KeyboardInterrupt (raysweep.run in a notebook).
     """
     _check_entry_point(spec)
     if seed is not None:
@@ -312,19 +329,20 @@ def run_sweep(
     name = _sweep_name(spec, name)
     if resume_existing and (Path(storage).resolve() / name / "spec.json").exists():
         print(f"sweep {name}: its run dir exists; continuing it (raysweep resume)")
-        return resume_sweep(name, storage=storage, address=address, quiet=quiet)
+        return resume_sweep(name, storage=storage, address=address, quiet=quiet, function=function, exit_at_once=exit_at_once)
     run_dir = new_run_dir(storage, name)
     mode = wandb_mode or spec.wandb.mode or ("online" if key_configured() else "offline")
     settings = RunSettings(name=name, budget=budget, wandb=mode, address=address,
                            max_concurrent=max_concurrent or spec.max_concurrent, quiet=quiet, gpus=gpus,
-                           dashboard_host=dashboard_host)  # fmt: skip
+                           dashboard_host=dashboard_host, function=function_name(function),
+                           exit_at_once=exit_at_once)  # fmt: skip
     created = not run_dir.exists()
     run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     run_dir.chmod(0o700)
     write_json(run_dir / "spec.json", spec.to_json())
     write_json(run_dir / "run.json", settings.to_json())
     try:
-        return _run(spec, settings, run_dir, restore=False)
+        return _run(spec, settings, run_dir, restore=False, function=function)
     except UserError:
         if created and not (run_dir / TRIALS_FILE).exists():  # nothing ran: leave no dir to block the retry
             shutil.rmtree(run_dir, ignore_errors=True)
@@ -335,16 +353,18 @@ def run_sweep(
 
 
 def resume_sweep(
-    run: str, storage: str | os.PathLike = "raysweep_runs", address: str | None = None, quiet: bool = False,
-    retry_failed: bool = False,
+    run: str | os.PathLike, storage: str | os.PathLike = "raysweep_runs", address: str | None = None,
+    quiet: bool = False, retry_failed: bool = False, function: Callable | None = None, exit_at_once: bool = True,
 ) -> int:  # fmt: skip
     """Continue an interrupted sweep: finished and failed trials stay, unfinished ones continue
-    (``retry_failed``: failed ones run again too, from their last checkpoint)."""
+    (``retry_failed``: failed ones run again too, from their last checkpoint). A sweep of a
+    Python function needs it again: a run dir stores no code."""
     run_dir = resolve_run_dir(run, storage)
     old_run_dirs.register()  # a run dir from before the re-layering pickled the old module paths
     spec = SweepSpec.from_json(json.loads((run_dir / "spec.json").read_text()))
     settings = RunSettings.from_json(json.loads((run_dir / "run.json").read_text()))
-    settings = replace(settings, quiet=quiet, retry_failed=retry_failed)
+    settings = replace(settings, quiet=quiet, retry_failed=retry_failed, exit_at_once=exit_at_once)
+    _check_function_given(spec, settings, function, run_dir)
     if address:  # another cluster: the embedded Ray's --gpus / --dashboard-host don't apply
         settings = replace(settings, address=address, gpus=None, dashboard_host=None)
     # A sweep stopped before its first trial started (Ctrl-C while Ray started, a kill) has
@@ -356,7 +376,25 @@ def resume_sweep(
         print(f"sweep {settings.name}: no trial had started; starting it")
         (run_dir / OPTUNA_JOURNAL).unlink(missing_ok=True)  # its study, if any, holds no finished trial
     try:
-        return _run(spec, settings, run_dir, restore=restore)
+        return _run(spec, settings, run_dir, restore=restore, function=function)
     finally:
         if ray.is_initialized():
             ray.shutdown()
+
+
+def function_name(function: Callable | None) -> str | None:
+    """How messages name raysweep.run's function (``module.qualname``)."""
+    if function is None:
+        return None
+    return f"{getattr(function, '__module__', None) or '?'}.{getattr(function, '__qualname__', repr(function))}"
+
+
+def _check_function_given(spec: SweepSpec, settings: RunSettings, function: Callable | None, run_dir: Path) -> None:
+    if spec.function is not None and function is None:
+        raise UserError(
+            f"sweep {settings.name} runs the Python function {settings.function}, and a run dir stores no code: "
+            f"pass it again, raysweep.resume({str(run_dir)!r}, function=...)"
+        )
+    if spec.function is None and function is not None:
+        runs = spec.train_loop or spec.program or "its command"
+        raise UserError(f"sweep {settings.name} runs {runs}, not a Python function: resume it without function=")

@@ -24,6 +24,14 @@ WATCHDOG_FILE = "watchdog.txt"  # why the watchdog ended a trial, in its dir
 STATES = ("running", "pending", "done", "stopped", "failed")
 
 
+# Keys Tune adds to every result itself: the rest are what the loop reported.
+TUNE_KEYS = frozenset({
+    "training_iteration", "trial_id", "timestamp", "date", "time_since_restore", "iterations_since_restore",
+    "time_this_iter_s", "time_total_s", "pid", "hostname", "node_ip", "done", "checkpoint_dir_name", "config",
+    "should_checkpoint",
+})  # fmt: skip
+
+
 def write_json(path: Path, data: Any) -> None:
     """Write atomically: a reader (or a killed driver) never sees half a file."""
     replace_text(path, json.dumps(data, indent=1, default=str))

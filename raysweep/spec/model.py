@@ -129,6 +129,9 @@ class SweepSpec:
     name: str | None = None
     description: str | None = None
     train_loop: str | None = None
+    # A Python function given to raysweep.run instead: "raysweep" (train(config), as a train_loop)
+    # or "wandb" (main() reading wandb.config, as wandb.agent runs it). Its code is never stored.
+    function: str | None = None
     program: str | None = None
     command: tuple[str, ...] | None = None
     base_config: dict = field(default_factory=dict)
@@ -149,8 +152,14 @@ class SweepSpec:
 
     @property
     def runs_program(self) -> bool:
-        """Trials run W&B's ``program:`` script or ``command:`` (a ``train_loop`` takes precedence)."""
-        return self.train_loop is None
+        """Trials run W&B's ``program:`` script or ``command:`` (a ``train_loop`` or a function takes precedence)."""
+        return self.train_loop is None and self.function is None
+
+    @property
+    def calls_wandb_init(self) -> bool:
+        """Trials call ``wandb.init`` themselves (a script, a W&B-style function): they read the
+        trial's values from ``wandb.config`` under W&B's names as written, and log their own run."""
+        return self.runs_program or self.function == "wandb"
 
     @property
     def command_uses_program(self) -> bool:

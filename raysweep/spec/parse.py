@@ -278,7 +278,7 @@ def _local_controller(doc: dict) -> bool:
     return isinstance(controller, dict) and controller.get("type") == "local"
 
 
-def load_spec(path: str | Path, overrides: Iterable[str] = (), strict: bool = False) -> SweepSpec:
+def load_spec(path: str | Path, overrides: Iterable[str] = (), strict: bool = False, function: str | None = None) -> SweepSpec:
     """Read, override (``--set key.path=value``) and validate a sweep file."""
     doc = read_yaml(path)
     problems: list[str] = []
@@ -287,11 +287,15 @@ def load_spec(path: str | Path, overrides: Iterable[str] = (), strict: bool = Fa
             apply_set(doc, item, problems)
     if problems:
         raise SpecError(problems, source=str(path))
-    return parse_spec(doc, source=str(path), base_dir=Path(path).parent, strict=strict)
+    return parse_spec(doc, source=str(path), base_dir=Path(path).parent, strict=strict, function=function)
 
 
-def parse_spec(doc: Any, source: str | None = None, base_dir: Path = Path(), strict: bool = False) -> SweepSpec:
-    """Validate a loaded document; raise one ``SpecError`` listing every problem.
+def parse_spec(
+    doc: Any, source: str | None = None, base_dir: Path = Path(), strict: bool = False, function: str | None = None
+) -> SweepSpec:  # fmt: skip
+    """Validate a loaded document; raise one ``SpecError`` listing every problem. ``function``:
+    the trials run a Python function of that style (``SweepSpec.function``) instead of the
+    document's program or train_loop.
 
     As W&B's service does, a file that breaks W&B's schema where W&B's engine still runs it
     (``checks.SchemaViolation``) runs, with a warning per violation. ``strict`` (or the file's
@@ -322,17 +326,20 @@ def parse_spec(doc: Any, source: str | None = None, base_dir: Path = Path(), str
         problems.append("parameters: required, a mapping of parameter names to distributions")
     scheduler = _parse_scheduler(doc.get("early_terminate"), own.get("scheduler"), problems)
 
-    train_loop = _parse_train_loop(own["train_loop"], problems) if "train_loop" in own else None
-    program = text(doc["program"], "program", problems) if "program" in doc else None
-    command = check_command(doc.get("command"), problems)
+    if function is None:
+        train_loop = _parse_train_loop(own["train_loop"], problems) if "train_loop" in own else None
+        program = text(doc["program"], "program", problems) if "program" in doc else None
+        command = check_command(doc.get("command"), problems)
+    else:  # the function replaces them, as wandb.agent(function=...) ignores program and command
+        train_loop = program = command = None
     uses_program = command is None or any("${program}" in c for c in command)
-    if train_loop is None and "train_loop" not in own:
+    if function is None and train_loop is None and "train_loop" not in own:
         if program is None and "program" not in doc and uses_program:
             problems.append(
                 "program: required (the script W&B's agent runs), unless command runs something without "
                 "${program}, or raysweep.train_loop names a module:function"
             )
-    if train_loop is None:
+    if train_loop is None and function != "raysweep":
         _check_program_names(params, problems)
     else:
         _check_paths(params, base_config, "base_config" in own, problems)
@@ -429,6 +436,7 @@ def parse_spec(doc: Any, source: str | None = None, base_dir: Path = Path(), str
         name=doc.get("name"),
         description=doc.get("description"),
         train_loop=train_loop,
+        function=function,
         program=program,
         command=tuple(command) if command else None,
         base_config=base_config,

@@ -42,7 +42,7 @@ def summary_text(spec: SweepSpec, count: int | None = None) -> str:
     metric = data["metric"]
     lines = [
         f"sweep     {spec.name or '(unnamed)'}" + (f" — {spec.description.strip()}" if spec.description else ""),
-        f"runs      {spec.train_loop or spec.program}",
+        f"runs      {spec.train_loop or (f'a {spec.function}-style Python function' if spec.function else spec.program)}",
         f"method    {spec.method}" + (f" (Optuna {'a Gaussian process' if spec.searcher.sampler == 'gp' else 'TPE'})" if spec.method == "bayes" else ""),
         f"metric    {metric['name']} ({metric['goal']})" if metric else "metric    none",
         "parameters",

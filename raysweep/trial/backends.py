@@ -134,6 +134,10 @@ class GangBackend(Backend):
 class TrainBackend(Backend):
     name = "train"
 
+    def __init__(self, trial_dir: str | None = None, metric: str | None = None, restored: str | None = None):
+        super().__init__(trial_dir, metric)
+        self.restored = restored  # the Ray Train checkpoint Tune restored the trial from (TrialJob.restored_checkpoint)
+
     def context(self) -> TrialContext:
         import ray.train
         import torch
@@ -150,9 +154,13 @@ class TrainBackend(Backend):
         ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(checkpoint) if checkpoint else None)
 
     def checkpoint(self) -> Any:
+        """This run's latest checkpoint after its worker group restarted, else the one the trial was restored from."""
         import ray.train
 
-        return ray.train.get_checkpoint()
+        latest = ray.train.get_checkpoint()
+        if latest is None and self.restored is not None:
+            return ray.train.Checkpoint(self.restored)
+        return latest
 
 
 class ProgramBackend(Backend):

@@ -14,6 +14,9 @@ import os
 from typing import Any
 
 ENV = "CUDA_VISIBLE_DEVICES"
+# Where NVIDIA's device files are (a glob): a test points it at files of its own, so the check
+# below runs on a CPU machine with fake GPUs as it does on a GPU node whose torch has no CUDA.
+DEVICE_FILES_ENV = "RAYSWEEP_GPU_DEVICE_FILES"
 
 
 def visible() -> list[str]:
@@ -45,7 +48,7 @@ def assigned(gpu_ids: list[Any]) -> str:
 
 def machine_has_gpus() -> bool:
     """NVIDIA's device files exist: GPUs Ray advertises here are real (else a fake-GPU cluster)."""
-    return bool(glob.glob("/dev/nvidia[0-9]*"))
+    return bool(glob.glob(os.environ.get(DEVICE_FILES_ENV, "/dev/nvidia[0-9]*")))
 
 
 def check_usable(device: str) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -36,11 +37,13 @@ class Sweep:
     name: str
     workdir: str  # where program: scripts are resolved and run
     wandb_mode: str
+    function: Callable[..., Any] | None = None  # raysweep.run's function (spec.function says its style)
 
 
 @dataclass(frozen=True)
 class ProgramLaunch:
-    """How a ``program:`` trial starts its script, as ``wandb agent`` would."""
+    """How a ``program:`` trial starts its script, as ``wandb agent`` would; for a W&B-style
+    function, the same variables its ``wandb.init`` meets (``program`` and ``command`` None)."""
 
     program: str | None
     command: tuple[str, ...] | None
@@ -52,7 +55,7 @@ class ProgramLaunch:
     project: str
     entity: str | None
     group: str
-    sweep_id: str
+    sweep_id: str | None  # a sweep W&B created; never one it did not
 
     @property
     def label(self) -> str:
@@ -70,10 +73,13 @@ class TrialJob:
     report_timeout_s: float | None
     capacity: Capacity
     max_failures: int
-    train_loop: str | None = None  # "module:function"; None means the spec's program
+    train_loop: str | None = None  # "module:function"; None means the function, or else the spec's program
+    function: Callable[..., Any] | None = None  # raysweep.run's function, shipped by value
     config: dict[str, Any] = field(default_factory=dict)  # the nested config the loop receives
     program: ProgramLaunch | None = None
+    wandb_function: ProgramLaunch | None = None  # set when ``function`` is W&B-style: what its wandb.init meets
     attempt: str = ""  # this start of the trial's ranks: a script's metrics files are per attempt
+    restored_checkpoint: str | None = None  # torchtrainer: the Ray Train checkpoint Tune restored the trial from
 
     @property
     def group_backend(self) -> str | None:
@@ -104,8 +110,10 @@ def build_job(sweep: Sweep, flat_config: dict[str, Any], trial_id: str, staging_
         "metric": spec.metric.name if spec.metric else None, "report_timeout_s": spec.report_timeout_s,
         "capacity": capacity, "max_failures": spec.max_failures,
     }  # fmt: skip
+    if spec.function == "wandb":
+        return TrialJob(function=sweep.function, wandb_function=_program_launch(sweep, flat_config, trial_dir, trial_id), **common)
     if not spec.runs_program:
-        return TrialJob(train_loop=spec.train_loop, config=trial_config(spec, flat_config), **common)
+        return TrialJob(train_loop=spec.train_loop, function=sweep.function, config=trial_config(spec, flat_config), **common)
     return TrialJob(program=_program_launch(sweep, flat_config, trial_dir, trial_id), **common).new_attempt()
 
 
@@ -128,7 +136,7 @@ def _program_launch(sweep: Sweep, flat_config: dict[str, Any], trial_dir: str, t
         program=spec.program, command=spec.command, params=params, param_file=str(yaml_path),
         args_json_file=str(json_path), workdir=sweep.workdir, wandb_mode=sweep.wandb_mode,
         project=spec.wandb.project or "raysweep", entity=spec.wandb.entity, group=spec.wandb.group or sweep.name,
-        sweep_id=sweep.name,
+        sweep_id=None,  # raysweep creates no W&B sweep (yet): a name W&B never created is no sweep id
     )  # fmt: skip
 
 

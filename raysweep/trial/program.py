@@ -29,7 +29,7 @@ from typing import Any
 
 from raysweep.spec.space import plain
 from raysweep.trial.backends import METRIC_ENV, METRICS_FILE_ENV, MetricError, check_metric
-from raysweep.trial.job import TrialJob
+from raysweep.trial.job import ProgramLaunch, TrialJob
 
 DEFAULT_COMMAND = ("${env}", "${interpreter}", "${program}", "${args}")
 GRACE_S = 10.0  # SIGTERM, then SIGKILL this much later (W&B's agent waits 30 s)
@@ -87,7 +87,7 @@ def write_param_files(trial_dir: Path, trial_id: str, params: Mapping[str, Any])
 
 def script_env(job: TrialJob, rank: int, local_rank: int, master: tuple[str, int], visible_devices: str | None = None) -> dict[str, str]:
     """torchrun's variables, W&B's sweep variables, and where metrics go."""
-    trial_dir, launch, world_size = Path(job.trial_dir), job.program, job.world_size
+    trial_dir, world_size = Path(job.trial_dir), job.world_size
     hook = str(Path(__file__).with_name("program_hook"))
     pythonpath = os.pathsep.join(p for p in (hook, os.environ.get("PYTHONPATH")) if p)
     env = dict(os.environ) | {
@@ -102,20 +102,32 @@ def script_env(job: TrialJob, rank: int, local_rank: int, master: tuple[str, int
         "PYTHONUNBUFFERED": "1",
         METRICS_FILE_ENV: str(metrics_file(trial_dir, job.attempt, rank)),
         METRIC_ENV: job.metric or "",
+    }
+    for key, value in wandb_variables(job.program, job.trial_dir, job.trial_id, rank).items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    if visible_devices:  # the group's GPUs (the warm worker that starts it sees only its own)
+        env["CUDA_VISIBLE_DEVICES"] = visible_devices
+    return env
+
+
+def wandb_variables(launch: ProgramLaunch, trial_dir: str, trial_id: str, rank: int) -> dict[str, str | None]:
+    """What ``wandb agent`` sets for a run of a sweep (None: unset): ``wandb.init`` reads the trial's
+    values from the file WANDB_SWEEP_PARAM_PATH names. Rank 0's run is the trial's W&B run; other
+    ranks that call ``wandb.init`` get runs of their own in the group. WANDB_SWEEP_ID names only
+    a sweep W&B created: with none, the run is no sweep's, as outside ``wandb agent``."""
+    env: dict[str, str | None] = {
         "WANDB_SWEEP_PARAM_PATH": launch.param_file,
         "WANDB_RESUME": "allow",  # a restarted trial continues its W&B run
         "WANDB_RUN_GROUP": launch.group,
         "WANDB_SWEEP_ID": launch.sweep_id,  # what wandb.run.sweep_id reads, as under wandb agent
         "WANDB_PROJECT": launch.project,
-        "WANDB_DIR": str(trial_dir),
+        "WANDB_DIR": trial_dir,
         "WANDB_MODE": launch.wandb_mode,
+        "WANDB_RUN_ID": trial_id if rank == 0 else None,
     }
-    if visible_devices:  # the group's GPUs (the warm worker that starts it sees only its own)
-        env["CUDA_VISIBLE_DEVICES"] = visible_devices
-    if rank == 0:  # the trial's W&B run; other ranks that call wandb.init get runs of their own in the group
-        env["WANDB_RUN_ID"] = job.trial_id
-    else:
-        env.pop("WANDB_RUN_ID", None)
     if launch.entity:
         env["WANDB_ENTITY"] = launch.entity
     return env

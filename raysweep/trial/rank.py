@@ -19,7 +19,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from raysweep import trial
-from raysweep.trial import devices, watchdog
+from raysweep.trial import devices, wandb_function, watchdog
 from raysweep.trial.backends import Backend, GangBackend, TrainBackend, TuneBackend
 from raysweep.trial.job import TrialJob
 from raysweep.trial.program import run_program
@@ -44,7 +44,7 @@ def import_loop(path: str) -> Callable[[dict], Any]:
 
 def run(job: TrialJob, backend: Backend, rank: int, local_rank: int, master: tuple[str, int] | None = None,
         visible_devices: str | None = None) -> None:  # fmt: skip
-    """Run the trial's loop, or its script, as ``rank`` of ``job.world_size`` on ``backend``."""
+    """Run the trial's loop, function or script as ``rank`` of ``job.world_size`` on ``backend``."""
     if job.program is not None:
         trial.use(backend)
         master = master or ("127.0.0.1", free_port())
@@ -59,7 +59,11 @@ def run(job: TrialJob, backend: Backend, rank: int, local_rank: int, master: tup
     try:
         if job.capacity.use_gpu:  # a rank that cannot use its GPU fails with a sentence, before the loop
             devices.check_usable(str(backend.context().device))
-        import_loop(job.train_loop)(job.config)
+        loop = job.function if job.function is not None else import_loop(job.train_loop)
+        if job.wandb_function is not None:
+            wandb_function.call(loop, job, rank)
+        else:
+            loop(job.config)
     finally:
         if guard is not None:
             guard.stop()
@@ -92,7 +96,7 @@ def on_train_worker(job: TrialJob) -> None:
         mine = (ray.util.get_node_ip_address(), free_port(), job.new_attempt().attempt) if rank == 0 else None
         addr, port, attempt = broadcast_from_rank_zero(mine)
         job, master = replace(job, attempt=attempt), (addr, port)
-    run(job, TrainBackend(job.trial_dir, job.metric), rank, ctx.get_local_rank(), master)
+    run(job, TrainBackend(job.trial_dir, job.metric, job.restored_checkpoint), rank, ctx.get_local_rank(), master)
 
 
 def free_port() -> int:

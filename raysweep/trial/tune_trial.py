@@ -15,12 +15,19 @@ over ranks (``rank.mean_over_ranks``) and go to Tune.
 from __future__ import annotations
 
 import contextlib
+import json
+import os
+import tempfile
+import threading
+import uuid
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import ray
 from ray import tune
-from ray.tune.integration.ray_train import TuneReportCallback
+from ray.train import UserCallback
+from ray.util.queue import Queue
 
 import raysweep.ray_env  # noqa: F401  (before Ray Train is imported: its settings)
 from raysweep.placement import rank_gpus
@@ -35,11 +42,44 @@ class TrialHung(RuntimeError):
     """A rank sent no report for report_timeout_s (the watchdog's explanation is the message)."""
 
 
-class RankMeanReportCallback(TuneReportCallback):
-    """Forward the *mean over ranks* of every numeric metric to Tune (Ray forwards rank 0's)."""
+class RankMeanReports(UserCallback):
+    """Hands each report of a TorchTrainer run to its Tune trial: the *mean over ranks* of every
+    numeric metric (Ray's own TuneReportCallback forwards rank 0's), and the path of the Ray
+    Train checkpoint saved with it."""
+
+    def __init__(self, reports: Queue):
+        self.reports = reports
 
     def after_report(self, run_context: Any, metrics: list[dict[str, Any]], checkpoint: Any) -> None:
-        super().after_report(run_context, [rank.mean_over_ranks(metrics)], checkpoint)
+        self.reports.put((rank.mean_over_ranks(metrics), checkpoint.path if checkpoint else None))
+
+
+_FIT_ENDED = "fit ended"
+
+
+_POINTER = "ray_train_checkpoint.json"
+
+
+def _report_to_tune(metrics: dict[str, Any], train_checkpoint: str | None) -> None:
+    """A report with a Ray Train checkpoint carries a Tune checkpoint too: a small file naming it
+    (the checkpoint stays where Ray Train saved it, never copied). A resumed or retried trial goes
+    on from the one Tune restored, so its reports and iteration count go on from there too."""
+    if train_checkpoint is None:
+        tune.report(metrics)
+        return
+    with tempfile.TemporaryDirectory(prefix="raysweep_pointer_") as d:
+        with open(os.path.join(d, _POINTER), "w") as f:
+            json.dump({"path": train_checkpoint}, f)
+        tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(d))
+
+
+def _restored_train_checkpoint() -> str | None:
+    """The Ray Train checkpoint of the Tune checkpoint this trial was restored from, if any."""
+    restored = tune.get_checkpoint()
+    if restored is None:
+        return None
+    with restored.as_directory() as d, open(os.path.join(d, _POINTER)) as f:
+        return json.load(f)["path"]
 
 
 def run_in_process(job: TrialJob, sweep: Sweep, worker_pool: Any) -> None:
@@ -72,9 +112,10 @@ def run_torchtrainer(job: TrialJob, sweep: Sweep, worker_pool: Any) -> None:
 
     capacity = job.capacity
     node_id = ray.get_runtime_context().get_node_id()
+    reports = Queue(maxsize=1, actor_options={"num_cpus": 0})  # a report waits until Tune has it, as Ray's callback does
     trainer = TorchTrainer(
         rank.on_train_worker,
-        train_loop_config=job,
+        train_loop_config=replace(job, restored_checkpoint=_restored_train_checkpoint()),
         scaling_config=ScalingConfig(
             num_workers=job.world_size,
             use_gpu=capacity.use_gpu,
@@ -86,14 +127,30 @@ def run_torchtrainer(job: TrialJob, sweep: Sweep, worker_pool: Any) -> None:
         # on their device with a sentence, devices.check_usable) gets gloo, as warm workers do.
         torch_config=TorchConfig(backend="nccl" if capacity.use_gpu and dist.is_nccl_available() else "gloo"),
         run_config=RunConfig(
-            # Same name and storage on a restart: Ray Train resumes from the trial's last checkpoint.
-            name=job.trial_id,
+            # A run of its own per start: a restarted trial goes on from the checkpoint Tune
+            # restored (TrialJob.restored_checkpoint), not from the latest one Ray Train saved,
+            # which a killed driver may not have recorded.
+            name=f"{job.trial_id}-{uuid.uuid4().hex[:8]}",
             storage_path=f"{sweep.run_dir}/train_runs",
-            callbacks=[RankMeanReportCallback()],
+            callbacks=[RankMeanReports(reports)],
             failure_config=FailureConfig(max_failures=job.max_failures),
         ),
     )
-    trainer.fit()
+    failure: list[BaseException] = []
+
+    def fit() -> None:
+        try:
+            trainer.fit()
+        except BaseException as e:
+            failure.append(e)
+        finally:
+            reports.put((_FIT_ENDED, None))
+
+    threading.Thread(target=fit, name="raysweep-torchtrainer-fit", daemon=True).start()
+    while (item := reports.get())[0] != _FIT_ENDED:  # reports reach Tune from this, the trial's own thread
+        _report_to_tune(*item)
+    if failure:
+        raise failure[0]
 
 
 RUNNERS: dict[str, Callable[[TrialJob, Sweep, Any], None]] = {

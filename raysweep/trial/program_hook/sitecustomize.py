@@ -21,19 +21,12 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 _TARGETS = {"wandb.sdk.wandb_run": "Run", "wandb.sdk.lib.noop_run": "NoopRun"}
 
 
-def _numbers(data):
-    """The plain numbers of a wandb.log dict (images, tables, histograms are skipped)."""
-    out = {}
-    for key, value in data.items():
-        if hasattr(value, "item") and getattr(value, "ndim", 0) == 0:
-            try:
-                value = value.item()
-            except (TypeError, ValueError, RuntimeError):
-                continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            continue
-        out[str(key)] = value  # NaN stays NaN: the trial fails on it with a sentence
-    return out
+def _load_numbers():
+    """``wandb_log.numbers``, loaded by path: importing the raysweep package here would slow every script's start."""
+    spec = importlib.util.spec_from_file_location("_raysweep_wandb_log", os.path.join(os.path.dirname(_HERE), "wandb_log.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.numbers
 
 
 def _patch(module) -> None:
@@ -86,5 +79,6 @@ def _chain_original() -> None:
 
 
 if os.environ.get("RAYSWEEP_METRICS_FILE"):
+    _numbers = _load_numbers()
     sys.meta_path.insert(0, _Finder())
 _chain_original()

@@ -1,0 +1,71 @@
+"""A sweep's results in Python: what ``raysweep.run`` returns and ``raysweep.load`` reads.
+
+The same rows as ``show --json``, from the run dir alone, so a finished, running or interrupted
+sweep reads the same way; no Ray and no torch are imported (pandas only for ``dataframe()``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from raysweep.runs.files import TRIALS_FILE, TUNE_KEYS, read_results, read_trials
+from raysweep.runs.show import load_results, resolve_run_dir
+
+if TYPE_CHECKING:
+    import pandas
+
+
+class SweepResult:
+    """One sweep's run dir, read when asked (a running sweep's object shows its latest rows)."""
+
+    def __init__(self, run_dir: str | os.PathLike):
+        self.run_dir = Path(run_dir)
+
+    def __repr__(self) -> str:
+        data = load_results(self.run_dir)
+        return f"SweepResult({data['name']!r}: {len(data['trials'])} trials, run dir {str(self.run_dir)!r})"
+
+    @property
+    def name(self) -> str:
+        return self.run_dir.name
+
+    @property
+    def trials(self) -> list[dict[str, Any]]:
+        """The rows of ``show --json``, best first."""
+        return load_results(self.run_dir)["trials"]
+
+    @property
+    def best(self) -> dict[str, Any] | None:
+        """The best trial's row (``show --json``'s ``best``), None before any trial has a finite metric."""
+        return load_results(self.run_dir)["best"]
+
+    def dataframe(self) -> pandas.DataFrame:
+        """One row per trial, best first: trial_id, status, the config's values, the last value of
+        each metric reported, iterations, num_workers and wall_s. A column name that is both a
+        parameter and a metric is the parameter's; the metric's gets ``metric.`` in front."""
+        import pandas
+
+        last = {r["trial_id"]: r.get("metrics") or {} for r in read_trials(self.run_dir / TRIALS_FILE)}
+        rows = []
+        for t in self.trials:
+            row: dict[str, Any] = {"trial_id": t["trial_id"], "status": t["status"], **t["config"]}
+            for key, value in last.get(t["trial_id"], {}).items():
+                if key not in TUNE_KEYS and isinstance(value, (int, float)) and not isinstance(value, bool):
+                    row[f"metric.{key}" if key in row else key] = value
+            row |= {"iterations": t["iterations"], "num_workers": t["num_workers"], "wall_s": t["wall_s"]}
+            rows.append(row)
+        return pandas.DataFrame(rows)
+
+    def history(self, trial_id: str) -> list[dict[str, Any]]:
+        """Every report of the trial, in order, as its ``result.json`` holds them."""
+        row = next((r for r in read_trials(self.run_dir / TRIALS_FILE) if r["trial_id"] == trial_id), None)
+        if row is None:
+            raise KeyError(f"sweep {self.name} has no trial {trial_id!r}")
+        return read_results(row.get("trial_dir"))
+
+
+def load(run: str | os.PathLike, storage: str | os.PathLike = "raysweep_runs") -> SweepResult:
+    """A sweep's results by name (under ``storage``) or run dir; raises ``UserError`` if there is none."""
+    return SweepResult(resolve_run_dir(run, storage))
