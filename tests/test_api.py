@@ -49,6 +49,7 @@ def test_a_wandb_style_function_of_main_runs_on_two_ranks_reaches_asha_and_logs_
         runs = [run_contents(f) for f in trial_dir.glob("wandb/offline-run-*/*.wandb")]
         (trial_run,) = [r for r in runs if r["run"]["id"] == row["trial_id"]]  # rank 0's run is the trial's
         assert trial_run["config"]["lr"] == row["config"]["lr"] and trial_run["run"]["group"] == "wb"
+        assert all(r["run"]["sweep_id"] == "" for r in runs)  # no sweep id W&B did not create (README)
         assert [h["epoch"] for h in trial_run["history"]] == list(range(1, row["iterations"] + 1))
         assert trial_run["exit_code"] == 0
     assert {"trial_id", "status", "lr", "loss", "epoch", "iterations", "num_workers", "wall_s"} <= set(data["columns"])

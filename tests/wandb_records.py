@@ -52,6 +52,6 @@ def run_contents(path: Path) -> dict[str, Any]:
         elif kind == "exit":
             exit_code = r.exit.exit_code
         elif kind == "run":  # the config given to wandb.init travels inside the run record
-            run = {"id": r.run.run_id, "group": r.run.run_group, "project": r.run.project}
+            run = {"id": r.run.run_id, "group": r.run.run_group, "project": r.run.project, "sweep_id": r.run.sweep_id}
             config.update({i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in r.run.config.update})
     return {"history": history, "config": config, "run": run, "exit_code": exit_code}
