@@ -1,10 +1,9 @@
 """Interrupting a sweep of 2-worker trials, under both runners, and continuing it each time.
 
-One sweep per runner is interrupted four ways in turn, each continued by the command a user (or
-SLURM) runs next: Ctrl-C then ``resume``; SIGTERM (what SLURM sends before its time limit) then
+One sweep (one trial of two ranks) per runner is interrupted four ways in turn, each continued by
+the command a user (or SLURM) runs next: Ctrl-C then ``resume``; SIGTERM (what SLURM sends before its time limit) then
 the requeued job's ``run --resume-existing``; a killed driver then ``resume``; two Ctrl-Cs then
-``resume``, which finishes it. At the end every epoch of every trial was reported once, by both
-ranks. (Embedded Ray's Ctrl-C as the sweep starts is in test_edges.py; a ``program:`` script's
+``resume``, which finishes it. At the end every epoch was reported once, by both ranks. (Embedded Ray's Ctrl-C as the sweep starts is in test_edges.py; a ``program:`` script's
 SIGTERM in test_program.py; SLURM's two jobs on one node in test_slurm.py.)
 """
 
@@ -26,7 +25,7 @@ from raysweep.runs.files import TRIALS_FILE, read_trials
 pytestmark = pytest.mark.ray
 
 WORKERS = {"warm": "DDPWorker", "torchtrainer": "RayTrainWorker"}  # the title of a rank's process
-EPOCHS = 6
+EPOCHS = 8  # four interruptions, each after one new report, leave epochs to run
 
 
 def _start(cluster: str, storage: Path, *args: str) -> subprocess.Popen:
@@ -70,7 +69,7 @@ def test_ctrl_c_sigterm_a_killed_driver_and_two_ctrl_cs_each_resume_without_losi
     marker = WORKERS[ddp_workers]
     spec = write_spec(
         tmp_path / "i.yaml", name="i", method="grid", metric={"name": "score", "goal": "minimize"},
-        parameters={"x": {"values": [0.1, 0.3]}, "num_gpus": {"value": 2}},
+        parameters={"x": {"values": [0.3]}, "num_gpus": {"value": 2}},
         raysweep={"train_loop": "train_loops.smoke:train", "ddp_workers": ddp_workers,
                   "base_config": {"epochs": EPOCHS, "sleep": 1.0}},
     )  # fmt: skip
@@ -122,7 +121,7 @@ def test_ctrl_c_sigterm_a_killed_driver_and_two_ctrl_cs_each_resume_without_losi
     out, err = finish.communicate(timeout=400)
     assert finish.returncode == 0, out + err
     trials = show(run_dir)["trials"]
-    assert sorted(t["config"]["x"] for t in trials) == [0.1, 0.3]  # each trial listed once
+    assert [t["config"]["x"] for t in trials] == [0.3]  # the trial listed once
     assert all(t["status"] == "done" and t["iterations"] == EPOCHS for t in trials), trials
     reported_by_trial = [_results(row) for row in read_trials(trials_file)]
     for reported in reported_by_trial:
