@@ -56,3 +56,27 @@ def test_the_guard_itself_stops_an_import_of_ray():
     out = run_without_ray("validate", "search_spaces/smoke.yaml", "--sample", "1")  # draws with Tune's generator
     assert out.returncode != 0
     assert "ray is not installed here" in out.stderr, out.stderr
+
+
+def test_raysweep_load_reads_a_run_dir_like_show_with_no_ray(tmp_path: Path):
+    """``raysweep.load`` (issue 34) gives ``show --json``'s trials, a DataFrame of them and a
+    trial's history, with Ray and torch not importable."""
+    run_dir = write_run_dir(tmp_path, trials=5, epochs=3)
+    code = RUN_WITHOUT.split("from raysweep.cli import main")[0] + f"""
+import json, raysweep
+result = raysweep.load({str(run_dir)!r})
+frame = result.dataframe()
+first = result.trials[0]["trial_id"]
+print(json.dumps({{"trials": result.trials, "best": result.best, "rows": len(frame), "columns": list(frame.columns),
+                  "history": len(result.history(first))}}, default=str))
+loaded = sorted({{m.split(".")[0] for m in sys.modules}} & set({BLOCKED!r}))
+print("LOADED", loaded, file=sys.stderr)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "LOADED []" in out.stderr
+    data = json.loads(out.stdout)
+    shown = json.loads(run_without_ray("show", str(run_dir), "--json").stdout)
+    assert data["trials"] == json.loads(json.dumps(shown["trials"], default=str)) and data["best"] == shown["best"]
+    assert data["rows"] == 5 and {"trial_id", "status", "iterations", "wall_s"} <= set(data["columns"])
+    assert data["history"] == 3
