@@ -65,7 +65,7 @@ test-ray-versions: /usr/bin/chromium $(ORACLE)/bin/python
 	done
 
 lint: $(BIN)/raysweep
-	$(BIN)/ruff check raysweep train_loops tests bench
+	$(BIN)/ruff check raysweep train_loops tests bench examples
 
 # The benchmarks (docs/benchmarks.md); each part takes the Ray lock in turn. BENCH_ARGS=--quick for tiny sizes.
 bench: $(BIN)/raysweep

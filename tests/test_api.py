@@ -122,3 +122,18 @@ def test_bad_options_raise_a_user_error_before_anything_starts(tmp_path, kwargs,
     with pytest.raises(api.UserError, match=message.replace("(", r"\(").replace(")", r"\)")):
         api.run(sweep, **({"function": lambda config: None} | kwargs), storage=str(tmp_path / "runs"))
     assert not (tmp_path / "runs").exists()
+
+
+def test_the_shipped_example_is_a_valid_wandb_style_sweep():
+    """examples/wandb_quickstart.py (README) stays runnable: its main is W&B's style and its dict validates."""
+    import importlib.util
+
+    from raysweep.api import function_style
+    from raysweep.spec import parse_spec
+
+    spec_ = importlib.util.spec_from_file_location("wandb_quickstart", ROOT / "examples" / "wandb_quickstart.py")
+    example = importlib.util.module_from_spec(spec_)
+    spec_.loader.exec_module(example)
+    assert function_style(example.main) == "wandb"
+    spec = parse_spec(example.sweep_config, function="wandb")
+    assert spec.function == "wandb" and spec.scheduler is not None and spec.metric.name == "val/accuracy"
