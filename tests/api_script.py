@@ -46,11 +46,12 @@ SLOW = {"method": "grid", "metric": {"name": "score", "goal": "minimize"}, "para
 
 def main(mode: str, address: str, storage: str) -> None:
     where = {"address": address, "storage": storage, "quiet": True}
-    if mode == "wandb":
+    if mode in ("wandb warm", "wandb torchtrainer"):
         sweep = {
             "method": "grid", "metric": {"name": "loss", "goal": "minimize"},
             "parameters": {"lr": {"values": [0.3, 0.31, 2.0, 3.0]}, "epochs": {"value": 3}, "num_gpus": {"value": 2}},
-            "raysweep": {"max_concurrent": 1, "scheduler": {"type": "asha", "grace_period": 1, "max_t": 3, "reduction_factor": 3}},
+            "raysweep": {"max_concurrent": 1, "ddp_workers": mode.split()[1],
+                         "scheduler": {"type": "asha", "grace_period": 1, "max_t": 3, "reduction_factor": 3}},
         }  # fmt: skip
         result = raysweep.run(sweep, function=wandb_main, name="wb", wandb="offline", **where)
     elif mode == "closure":
