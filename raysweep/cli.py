@@ -122,6 +122,13 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _publish(args: argparse.Namespace) -> int:
+    from raysweep.runs.publish import publish
+    from raysweep.runs.show import resolve_run_dir
+
+    return publish(resolve_run_dir(args.run, args.storage))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="raysweep", description="W&B-style sweeps on Ray Tune, each trial a DDP job.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -201,6 +208,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", metavar="FILE.html", help="where to write it (default: RUN_DIR/report.html)")
     p.add_argument("--png", metavar="DIR", help="also write each figure as a PNG here (needs Chrome/Chromium)")
     p.set_defaults(func=_report)
+
+    p = sub.add_parser(
+        "publish", help="upload an offline sweep's W&B runs and show them on a W&B sweep page",
+        description="Sync the sweep's offline W&B runs (wandb sync) and attach them to a W&B sweep, created on "
+        "the first publish; publishing again adds only new runs to the same sweep. Needs a W&B key.",
+    )  # fmt: skip
+    p.add_argument("run", help="run name or run dir")
+    p.add_argument("--storage", default="raysweep_runs")
+    p.set_defaults(func=_publish)
     return parser
 
 

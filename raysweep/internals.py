@@ -1,4 +1,4 @@
-"""Every private Ray and Optuna name raysweep uses, in this one module.
+"""Every private Ray, Optuna and wandb name raysweep uses, in this one module.
 
 Each has no public equivalent in the Ray versions raysweep supports; tests/test_internals.py
 checks every one against the installed Ray and Optuna, so an upgrade that renames or reshapes
@@ -11,6 +11,9 @@ one fails there by name, not deep inside a sweep.
 * GPUs: the driver counts this machine's GPUs as Ray will (``local_gpu_count``), with Ray's
   accelerator manager rather than ``torch.cuda.device_count()``: importing torch costs the
   driver ~1 s of its start, for a number Ray's detection already gives.
+* W&B sweeps: wandb's public API creates a sweep (``wandb.sweep``) but neither sets its state
+  nor adds runs to one that exists; its CLI does both (``wandb sweep --stop``, ``--update -R``)
+  through these (``set_sweep_state``, ``add_prior_runs``).
 """
 
 from __future__ import annotations
@@ -50,3 +53,28 @@ def local_gpu_count() -> int:
     count = manager.get_current_node_num_accelerators()
     visible = manager.get_current_process_visible_accelerator_ids()
     return count if visible is None else min(count, len(visible))
+
+
+# --- W&B sweeps --------------------------------------------------------------------------------
+
+
+def set_sweep_state(sweep_id: str, state: str, entity: str, project: str) -> None:
+    """``wandb sweep --stop|--pause|--resume``: state one of RUNNING, PAUSED, CANCELED, FINISHED."""
+    from wandb.apis.public.sweeps import _set_sweep_state
+
+    import wandb
+
+    _set_sweep_state(wandb.Api(), sweep_id, state, entity=entity, project=project)
+
+
+def add_prior_runs(sweep_id: str, config: dict[str, Any], entity: str, project: str, run_ids: list[str]) -> None:
+    """``wandb sweep --update SWEEP -R RUN ...``: attach runs already on W&B to an existing sweep."""
+    from wandb.apis.public.sweeps import _sweep_with_runs, _upsert_sweep
+
+    import wandb
+
+    api = wandb.Api()
+    found = _sweep_with_runs(api, sweep_id, "{}", entity=entity, project=project)
+    if not found:
+        raise LookupError(f"W&B has no sweep {entity}/{project}/{sweep_id}")
+    _upsert_sweep(api, config, obj_id=found["id"], entity=entity, project=project, prior_runs=run_ids)

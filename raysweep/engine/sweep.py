@@ -24,13 +24,13 @@ import ray
 from ray import tune
 from ray.tune.stopper import CombinedStopper
 
-from raysweep import hints
+from raysweep import hints, wandb_sweep
 from raysweep.engine import interrupt, old_run_dirs
 from raysweep.engine.cluster import dashboard_url, start_or_connect
 from raysweep.engine.monitor import SweepMonitor
 from raysweep.engine.result_log import ResultLog
 from raysweep.engine.trainable import make_trainable
-from raysweep.engine.wandb_logging import WandbRuns, key_configured
+from raysweep.engine.wandb_logging import WandbRuns
 from raysweep.errors import UserError
 from raysweep.internals import restored_config
 from raysweep.placement import Capacity, concurrency_limit
@@ -149,35 +149,43 @@ def _setup_logging(run_dir: Path) -> None:
     logging.getLogger("raysweep").setLevel(logging.INFO)
 
 
-def _callbacks(spec: SweepSpec, settings: RunSettings, resuming: bool) -> list[Any]:
+def _callbacks(spec: SweepSpec, settings: RunSettings, resuming: bool, on_wandb: wandb_sweep.WandbSweep | None) -> list[Any]:
     if settings.wandb == "disabled" or spec.calls_wandb_init:  # a script (a W&B-style function) logs its own W&B run
         return []
-    project = spec.wandb.project or "raysweep"
     group = spec.wandb.group or settings.name
-    return [WandbRuns(project, spec.wandb.entity, group, settings.wandb, resuming)]
+    sweep_id = on_wandb.id if on_wandb else None
+    return [WandbRuns(spec.wandb.project_name, spec.wandb.entity, group, settings.wandb, resuming, sweep_id)]
 
 
 def _run(spec: SweepSpec, settings: RunSettings, run_dir: Path, restore: bool, function: Callable | None) -> int:
     # from here on, a Ctrl-C leaves the sweep resumable
     with interrupt.handled(run_dir, settings.exit_at_once) as signals:
-        tuner, monitor, stoppers = _start(spec, settings, run_dir, restore, signals, function)
+        _setup_logging(run_dir)
+        on_wandb = None
+        if settings.wandb == "online":
+            ran = [row["trial_id"] for row in read_trials(run_dir / TRIALS_FILE)]
+            on_wandb = wandb_sweep.open_for_run(spec, run_dir, settings.name, ran)
+        tuner, monitor, stoppers = _start(spec, settings, run_dir, restore, signals, function, on_wandb)
         started = time.time()
         results = tuner.fit()
     if signals.received or _left_unfinished(results, monitor, stoppers, settings.budget):
         monitor.interrupted()
+        if on_wandb:
+            wandb_sweep.set_state(on_wandb, wandb_sweep.PAUSED)
         print(f"\nsweep {settings.name} interrupted; its state is saved. Continue it with: {hints.command('resume', run_dir)}",
               file=sys.stderr)  # fmt: skip
         return 130
+    if on_wandb:
+        wandb_sweep.set_state(on_wandb, wandb_sweep.FINISHED)
     return _finish(spec, settings, run_dir, monitor, time.time() - started)
 
 
 def _start(
     spec: SweepSpec, settings: RunSettings, run_dir: Path, restore: bool, signals: interrupt.Signals,
-    function: Callable | None,
+    function: Callable | None, on_wandb: wandb_sweep.WandbSweep | None,
 ) -> tuple[tune.Tuner, SweepMonitor, list[Any]]:  # fmt: skip
     """Ray, the worker pool and the Tuner (restored from the run dir with ``restore``); ``function``:
-    raysweep.run's, bound into every trial."""
-    _setup_logging(run_dir)
+    raysweep.run's, bound into every trial; ``on_wandb``: the W&B sweep every trial's run joins."""
     # No Tune CSV and TensorBoard loggers: a second and third copy of result.json (ResultLog)
     # written by the driver, the TensorBoard one at ~1 ms per result and ~0.9 ms per ended
     # trial (ResultLog: ~0.2 ms), and it kept every ended trial's writer in memory. Runs are
@@ -198,6 +206,9 @@ def _start(
         url = dashboard_url() if not settings.address else None
         print(f"sweep {settings.name}: {budget} trials, {spec.method} search, run dir {run_dir}")
         print(f"cluster: {capacity.describe()}" + (f"; Ray dashboard {url}" if url else ""))
+    if on_wandb:
+        print(f"W&B sweep: {on_wandb.url}")
+    if not settings.quiet:
         if not capacity.use_gpu:
             print("no GPUs: each trial's num_gpus becomes that many CPU workers, DDP over gloo")
         if not capacity.managed_slots:
@@ -214,13 +225,14 @@ def _start(
     worker_pool = None
     if spec.ddp_workers == "warm" and (max(sizes) > 1 or not spec.runs_program):
         worker_pool = start_pool(dict(zip(capacity.node_ids, capacity.slots_per_node, strict=True)))
-    sweep = Sweep(spec, capacity, str(run_dir), settings.name, settings.workdir, settings.wandb, function)
+    sweep = Sweep(spec, capacity, str(run_dir), settings.name, settings.workdir, settings.wandb, function,
+                  wandb_sweep_id=on_wandb.id if on_wandb else None)  # fmt: skip
     trainable = make_trainable(sweep, worker_pool)
     monitor = SweepMonitor(spec, run_dir, budget, quiet=settings.quiet)
     stoppers = [InitialFailureStopper(monitor, spec.max_initial_failures)]
     if spec.metric and spec.metric.target is not None:
         stoppers.append(TargetStopper(spec.metric.name, spec.metric.goal, spec.metric.target))
-    callbacks = [interrupt.TuneListens(signals), monitor, ResultLog()] + _callbacks(spec, settings, restore)
+    callbacks = [interrupt.TuneListens(signals), monitor, ResultLog()] + _callbacks(spec, settings, restore, on_wandb)
 
     if restore:
         tuner = tune.Tuner.restore(
@@ -282,7 +294,8 @@ def _finish(spec: SweepSpec, settings: RunSettings, run_dir: Path, monitor: Swee
         print(f"best {spec.metric.name} = {best['metrics'][spec.metric.name]:.6g} from trial {best['trial_id']}: {best['config']}")
     print(f"results: {hints.command('show', run_dir)}")
     if settings.wandb == "offline":
-        print(f"W&B offline runs: wandb sync {run_dir}/*/wandb/offline-run-*")
+        print(f"W&B offline runs: wandb sync {run_dir}/*/wandb/offline-run-*, or as a W&B sweep: "
+              f"{hints.command('publish', run_dir)}")  # fmt: skip
     if monitor.initial_failures(spec.max_initial_failures):
         print(
             f"the sweep's first {spec.max_initial_failures} trials all failed, so it was stopped "
@@ -331,7 +344,7 @@ def run_sweep(
         print(f"sweep {name}: its run dir exists; continuing it (raysweep resume)")
         return resume_sweep(name, storage=storage, address=address, quiet=quiet, function=function, exit_at_once=exit_at_once)
     run_dir = new_run_dir(storage, name)
-    mode = wandb_mode or spec.wandb.mode or ("online" if key_configured() else "offline")
+    mode = wandb_mode or spec.wandb.mode or ("online" if wandb_sweep.key_configured() else "offline")
     settings = RunSettings(name=name, budget=budget, wandb=mode, address=address,
                            max_concurrent=max_concurrent or spec.max_concurrent, quiet=quiet, gpus=gpus,
                            dashboard_host=dashboard_host, function=function_name(function),

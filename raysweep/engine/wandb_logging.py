@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import logging
-import netrc
 import numbers
 import os
 import queue
@@ -30,16 +29,6 @@ logger = logging.getLogger(__name__)
 END_WAIT_S = 20  # the runs' last writes at the sweep's end (offline: local files)
 NOT_LOGGED = ("done", "should_checkpoint", "config")  # Tune's bookkeeping, as Ray's callback leaves out
 TO_CONFIG = ("trial_id", "experiment_tag", "node_ip", "hostname", "pid")  # facts of the run, not series
-
-
-def key_configured() -> bool:
-    """A W&B key in the environment or in ~/.netrc."""
-    if os.environ.get("WANDB_API_KEY"):
-        return True
-    try:
-        return netrc.netrc().authenticators("api.wandb.ai") is not None
-    except (FileNotFoundError, netrc.NetrcParseError):
-        return False
 
 
 def loggable(result: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -61,11 +50,14 @@ class WandbRuns(LoggerCallback):
     again from ``result.json``: a killed driver takes with it what wandb had not yet written.
     """
 
-    def __init__(self, project: str, entity: str | None, group: str, mode: str, resuming: bool):
+    def __init__(
+        self, project: str, entity: str | None, group: str, mode: str, resuming: bool, sweep_id: str | None = None
+    ):
         self.init_kwargs: dict[str, Any] = {"project": project, "group": group, "mode": mode}
         if entity:
             self.init_kwargs["entity"] = entity
         self.resuming = resuming
+        self.sweep_id = sweep_id  # the W&B sweep the runs join (wandb_sweep.py); None: none
         self._queue: queue.Queue | None = None
         self._thread: threading.Thread | None = None
         self._open: set[str] = set()  # trials whose run is started and not yet ended
@@ -77,7 +69,7 @@ class WandbRuns(LoggerCallback):
     def setup(self, *args: Any, **kwargs: Any) -> None:
         os.environ.setdefault("WANDB_SILENT", "true")
         self._queue = queue.Queue()
-        self._thread = threading.Thread(target=self._write, args=(self._queue,), name="raysweep-wandb", daemon=True)
+        self._thread = threading.Thread(target=self._write, args=(self._queue, self.sweep_id), name="raysweep-wandb", daemon=True)
         self._thread.start()
 
     def log_trial_start(self, trial: Any) -> None:
@@ -130,11 +122,12 @@ class WandbRuns(LoggerCallback):
                     self._queue.put(("log", trial.trial_id, loggable(json.loads(line))))
 
     @staticmethod
-    def _write(ops: queue.Queue) -> None:
+    def _write(ops: queue.Queue, sweep_id: str | None) -> None:
         """The W&B thread: start, log to and end runs, in the order Tune's loop queued them."""
         import wandb
 
-        settings = wandb.Settings(console="off", silent=True)  # the driver's terminal is not a trial's output
+        # console off: the driver's terminal is not a trial's output
+        settings = wandb.Settings(console="off", silent=True, sweep_id=sweep_id)
         runs: dict[str, Any] = {}
         facts: dict[str, dict[str, Any]] = {}
         warned: set[str] = set()  # one line per kind of failure; driver.log has each

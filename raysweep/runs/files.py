@@ -21,6 +21,7 @@ TRIALS_FILE = "trials.jsonl"
 RESULTS_FILE = "result.json"  # a trial's reports, one JSON line each (Tune's name)
 OPTUNA_JOURNAL = "optuna.journal"
 WATCHDOG_FILE = "watchdog.txt"  # why the watchdog ended a trial, in its dir
+WANDB_SWEEP_FILE = "wandb_sweep.txt"  # the W&B sweep's id and URL, as JSON (not *.json: see TRIALS_FILE)
 STATES = ("running", "pending", "done", "stopped", "failed")
 
 

@@ -25,6 +25,7 @@ SAMPLERS = ("tpe", "gp")  # Optuna's TPESampler, GPSampler
 SCHEDULERS = ("asha", "hyperband", "fifo")
 
 WANDB_MODES = ("offline", "online", "disabled")
+DEFAULT_PROJECT = "raysweep"  # the W&B project of a sweep whose file names none
 
 USE_GPU = ("auto", True, False)
 
@@ -119,6 +120,11 @@ class WandbSettings:
     group: str | None = None
     mode: str | None = None  # None: offline unless an API key is configured
 
+    @property
+    def project_name(self) -> str:
+        """The W&B project of the sweep's runs (and of its W&B sweep)."""
+        return self.project or DEFAULT_PROJECT
+
 
 @dataclass(frozen=True)
 class SweepSpec:
@@ -148,6 +154,7 @@ class SweepSpec:
     searcher: Searcher = Searcher()
     wandb: WandbSettings = WandbSettings()
     source: str | None = None
+    wandb_document: dict = field(default_factory=dict)  # the file's W&B keys as read: a W&B sweep's config
     notes: tuple[str, ...] = ()  # one-line notes for the user (deprecated spellings, ignored keys)
 
     @property

@@ -453,5 +453,6 @@ def parse_spec(
         searcher=searcher,
         wandb=wandb,
         source=source,
+        wandb_document={key: value for key, value in doc.items() if key in WANDB_KEYS},
         notes=tuple(notes),
     )

@@ -38,6 +38,7 @@ class Sweep:
     workdir: str  # where program: scripts are resolved and run
     wandb_mode: str
     function: Callable[..., Any] | None = None  # raysweep.run's function (spec.function says its style)
+    wandb_sweep_id: str | None = None  # the sweep W&B created for it (online); never an id W&B did not return
 
 
 @dataclass(frozen=True)
@@ -135,8 +136,8 @@ def _program_launch(sweep: Sweep, flat_config: dict[str, Any], trial_dir: str, t
     return ProgramLaunch(
         program=spec.program, command=spec.command, params=params, param_file=str(yaml_path),
         args_json_file=str(json_path), workdir=sweep.workdir, wandb_mode=sweep.wandb_mode,
-        project=spec.wandb.project or "raysweep", entity=spec.wandb.entity, group=spec.wandb.group or sweep.name,
-        sweep_id=None,  # raysweep creates no W&B sweep (yet): a name W&B never created is no sweep id
+        project=spec.wandb.project_name, entity=spec.wandb.entity, group=spec.wandb.group or sweep.name,
+        sweep_id=sweep.wandb_sweep_id,
     )  # fmt: skip
 
 

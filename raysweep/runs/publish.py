@@ -1,0 +1,91 @@
+"""``raysweep publish``: an offline sweep's runs uploaded to W&B, on a W&B sweep page of their own.
+
+The runs are synced with ``wandb sync`` (which skips what it synced before, and syncs a
+resumed run's offline dirs, one per start of its driver, as one run). The W&B sweep is then
+created with those runs attached, as ``wandb sweep -R RUN`` does; a second publish adds only
+runs that are new to the same sweep, whose id the run dir keeps (``wandb_sweep.txt``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+from raysweep import wandb_sweep
+from raysweep.errors import UserError
+from raysweep.runs.files import TRIALS_FILE, read_trials
+from raysweep.spec import SweepSpec
+
+ENDED = ("done", "stopped", "failed")
+
+
+def offline_runs(run_dir: Path) -> dict[str, list[Path]]:
+    """The run dir's offline W&B runs: run id -> its dirs, oldest first (one per start)."""
+    runs: dict[str, list[Path]] = {}
+    for path in sorted(run_dir.glob("*/wandb/offline-run-*"), key=lambda p: p.name.split("-")[2]):
+        if path.is_dir():
+            runs.setdefault(path.name.split("-", 3)[3], []).append(path)
+    return runs
+
+
+def publish(run_dir: Path) -> int:
+    """Sync ``run_dir``'s offline runs and attach them to its W&B sweep (created on first publish)."""
+    spec = SweepSpec.from_json(json.loads((run_dir / "spec.json").read_text()))
+    settings = json.loads((run_dir / "run.json").read_text())
+    sweep = wandb_sweep.load(run_dir)
+    if settings.get("wandb") == "online" and sweep is not None:
+        print(f"sweep {settings['name']} ran online: its runs joined W&B sweep {sweep.url} as they ran")
+        return 0
+    runs = offline_runs(run_dir)
+    if settings.get("wandb") == "online":  # W&B gave no sweep then: its runs are on W&B already
+        ids = [row["trial_id"] for row in read_trials(run_dir / TRIALS_FILE)]
+    else:
+        ids = list(runs)
+    if not ids:
+        raise UserError(f"{run_dir} holds no W&B runs to publish (the sweep ran with W&B {settings.get('wandb')})")
+    if not wandb_sweep.key_configured():
+        raise UserError("publish uploads to W&B, and no W&B key is configured: run `wandb login` "
+                        "or set WANDB_API_KEY")  # fmt: skip
+    try:
+        entity = spec.wandb.entity or wandb_sweep.check_reachable()
+    except wandb_sweep.WandbUnavailable as e:
+        raise UserError(f"W&B: {e}; nothing was uploaded") from None
+
+    failed = _sync(runs, spec.wandb.project_name, entity) if runs else None
+    if failed:
+        print(f"raysweep: wandb sync failed; nothing was added to a sweep:\n{failed}", file=sys.stderr)
+        return 1
+    new = [run_id for run_id in ids if sweep is None or run_id not in sweep.runs]
+    if sweep is not None and not new:
+        print(f"nothing new to publish: W&B sweep {sweep.url} holds this sweep's {len(sweep.runs)} runs")
+        return 0
+    try:
+        if sweep is None:
+            sweep = replace(wandb_sweep.create(spec, prior_runs=ids), runs=tuple(ids))
+        else:
+            sweep = wandb_sweep.attach(sweep, spec, new)
+    except wandb_sweep.WandbUnavailable as e:
+        print(f"raysweep: W&B: {e}; the runs were synced, on no sweep page. Publish again to retry", file=sys.stderr)
+        return 1
+    wandb_sweep.save(run_dir, sweep)
+    rows = read_trials(run_dir / TRIALS_FILE)
+    ended = len(rows) >= settings.get("budget", 0) and all(row.get("status") in ENDED for row in rows)
+    wandb_sweep.set_state(sweep, wandb_sweep.FINISHED if ended else wandb_sweep.PAUSED)
+    added = f"{len(ids)} runs" if len(new) == len(sweep.runs) else f"{len(new)} new runs ({len(sweep.runs)} in all)"
+    print(f"published {added} to W&B sweep {sweep.url}")
+    return 0
+
+
+def _sync(runs: dict[str, list[Path]], project: str, entity: str) -> str | None:
+    """``wandb sync`` of every dir (it skips those synced before), in one process; its last
+    lines if it failed."""
+    command = [sys.executable, "-m", "wandb", "sync", "--project", project, "--entity", entity]
+    dirs = [str(path) for paths in runs.values() for path in paths]
+    done = subprocess.run([*command, *dirs], capture_output=True, text=True, env=os.environ | {"WANDB_SILENT": "false"})
+    if done.returncode == 0:
+        return None
+    return "\n".join((done.stderr or done.stdout).strip().splitlines()[-5:])

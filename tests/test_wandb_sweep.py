@@ -1,0 +1,177 @@
+"""The sweep on W&B's sweep page, against a stand-in W&B server (``wandb_server.py``).
+
+No W&B server runs on these machines. The stand-in answers the GraphQL calls and HTTP routes
+wandb 0.31 makes (``wandb_server.WANDB_VERSION``) and records them, so these tests see what W&B
+would be told: which sweep each run's ``upsertBucket`` names, the sweep's config and state, and
+which runs ``publish`` attaches. What W&B's real server then does with them is not tested here.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import ROOT, cli_env, show, write_spec
+from wandb_server import API_KEY, FakeWandb, serve
+
+from raysweep import wandb_sweep
+
+pytestmark = pytest.mark.ray
+
+LOOP = "train_loops.smoke:train"
+
+
+@pytest.fixture
+def wandb_server():
+    state = FakeWandb()
+    server = serve(state)
+    yield state
+    server.shutdown()
+
+
+def _raysweep(server: FakeWandb | None, *args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    """The CLI with a W&B key for ``server`` (None: no key, as on a machine never logged in)."""
+    env = cli_env() | ({"WANDB_BASE_URL": server.url, "WANDB_API_KEY": API_KEY} if server else {})
+    return subprocess.run([sys.executable, "-m", "raysweep", *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd, env=env, timeout=600)  # fmt: skip
+
+
+def _spec(tmp_path: Path, name: str, **raysweep) -> Path:
+    return write_spec(
+        tmp_path / f"{name}.yaml", name=name, method="grid", metric={"name": "score", "goal": "minimize"},
+        parameters={"x": {"values": [0.1, 0.5]}}, raysweep={"train_loop": LOOP, "base_config": {"epochs": 2}, **raysweep},
+    )  # fmt: skip
+
+
+def _created(server: FakeWandb) -> list[dict]:
+    """The upsertSweep calls that created a sweep (no id given), not those that changed one."""
+    return [c.variables for c in server.calls if c.operation == "UpsertSweep" and not c.variables.get("id")]
+
+
+def _states(server: FakeWandb) -> list[str]:
+    return [c.variables["state"] for c in server.calls if c.operation == "UpsertSweep" and c.variables.get("state")]
+
+
+def _run_upserts(server: FakeWandb) -> dict[str, set]:
+    """Run name -> the sweep ids its upsertBucket calls named. A run's first upsert creates it with
+    its sweep; later ones (config, summary) leave the sweep out, which changes nothing."""
+    named: dict[str, set] = {}
+    for call in server.calls:
+        if call.operation == "UpsertBucket":
+            named.setdefault(call.variables["name"], set()).update({call.variables.get("sweep")} - {None})
+    return named
+
+
+def test_an_online_sweep_is_a_locally_controlled_wandb_sweep_that_every_run_joins_and_resume_reuses(
+    tmp_path, ray_cluster, wandb_server
+):
+    """README: "Online, `run` creates a W&B sweep, locally controlled, and every trial's run joins it"."""
+    spec = _spec(tmp_path, "on")
+    out = _raysweep(wandb_server, "run", spec, "--address", ray_cluster, "--storage", tmp_path / "runs", "--wandb", "online")
+    assert out.returncode == 0, out.stderr + out.stdout
+    (sweep,) = wandb_server.sweeps.values()
+    assert f"W&B sweep: {wandb_server.url}/{wandb_server.entity}/raysweep/sweeps/{sweep['name']}\n" in out.stdout
+    config = yaml.safe_load(sweep["config"])
+    assert config["controller"] == {"type": "local"}  # W&B's controller proposes nothing
+    assert config["parameters"] == {"x": {"values": [0.1, 0.5]}} and "raysweep" not in config
+    run_dir = tmp_path / "runs" / "on"
+    trial_ids = {t["trial_id"] for t in show(run_dir)["trials"]}
+    assert _run_upserts(wandb_server) == {trial_id: {sweep["name"]} for trial_id in trial_ids}
+    assert all(len([h for h in wandb_server.runs[t]["history"] if "score" in h]) == 2 for t in trial_ids)
+    assert sweep["state"] == "FINISHED" and wandb_sweep.load(run_dir).id == sweep["name"]
+
+    out = _raysweep(wandb_server, "resume", run_dir, "--address", ray_cluster)
+    assert out.returncode == 0, out.stderr + out.stdout
+    assert len(_created(wandb_server)) == 1  # the run dir's sweep, not a second one
+    assert _states(wandb_server) == ["FINISHED", "RUNNING", "FINISHED"]
+    assert f"/sweeps/{sweep['name']}\n" in out.stdout
+
+
+def test_a_sweep_wandb_refuses_is_said_once_and_the_runs_go_on_then_resume_attaches_them(
+    tmp_path, ray_cluster, wandb_server
+):
+    wandb_server.refuse_sweeps = True
+    spec = _spec(tmp_path, "refused")
+    run_dir = tmp_path / "runs" / "refused"
+    out = _raysweep(wandb_server, "run", spec, "--address", ray_cluster, "--storage", tmp_path / "runs", "--wandb", "online")
+    assert out.returncode == 0, out.stderr + out.stdout
+    said = [line for line in out.stderr.splitlines() if line.startswith("W&B:")]
+    assert said == ["W&B: could not create a sweep: input: permission denied: this user cannot create sweeps in the project; "
+                    "each trial's run still logs, in group refused, but on no sweep page"]  # fmt: skip
+    assert not wandb_server.sweeps and not (run_dir / "wandb_sweep.txt").exists()
+    trial_ids = {t["trial_id"] for t in show(run_dir)["trials"]}
+    assert _run_upserts(wandb_server) == {trial_id: set() for trial_id in trial_ids}  # never an id W&B did not give
+
+    wandb_server.refuse_sweeps = False  # resume creates the sweep, with the runs that already ran
+    out = _raysweep(wandb_server, "resume", run_dir, "--address", ray_cluster)
+    assert out.returncode == 0, out.stderr + out.stdout
+    (sweep,) = wandb_server.sweeps.values()
+    assert set(sweep["runs"]) == trial_ids and wandb_sweep.load(run_dir).id == sweep["name"]
+
+
+def test_every_rank_of_a_program_trial_that_calls_wandb_init_joins_the_sweep(tmp_path, wandb_server):
+    """A torchrun + wandb script, unchanged: both ranks call ``wandb.init`` (WANDB_SWEEP_ID, as
+    ``wandb agent`` sets it); rank 0's run is the trial's, rank 1's a run of its own. On the
+    embedded Ray, whose workers have the driver's W&B key: raysweep never ships the key, so on a
+    cluster of one's own the nodes need it, as ``wandb agent`` does."""
+    import shutil
+
+    shutil.copy(ROOT / "tests" / "programs" / "ddp_wandb.py", tmp_path / "ddp_wandb.py")
+    spec = write_spec(
+        tmp_path / "p.yaml", name="prog", program="ddp_wandb.py", method="grid", metric={"name": "score", "goal": "minimize"},
+        parameters={"lr": {"values": [0.3]}, "epochs": {"value": 2}, "num_gpus": {"value": 2}},
+    )  # fmt: skip
+    out = _raysweep(wandb_server, "run", spec.name, "--storage", "runs", "--wandb", "online", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr + out.stdout
+    (sweep,) = wandb_server.sweeps.values()
+    (trial,) = show(tmp_path / "runs" / "prog")["trials"]
+    named = _run_upserts(wandb_server)
+    assert len(named) == 2 and trial["trial_id"] in named  # rank 0's run is the trial's
+    assert all(sweeps == {sweep["name"]} for sweeps in named.values())
+    assert {wandb_server.runs[name]["project"] for name in named} == {"raysweep"}
+
+
+def test_publish_syncs_an_offline_sweep_onto_a_new_wandb_sweep_and_again_adds_only_new_runs(
+    tmp_path, ray_cluster, wandb_server
+):
+    spec = _spec(tmp_path, "off")
+    run_dir = tmp_path / "runs" / "off"
+    out = _raysweep(None, "run", spec, "--address", ray_cluster, "--storage", tmp_path / "runs")
+    assert out.returncode == 0, out.stderr + out.stdout
+    assert f"raysweep publish {run_dir}" in out.stdout
+    trial_ids = {t["trial_id"] for t in show(run_dir)["trials"]}
+
+    out = _raysweep(None, "publish", run_dir)  # no key: a sentence, exit 2, nothing written
+    assert out.returncode == 2 and out.stderr.startswith("raysweep: publish uploads to W&B, and no W&B key"), out.stderr
+    assert "Traceback" not in out.stderr and not (run_dir / "wandb_sweep.txt").exists()
+    assert not list(run_dir.glob("*/wandb/offline-run-*/*.synced"))
+
+    out = _raysweep(wandb_server, "publish", run_dir)
+    assert out.returncode == 0, out.stderr + out.stdout
+    (sweep,) = wandb_server.sweeps.values()
+    assert out.stdout == f"published 2 runs to W&B sweep {wandb_server.url}/{wandb_server.entity}/raysweep/sweeps/{sweep['name']}\n"
+    assert set(sweep["runs"]) == trial_ids and sweep["state"] == "FINISHED"
+    assert set(_run_upserts(wandb_server)) == trial_ids
+    assert all(len([h for h in wandb_server.runs[t]["history"] if "score" in h]) == 2 for t in trial_ids)
+
+    calls = len(wandb_server.calls)
+    out = _raysweep(wandb_server, "publish", run_dir)
+    assert out.returncode == 0, out.stderr + out.stdout
+    assert out.stdout.startswith("nothing new to publish") and not out.stderr
+    new_calls = {c.operation for c in wandb_server.calls[calls:]}
+    assert "UpsertBucket" not in new_calls and "UpsertSweep" not in new_calls  # nothing synced or attached again
+
+    # a run that is new since (as a resumed sweep's new trial would have): synced and attached alone
+    extra = run_dir / "extra"
+    code = f"import wandb; wandb.init(mode='offline', project='raysweep', id='newrun1', dir={str(extra)!r}).finish()"
+    extra.mkdir()
+    subprocess.run([sys.executable, "-c", code], check=True, env=cli_env(), capture_output=True)
+    calls = len(wandb_server.calls)
+    out = _raysweep(wandb_server, "publish", run_dir)
+    assert out.returncode == 0, out.stderr + out.stdout
+    assert out.stdout.startswith("published 1 new runs (3 in all) to W&B sweep")
+    assert set(_run_upserts(FakeWandb(calls=wandb_server.calls[calls:]))) == {"newrun1"}
+    assert len(wandb_server.sweeps) == 1 and set(sweep["runs"]) == trial_ids | {"newrun1"}
