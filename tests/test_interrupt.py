@@ -19,6 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 from conftest import ROOT, cli_env, processes, show, write_spec
+from wandb_server import API_KEY, FakeWandb, serve
 
 from raysweep.runs.files import TRIALS_FILE, read_trials
 
@@ -78,7 +79,7 @@ def test_ctrl_c_sigterm_a_killed_driver_and_two_ctrl_cs_each_resume_without_losi
     resume = ("resume", "i")
 
     # Ctrl-C: exit 130, the running trial pending, the command to continue printed.
-    driver = _start(ray_cluster, storage, "run", str(spec), "--wandb", "disabled")
+    driver = _start(ray_cluster, storage, "run", str(spec), "--wandb", "offline")
     _wait_for_a_new_report(driver, trials_file, ray_cluster, marker)
     driver.send_signal(signal.SIGINT)
     out, err = driver.communicate(timeout=120)
@@ -90,7 +91,7 @@ def test_ctrl_c_sigterm_a_killed_driver_and_two_ctrl_cs_each_resume_without_losi
     _ranks_end(ray_cluster, marker)
 
     # SIGTERM, then what the requeued SLURM job runs: the same `run` with --resume-existing.
-    driver = _start(ray_cluster, storage, "run", str(spec), "--wandb", "disabled", "--resume-existing")
+    driver = _start(ray_cluster, storage, "run", str(spec), "--wandb", "offline", "--resume-existing")
     _wait_for_a_new_report(driver, trials_file, ray_cluster, marker)
     driver.send_signal(signal.SIGTERM)
     out, err = driver.communicate(timeout=120)
@@ -128,6 +129,28 @@ def test_ctrl_c_sigterm_a_killed_driver_and_two_ctrl_cs_each_resume_without_losi
         assert [r["epoch"] for r in reported] == list(range(1, EPOCHS + 1))  # no epoch lost, none twice
         assert all(r["world_size"] == 2 and r["rank"] == 0.5 for r in reported)  # both ranks, every report
     assert max(r["resumed_from"] for reported in reported_by_trial for r in reported) > 0  # went on from a checkpoint
+    _published_as_one_run(run_dir, trials[0]["trial_id"])
+
+
+def _published_as_one_run(run_dir: Path, trial_id: str) -> None:
+    """The trial's W&B run has an offline dir per start of its driver; ``publish`` syncs them as
+    that one run, every epoch in its history (tests/wandb_server.py stands in for W&B). The killed
+    driver's dir and the two-Ctrl-C one are cut short, and wandb 0.31 could not read them when
+    this was written: publish names such dirs, and the last start's dir, which logged every result
+    again, holds every epoch."""
+    assert len(list(run_dir.glob(f"*/wandb/offline-run-*-{trial_id}"))) >= 4
+    server = FakeWandb()
+    serve(server)
+    env = cli_env() | {"WANDB_BASE_URL": server.url, "WANDB_API_KEY": API_KEY}
+    out = subprocess.run([sys.executable, "-m", "raysweep", "publish", str(run_dir)], capture_output=True, text=True,
+                         env=env, cwd=ROOT, timeout=300)  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.startswith("published 1 runs to W&B sweep")
+    assert "Traceback" not in out.stderr  # the cut-short dirs, if wandb cannot read them, are named in a sentence
+    assert {c.variables["name"] for c in server.calls if c.operation == "UpsertBucket"} == {trial_id}
+    (sweep,) = server.sweeps.values()
+    assert sweep["runs"] == [trial_id]
+    assert {h["epoch"] for h in server.runs[trial_id]["history"]} == set(range(1, EPOCHS + 1))
 
 
 def _results(row: dict) -> list[dict]:

@@ -51,14 +51,20 @@ def publish(run_dir: Path) -> int:
         raise UserError("publish uploads to W&B, and no W&B key is configured: run `wandb login` "
                         "or set WANDB_API_KEY")  # fmt: skip
     try:
-        entity = spec.wandb.entity or wandb_sweep.check_reachable()
+        default_entity = wandb_sweep.check_reachable()  # first: wandb sync waits minutes for a server that is down
+        entity = spec.wandb.entity or default_entity
     except wandb_sweep.WandbUnavailable as e:
         raise UserError(f"W&B: {e}; nothing was uploaded") from None
 
-    failed = _sync(runs, spec.wandb.project_name, entity) if runs else None
-    if failed:
-        print(f"raysweep: wandb sync failed; nothing was added to a sweep:\n{failed}", file=sys.stderr)
-        return 1
+    if runs:
+        synced, failed = _sync(runs, spec.wandb.project_name, entity)
+        if failed:
+            print(f"raysweep: wandb sync failed; nothing was added to a sweep:\n{failed}", file=sys.stderr)
+            return 1
+        ids = [run_id for run_id in ids if run_id in synced]
+        if not ids:
+            print("raysweep: wandb synced none of the runs; nothing was added to a sweep", file=sys.stderr)
+            return 1
     new = [run_id for run_id in ids if sweep is None or run_id not in sweep.runs]
     if sweep is not None and not new:
         print(f"nothing new to publish: W&B sweep {sweep.url} holds this sweep's {len(sweep.runs)} runs")
@@ -80,12 +86,30 @@ def publish(run_dir: Path) -> int:
     return 0
 
 
-def _sync(runs: dict[str, list[Path]], project: str, entity: str) -> str | None:
-    """``wandb sync`` of every dir (it skips those synced before), in one process; its last
-    lines if it failed."""
+def _sync(runs: dict[str, list[Path]], project: str, entity: str) -> tuple[set[str], str | None]:
+    """``wandb sync`` of every dir (it skips those synced before): the run ids it synced, and
+    the last lines it printed if it failed.
+
+    A driver killed mid-write (SIGKILL, a second Ctrl-C) leaves its offline dir cut short, and
+    wandb then syncs none of its run's dirs: those runs are synced again one dir at a time,
+    oldest first, and the dirs wandb cannot read are named.
+    """
     command = [sys.executable, "-m", "wandb", "sync", "--project", project, "--entity", entity]
-    dirs = [str(path) for paths in runs.values() for path in paths]
-    done = subprocess.run([*command, *dirs], capture_output=True, text=True, env=os.environ | {"WANDB_SILENT": "false"})
-    if done.returncode == 0:
-        return None
-    return "\n".join((done.stderr or done.stdout).strip().splitlines()[-5:])
+    env = os.environ | {"WANDB_SILENT": "false"}
+    dirs = [path for paths in runs.values() for path in paths]
+    done = subprocess.run([*command, *map(str, dirs)], capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        return set(), "\n".join((done.stderr or done.stdout).strip().splitlines()[-5:])
+    for path in [path for path in dirs if not _synced(path)]:
+        subprocess.run([*command, str(path)], capture_output=True, text=True, env=env)
+    unreadable = [path for path in dirs if not _synced(path)]
+    if unreadable:
+        print(f"W&B: wandb could not read {len(unreadable)} offline run dir(s), cut short by a driver that was killed; "
+              "what each held is on W&B only where a later start of its trial logged it again:\n  "
+              + "\n  ".join(map(str, unreadable)), file=sys.stderr)  # fmt: skip
+    return {run_id for run_id, paths in runs.items() if any(map(_synced, paths))}, None
+
+
+def _synced(path: Path) -> bool:
+    """wandb sync marks each offline dir it synced."""
+    return any(path.glob("*.wandb.synced"))
