@@ -118,7 +118,8 @@ def set_state(sweep: WandbSweep, state: str) -> None:
 
 
 def check_reachable() -> str:
-    """The entity of the W&B user whose key is configured; raises when W&B cannot be reached."""
+    """The entity of the W&B user whose key is configured; raises when W&B cannot be reached or
+    refuses the key."""
     import wandb
 
     def call() -> str:
@@ -127,7 +128,7 @@ def check_reachable() -> str:
             raise WandbUnavailable("W&B did not say which user this key belongs to")
         return entity
 
-    return _call(call, "reach W&B")
+    return _call(call, "log in to W&B")
 
 
 def _located(sweep_id: str, entity: str | None, project: str) -> WandbSweep:
@@ -179,7 +180,7 @@ def _call(function: Callable[[], T], what: str) -> T:
 
 def _first_line(error: BaseException) -> str:
     text = str(error).strip() or type(error).__name__
-    return text.splitlines()[0]
+    return text.splitlines()[0].rstrip(".")
 
 
 def open_for_run(spec: SweepSpec, run_dir: Path, name: str, trial_ids: Iterable[str]) -> WandbSweep | None:

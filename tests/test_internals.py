@@ -1,5 +1,5 @@
-"""Every private Ray and Optuna name raysweep uses (``raysweep/internals.py``), checked against the
-installed versions: a Ray or Optuna that renames or reshapes one fails here, by name."""
+"""Every private Ray, Optuna and wandb name raysweep uses (``raysweep/internals.py``), checked against
+the installed versions: a Ray, Optuna or wandb that renames or reshapes one fails here, by name."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from ray.tune.search.optuna import OptunaSearch
 from raysweep import internals
 
 ROOT = Path(__file__).resolve().parents[1]
+LIBRARIES = ("ray", "optuna", "wandb")
 
 
 def test_a_tuners_run_and_tune_config_are_the_ones_it_runs_with(tmp_path: Path):
@@ -72,16 +73,16 @@ def private_uses(source: str) -> list[str]:
     ``ray.worker.x``, which Ray itself calls private)."""
     found = []
     for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in ("ray", "optuna"):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in LIBRARIES:
             found += [f"from {node.module} import {a.name}" for a in node.names if a.name.startswith("_")]
             if any(part.startswith("_") for part in (node.module or "").split(".")) or node.module == "ray.worker":
                 found.append(f"from {node.module}")
         elif isinstance(node, ast.Import):
             found += [f"import {a.name}" for a in node.names
-                      if a.name.split(".")[0] in ("ray", "optuna") and any(p.startswith("_") for p in a.name.split("."))]  # fmt: skip
+                      if a.name.split(".")[0] in LIBRARIES and any(p.startswith("_") for p in a.name.split("."))]  # fmt: skip
         elif isinstance(node, ast.Attribute):
             chain = _dotted(node)
-            if chain and chain.split(".")[0] in ("ray", "optuna"):
+            if chain and chain.split(".")[0] in LIBRARIES:
                 if any(part.startswith("_") for part in chain.split(".")[1:]) or chain.startswith("ray.worker."):
                     found.append(chain)
     return found
@@ -96,14 +97,27 @@ def test_the_private_name_check_finds_each_kind_of_use():
     assert private_uses("import ray\nray.get_runtime_context().get_node_id()") == []
 
 
-def test_no_other_module_uses_a_private_ray_or_optuna_name():
+def test_no_other_module_uses_a_private_ray_optuna_or_wandb_name():
     """Only internals.py may hold them."""
     offenders = [f"{path.name}: {use}" for path in sorted((ROOT / "raysweep").rglob("*.py")) if path.name != "internals.py"
                  for use in private_uses(path.read_text())]  # fmt: skip
     assert offenders == []
 
 
-@pytest.mark.parametrize("name", ["restored_config", "optuna_trials", "optuna_study", "local_gpu_count"])
+def test_wandbs_sweep_functions_take_what_its_cli_passes():
+    """``wandb sweep --stop`` and ``--update -R`` call these; raysweep calls them the same way."""
+    import inspect
+
+    from wandb.apis.public.sweeps import _set_sweep_state, _sweep_with_runs, _upsert_sweep
+
+    assert list(inspect.signature(_set_sweep_state).parameters) == ["api", "sweep", "state", "entity", "project"]
+    assert {"obj_id", "entity", "project", "prior_runs"} <= set(inspect.signature(_upsert_sweep).parameters)
+    assert list(inspect.signature(_sweep_with_runs).parameters)[:3] == ["api", "sweep", "specs"]
+
+
+@pytest.mark.parametrize(
+    "name", ["restored_config", "optuna_trials", "optuna_study", "local_gpu_count", "set_sweep_state", "add_prior_runs"]
+)
 def test_internals_names_its_uses(name: str):
     """Each private name internals.py wraps is said in its docstring and used elsewhere in raysweep
     (one that no module uses any more belongs out of the file)."""

@@ -19,8 +19,6 @@ from wandb_server import API_KEY, FakeWandb, serve
 
 from raysweep import wandb_sweep
 
-pytestmark = pytest.mark.ray
-
 LOOP = "train_loops.smoke:train"
 
 
@@ -30,6 +28,51 @@ def wandb_server():
     server = serve(state)
     yield state
     server.shutdown()
+
+
+# --- what each run is given: decisions, no cluster -------------------------------------------
+
+
+KINDS = {  # how a sweep's trials run -> (its spec's keys, the function's style)
+    "train_loop": ({"raysweep": {"train_loop": LOOP}}, None),
+    "program": ({"program": "train.py"}, None),
+    "wandb_function": ({}, "wandb"),
+}
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+@pytest.mark.parametrize("workers, pooled, runner", [(1, False, "in_process"), (2, True, "warm"), (2, False, "torchtrainer")])
+@pytest.mark.parametrize("sweep_id", [None, "sw123"])
+def test_every_run_of_every_rank_names_the_wandb_sweep_and_no_other(tmp_path, monkeypatch, kind, workers, pooled, runner,
+                                                                    sweep_id):  # fmt: skip
+    """Under every runner, for a train_loop (the driver logs each trial's run), a ``program:``
+    script and a W&B-style function (each rank's ``wandb.init``, from its environment): the run
+    names the sweep W&B created, and none when W&B created none (offline, or W&B refused), not
+    even a WANDB_SWEEP_ID left in the user's environment."""
+    from raysweep.engine.sweep import RunSettings, _callbacks
+    from raysweep.placement import Capacity
+    from raysweep.spec import parse_spec
+    from raysweep.trial.job import Sweep, build_job
+    from raysweep.trial.program import wandb_variables
+
+    monkeypatch.setenv("WANDB_SWEEP_ID", "stale")
+    keys, function = KINDS[kind]
+    doc = {"method": "grid", "metric": {"name": "score", "goal": "minimize"}, "parameters": {"x": {"value": 1}}, **keys}
+    spec = parse_spec({**doc, "parameters": {"x": {"value": 1}, "num_gpus": {"value": workers}}}, function=function)
+    capacity = Capacity((2,), False, 1.0, True, ("n",))
+    sweep = Sweep(spec, capacity, str(tmp_path), "s", str(tmp_path), "online", wandb_sweep_id=sweep_id)
+    job = build_job(sweep, {"x": 1, "num_gpus": workers}, "t1", str(tmp_path / "t1"), pooled)
+    assert job.runner == runner
+    callbacks = _callbacks(spec, RunSettings(name="s", budget=1, wandb="online"), False,
+                           None if sweep_id is None else wandb_sweep.WandbSweep(sweep_id, "e", "p", "url"))  # fmt: skip
+    if kind == "train_loop":
+        (runs,) = callbacks
+        assert runs.sweep_id == sweep_id
+    else:  # each rank's script or function logs its own run
+        assert callbacks == []
+        launch = job.program or job.wandb_function
+        for rank in range(workers):
+            assert wandb_variables(launch, job.trial_dir, job.trial_id, rank)["WANDB_SWEEP_ID"] == sweep_id
 
 
 def _raysweep(server: FakeWandb | None, *args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
@@ -65,6 +108,7 @@ def _run_upserts(server: FakeWandb) -> dict[str, set]:
     return named
 
 
+@pytest.mark.ray
 def test_an_online_sweep_is_a_locally_controlled_wandb_sweep_that_every_run_joins_and_resume_reuses(
     tmp_path, ray_cluster, wandb_server
 ):
@@ -90,6 +134,7 @@ def test_an_online_sweep_is_a_locally_controlled_wandb_sweep_that_every_run_join
     assert f"/sweeps/{sweep['name']}\n" in out.stdout
 
 
+@pytest.mark.ray
 def test_a_sweep_wandb_refuses_is_said_once_and_the_runs_go_on_then_resume_attaches_them(
     tmp_path, ray_cluster, wandb_server
 ):
@@ -112,6 +157,7 @@ def test_a_sweep_wandb_refuses_is_said_once_and_the_runs_go_on_then_resume_attac
     assert set(sweep["runs"]) == trial_ids and wandb_sweep.load(run_dir).id == sweep["name"]
 
 
+@pytest.mark.ray
 def test_every_rank_of_a_program_trial_that_calls_wandb_init_joins_the_sweep(tmp_path, wandb_server):
     """A torchrun + wandb script, unchanged: both ranks call ``wandb.init`` (WANDB_SWEEP_ID, as
     ``wandb agent`` sets it); rank 0's run is the trial's, rank 1's a run of its own. On the
@@ -134,6 +180,7 @@ def test_every_rank_of_a_program_trial_that_calls_wandb_init_joins_the_sweep(tmp
     assert {wandb_server.runs[name]["project"] for name in named} == {"raysweep"}
 
 
+@pytest.mark.ray
 def test_publish_syncs_an_offline_sweep_onto_a_new_wandb_sweep_and_again_adds_only_new_runs(
     tmp_path, ray_cluster, wandb_server
 ):
@@ -149,6 +196,15 @@ def test_publish_syncs_an_offline_sweep_onto_a_new_wandb_sweep_and_again_adds_on
     assert "Traceback" not in out.stderr and not (run_dir / "wandb_sweep.txt").exists()
     assert not list(run_dir.glob("*/wandb/offline-run-*/*.synced"))
 
+    wandb_server.refuse_key = True  # a key W&B does not know (a server that is down says so after ~20 s)
+    out = _raysweep(wandb_server, "publish", run_dir)
+    assert out.returncode == 2 and out.stderr == (
+        f"raysweep: could not log in to W&B: Failed to verify credentials with {wandb_server.url}: "
+        "user is not logged in; nothing was uploaded\n"
+    )  # fmt: skip
+    assert not (run_dir / "wandb_sweep.txt").exists() and not list(run_dir.glob("*/wandb/offline-run-*/*.synced"))
+
+    wandb_server.refuse_key = False
     out = _raysweep(wandb_server, "publish", run_dir)
     assert out.returncode == 0, out.stderr + out.stdout
     (sweep,) = wandb_server.sweeps.values()

@@ -37,6 +37,7 @@ class FakeWandb:
     sweeps: dict[str, dict[str, Any]] = field(default_factory=dict)  # sweep id -> {"state", "runs", "config"}
     runs: dict[str, dict[str, Any]] = field(default_factory=dict)  # run name -> {"sweep", "history", "project", ...}
     refuse_sweeps: bool = False  # answer upsertSweep with an error, as for a user without rights
+    refuse_key: bool = False  # answer every call 401, as for a key W&B does not know
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def operations(self) -> list[str]:
@@ -151,6 +152,11 @@ def serve(state: FakeWandb) -> ThreadingHTTPServer:
 
         def do_POST(self) -> None:
             raw = self._body()
+            if state.refuse_key:
+                with state.lock:
+                    state.calls.append(Call("refused", {"path": self.path}))
+                self._reply({"errors": [{"message": "user is not logged in"}]}, status=401)
+                return
             if self.path.startswith("/graphql"):
                 request = json.loads(raw)
                 found = re.search(r"(?:query|mutation)\s+(\w+)", request.get("query", ""))

@@ -54,7 +54,7 @@ def publish(run_dir: Path) -> int:
         default_entity = wandb_sweep.check_reachable()  # first: wandb sync waits minutes for a server that is down
         entity = spec.wandb.entity or default_entity
     except wandb_sweep.WandbUnavailable as e:
-        raise UserError(f"W&B: {e}; nothing was uploaded") from None
+        raise UserError(f"{e}; nothing was uploaded") from None
 
     if runs:
         synced, failed = _sync(runs, spec.wandb.project_name, entity)
