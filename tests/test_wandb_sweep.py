@@ -8,16 +8,18 @@ which runs ``publish`` attaches. What W&B's real server then does with them is n
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ROOT, cli_env, show, write_spec
+from conftest import ROOT, cli_env, show, wait_for_iterations, write_spec
 from wandb_server import API_KEY, FakeWandb, serve
 
 from raysweep import wandb_sweep
+from raysweep.runs.files import TRIALS_FILE
 
 LOOP = "train_loops.smoke:train"
 
@@ -75,17 +77,20 @@ def test_every_run_of_every_rank_names_the_wandb_sweep_and_no_other(tmp_path, mo
             assert wandb_variables(launch, job.trial_dir, job.trial_id, rank)["WANDB_SWEEP_ID"] == sweep_id
 
 
+def _env(server: FakeWandb | None) -> dict[str, str]:
+    """The CLI's environment with a W&B key for ``server`` (None: no key, as on a machine never logged in)."""
+    return cli_env() | ({"WANDB_BASE_URL": server.url, "WANDB_API_KEY": API_KEY} if server else {})
+
+
 def _raysweep(server: FakeWandb | None, *args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    """The CLI with a W&B key for ``server`` (None: no key, as on a machine never logged in)."""
-    env = cli_env() | ({"WANDB_BASE_URL": server.url, "WANDB_API_KEY": API_KEY} if server else {})
     return subprocess.run([sys.executable, "-m", "raysweep", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, env=env, timeout=600)  # fmt: skip
+                          cwd=cwd, env=_env(server), timeout=600)  # fmt: skip
 
 
-def _spec(tmp_path: Path, name: str, **raysweep) -> Path:
+def _spec(tmp_path: Path, name: str, base_config: dict | None = None) -> Path:
     return write_spec(
         tmp_path / f"{name}.yaml", name=name, method="grid", metric={"name": "score", "goal": "minimize"},
-        parameters={"x": {"values": [0.1, 0.5]}}, raysweep={"train_loop": LOOP, "base_config": {"epochs": 2}, **raysweep},
+        parameters={"x": {"values": [0.1, 0.5]}}, raysweep={"train_loop": LOOP, "base_config": base_config or {"epochs": 2}},
     )  # fmt: skip
 
 
@@ -109,29 +114,38 @@ def _run_upserts(server: FakeWandb) -> dict[str, set]:
 
 
 @pytest.mark.ray
-def test_an_online_sweep_is_a_locally_controlled_wandb_sweep_that_every_run_joins_and_resume_reuses(
+def test_an_online_sweep_is_a_locally_controlled_wandb_sweep_that_every_run_joins_paused_by_ctrl_c_and_resumed(
     tmp_path, ray_cluster, wandb_server
 ):
-    """README: "Online, `run` creates a W&B sweep, locally controlled, and every trial's run joins it"."""
-    spec = _spec(tmp_path, "on")
-    out = _raysweep(wandb_server, "run", spec, "--address", ray_cluster, "--storage", tmp_path / "runs", "--wandb", "online")
-    assert out.returncode == 0, out.stderr + out.stdout
+    """README guarantee: "Online, every trial's W&B run joins the one W&B sweep that `run` created and
+    `resume` reuses; no run is ever given a sweep id that W&B did not return." (Each rank of a
+    ``program:`` trial, and a sweep W&B refused, are the next tests.)"""
+    spec = _spec(tmp_path, "on", base_config={"epochs": 3, "sleep": 1.0})
+    run_dir = tmp_path / "runs" / "on"
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "raysweep", "run", str(spec), "--address", ray_cluster, "--storage", str(tmp_path / "runs"),
+         "--wandb", "online"],
+        cwd=ROOT, env=_env(wandb_server), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    wait_for_iterations(driver, run_dir / TRIALS_FILE, 1)
+    driver.send_signal(signal.SIGINT)
+    out, err = driver.communicate(timeout=120)
+    assert driver.returncode == 130, out + err
     (sweep,) = wandb_server.sweeps.values()
-    assert f"W&B sweep: {wandb_server.url}/{wandb_server.entity}/raysweep/sweeps/{sweep['name']}\n" in out.stdout
+    assert f"W&B sweep: {wandb_server.url}/{wandb_server.entity}/raysweep/sweeps/{sweep['name']}\n" in out
+    assert sweep["state"] == "PAUSED" and wandb_sweep.load(run_dir).id == sweep["name"]
     config = yaml.safe_load(sweep["config"])
     assert config["controller"] == {"type": "local"}  # W&B's controller proposes nothing
     assert config["parameters"] == {"x": {"values": [0.1, 0.5]}} and "raysweep" not in config
-    run_dir = tmp_path / "runs" / "on"
-    trial_ids = {t["trial_id"] for t in show(run_dir)["trials"]}
-    assert _run_upserts(wandb_server) == {trial_id: {sweep["name"]} for trial_id in trial_ids}
-    assert all(len([h for h in wandb_server.runs[t]["history"] if "score" in h]) == 2 for t in trial_ids)
-    assert sweep["state"] == "FINISHED" and wandb_sweep.load(run_dir).id == sweep["name"]
 
     out = _raysweep(wandb_server, "resume", run_dir, "--address", ray_cluster)
     assert out.returncode == 0, out.stderr + out.stdout
-    assert len(_created(wandb_server)) == 1  # the run dir's sweep, not a second one
-    assert _states(wandb_server) == ["FINISHED", "RUNNING", "FINISHED"]
-    assert f"/sweeps/{sweep['name']}\n" in out.stdout
+    assert len(_created(wandb_server)) == 1 and f"/sweeps/{sweep['name']}\n" in out.stdout  # the run dir's sweep
+    assert _states(wandb_server) == ["PAUSED", "RUNNING", "FINISHED"]
+    trial_ids = {t["trial_id"] for t in show(run_dir)["trials"]}
+    assert _run_upserts(wandb_server) == {trial_id: {sweep["name"]} for trial_id in trial_ids}
+    for trial_id in trial_ids:  # each trial one run, every epoch in its history
+        assert {h["epoch"] for h in wandb_server.runs[trial_id]["history"] if "score" in h} == {1, 2, 3}
 
 
 @pytest.mark.ray
