@@ -177,7 +177,7 @@ def _run(spec: SweepSpec, settings: RunSettings, run_dir: Path, restore: bool, f
         return 130
     if on_wandb:
         wandb_sweep.set_state(on_wandb, wandb_sweep.FINISHED)
-    return _finish(spec, settings, run_dir, monitor, time.time() - started)
+    return _finish(spec, settings, run_dir, monitor, time.time() - started, on_wandb)
 
 
 def _start(
@@ -282,7 +282,10 @@ def _left_unfinished(results: Any, monitor: SweepMonitor, stoppers: list[Any], b
     return len(results) < budget and not any(s.stop_all() for s in stoppers)
 
 
-def _finish(spec: SweepSpec, settings: RunSettings, run_dir: Path, monitor: SweepMonitor, wall_s: float) -> int:
+def _finish(
+    spec: SweepSpec, settings: RunSettings, run_dir: Path, monitor: SweepMonitor, wall_s: float,
+    on_wandb: wandb_sweep.WandbSweep | None,
+) -> int:  # fmt: skip
     rows = list(monitor.rows.values())
     failed = [r for r in rows if r.get("status") == "failed"]
     ok = [r for r in rows if r.get("status") in ("done", "stopped")]
@@ -293,6 +296,8 @@ def _finish(spec: SweepSpec, settings: RunSettings, run_dir: Path, monitor: Swee
     if best:
         print(f"best {spec.metric.name} = {best['metrics'][spec.metric.name]:.6g} from trial {best['trial_id']}: {best['config']}")
     print(f"results: {hints.command('show', run_dir)}")
+    if on_wandb:
+        print(f"W&B sweep: {on_wandb.url}")
     if settings.wandb == "offline":
         print(f"W&B offline runs: wandb sync {run_dir}/*/wandb/offline-run-*, or as a W&B sweep: "
               f"{hints.command('publish', run_dir)}")  # fmt: skip
