@@ -18,12 +18,12 @@ from raysweep import trial
 
 
 def _rank_world() -> tuple[int, int]:
-    if trial.backend() == "train":
+    if trial.backend() == "torchtrainer":
         import ray.train
 
         ctx = ray.train.get_context()
         return ctx.get_world_rank(), ctx.get_world_size()
-    if trial.backend() == "gang":
+    if trial.backend() == "warm":
         ctx = trial.get_context()
         return ctx.rank, ctx.world_size
     return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))

@@ -103,7 +103,7 @@ def setup(seed: int) -> TrialContext:
     Under a plain ``torch.distributed`` group (no Ray) rank and world size come from the group.
     """
     ctx = trial.get_context()
-    if dist.is_available() and dist.is_initialized() and trial.backend() != "train":
+    if dist.is_available() and dist.is_initialized() and trial.current().group_from_torch:
         rank, world = dist.get_rank(), dist.get_world_size()
         ctx = dataclasses.replace(ctx, rank=rank, local_rank=rank, world_size=world)
     _seed_all(seed + ctx.rank)
@@ -153,10 +153,10 @@ def lr_at(step: int, lr: float, warmup_steps: int = 0, total_steps: int | None =
 
 def prepare_model(model: nn.Module, ctx: TrialContext) -> nn.Module:
     """Move the model to the worker's device and wrap it in DDP when there are 2+ workers."""
-    if trial.backend() == "train":
-        import ray.train.torch
+    return trial.current().prepare_model(model, lambda m: _to_device_in_ddp(m, ctx))
 
-        return ray.train.torch.prepare_model(model)
+
+def _to_device_in_ddp(model: nn.Module, ctx: TrialContext) -> nn.Module:
     model = model.to(ctx.device)
     if _distributed():
         ids = [ctx.device.index] if ctx.device.type == "cuda" else None
@@ -186,12 +186,7 @@ def make_loader(
     rank = dist.get_rank() if _distributed() else 0
     sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=shuffle, seed=seed)
     loader = DataLoader(dataset, sampler=BatchSampler(sampler, batch_size, drop_last), batch_size=None)
-    if trial.backend() == "train":
-        import ray.train.torch
-
-        # The shard is already ours; Ray only moves batches to the worker's device.
-        loader = ray.train.torch.prepare_data_loader(loader, add_dist_sampler=False)
-    return loader
+    return trial.current().prepare_loader(loader)
 
 
 def set_epoch(loader: DataLoader, epoch: int) -> None:

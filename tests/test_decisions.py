@@ -78,14 +78,14 @@ def test_target_stopper_ends_the_sweep_once_a_trial_reaches_the_target_either_wa
 def test_initial_failure_stopper_needs_the_first_n_to_end_all_failed(tmp_path: Path):
     spec = parse_spec({"method": "random", "train_loop": "m:f", "parameters": {"x": {"values": [1]}}})
     monitor = SweepMonitor(spec, tmp_path, budget=10, quiet=True)
-    stopper = InitialFailureStopper(monitor, 3)
+    stopper = InitialFailureStopper(lambda: monitor.initial_failures(3))
     monitor.ended += ["failed", "failed"]
     assert not stopper.stop_all()
     monitor.ended.append("failed")
     assert stopper.stop_all()
     monitor.ended[1] = "done"
     assert not stopper.stop_all()  # one of the first three finished: the loop works
-    assert not InitialFailureStopper(monitor, 0).stop_all()  # 0 turns the rule off
+    assert not InitialFailureStopper(lambda: monitor.initial_failures(0)).stop_all()  # 0 turns the rule off
 
 
 # --- admission and placement -----------------------------------------------------------------

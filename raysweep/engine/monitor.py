@@ -21,9 +21,10 @@ from typing import Any
 
 from ray.tune import Callback
 
-from raysweep.runs.files import STATES, TRIALS_FILE, finite_number, read_explanation, read_trials, replace_text
+from raysweep.runs.files import TRIALS_FILE, finite_number, read_explanation, read_trials, replace_text
 from raysweep.spec import SweepSpec
 from raysweep.spec.space import plain
+from raysweep.words import ENDED, STATES, TrialStatus
 
 
 class SweepMonitor(Callback):
@@ -43,7 +44,7 @@ class SweepMonitor(Callback):
         self.started = time.time()
         self.last_print = 0.0
         self.first_error: str | None = None
-        self.ended: list[str] = [r["status"] for r in self.rows.values() if r.get("status") in ("done", "stopped", "failed")]
+        self.ended: list[str] = [r["status"] for r in self.rows.values() if r.get("status") in ENDED]
         self.best_seen: tuple[float, dict[str, Any]] | None = None  # the live line's best: any report's, never worse later
         self._reconciled = not self.rows  # a fresh sweep has nothing left over
 
@@ -66,7 +67,7 @@ class SweepMonitor(Callback):
 
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         row = self._row(trial)
-        row["status"] = "running"
+        row["status"] = TrialStatus.RUNNING
         row.pop("error", None)  # a failed trial run again (resume --retry-failed) starts clean
         self._save(row)
 
@@ -76,17 +77,17 @@ class SweepMonitor(Callback):
     def interrupted(self) -> None:
         """The sweep was interrupted: its running trials wait for ``resume`` (``show``: pending)."""
         for row in self.rows.values():
-            if row.get("status") == "running":
-                row["status"] = "pending"
+            if row.get("status") == TrialStatus.RUNNING:
+                row["status"] = TrialStatus.PENDING
         self.compact()
 
     def initial_failures(self, limit: int) -> bool:
         """The sweep's first ``limit`` trials to end all failed (W&B's agent gives up at 5)."""
-        return limit > 0 and len(self.ended) >= limit and all(s == "failed" for s in self.ended[:limit])
+        return limit > 0 and len(self.ended) >= limit and all(s == TrialStatus.FAILED for s in self.ended[:limit])
 
     def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
         row = self._row(trial)
-        row["status"] = "running"
+        row["status"] = TrialStatus.RUNNING
         row["iterations"] = result.get("training_iteration")
         row["metrics"] = {k: plain(v) for k, v in result.items() if not isinstance(v, dict)}
         row["wall_s"] = round(time.time() - row["start"], 2)
@@ -110,10 +111,10 @@ class SweepMonitor(Callback):
         self._print(trials, force=True)
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        self._end(trials, trial, "stopped" if trial.trial_id in self.stopped_by_scheduler else "done")
+        self._end(trials, trial, TrialStatus.STOPPED if trial.trial_id in self.stopped_by_scheduler else TrialStatus.DONE)
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        self._end(trials, trial, "failed", _error_text(trial))
+        self._end(trials, trial, TrialStatus.FAILED, _error_text(trial))
 
     def on_step_begin(self, iteration: int, trials: list, **info: Any) -> None:
         if not self._reconciled:
@@ -124,7 +125,7 @@ class SweepMonitor(Callback):
         runs their configuration again under a new id, and ``show`` must list it once."""
         self._reconciled = True
         known = {t.trial_id for t in trials}
-        stale = [k for k, r in self.rows.items() if r.get("status") == "running" and k not in known]
+        stale = [k for k, r in self.rows.items() if r.get("status") == TrialStatus.RUNNING and k not in known]
         for key in stale:
             del self.rows[key]
         if stale:
@@ -147,10 +148,11 @@ class SweepMonitor(Callback):
     def status_line(self, trials: list) -> str:
         counts = dict.fromkeys(STATES, 0)
         for r in self.rows.values():
-            counts[r.get("status", "pending")] = counts.get(r.get("status", "pending"), 0) + 1
-        counts["pending"] = sum(1 for t in trials if t.status == "PENDING")
+            status = r.get("status", TrialStatus.PENDING)
+            counts[status] = counts.get(status, 0) + 1
+        counts[TrialStatus.PENDING] = sum(1 for t in trials if t.status == "PENDING")  # Tune's status
         elapsed = time.time() - self.started
-        finished = counts["done"] + counts["stopped"] + counts["failed"]
+        finished = sum(counts[s] for s in ENDED)
         parts = [f"[{_clock(elapsed)}]", " · ".join(f"{counts[s]} {s}" for s in STATES), f"of {self.budget}"]
         if 0 < finished < self.budget:
             parts.append(f"ETA {_clock(elapsed / finished * (self.budget - finished))}")

@@ -8,6 +8,7 @@ offline runs (inside the trial dirs) and ``driver.log``.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -43,6 +44,7 @@ from raysweep.spec import SweepSpec
 from raysweep.trial.job import Sweep
 from raysweep.trial.pool import start_pool
 from raysweep.trial.rank import import_loop
+from raysweep.words import FINISHED, Runner, TrialStatus
 
 log = logging.getLogger("raysweep")
 
@@ -122,7 +124,7 @@ def _reuse_actors(spec: SweepSpec, sizes: set[int]) -> bool:
     """
     if not spec.reuse_actors or spec.runs_program:
         return False
-    return spec.ddp_workers == "warm" or sizes == {1}
+    return spec.ddp_workers == Runner.WARM or sizes == {1}
 
 
 def _check_entry_point(spec: SweepSpec) -> None:
@@ -213,7 +215,7 @@ def _start(
             print("no GPUs: each trial's num_gpus becomes that many CPU workers, DDP over gloo")
         if not capacity.managed_slots:
             print(f"note: the cluster's nodes don't advertise raysweep_slot; running at most {limit} trials at once")
-    if max(sizes) > 1 and spec.ddp_workers == "torchtrainer" and not dashboard_url():
+    if max(sizes) > 1 and spec.ddp_workers == Runner.TORCHTRAINER and not dashboard_url():
         print(
             "warning: this Ray cluster runs no dashboard. Ray Train frees the workers of a 2+-worker trial "
             "that the scheduler stops through the dashboard's State API; without it their CPUs/GPUs stay "
@@ -223,13 +225,13 @@ def _start(
     # No pool for TorchTrainer runs, nor for a program: sweep of 1-worker trials (each runs its
     # script from the Tune trial process). Started now: its workers import torch while Tune starts.
     worker_pool = None
-    if spec.ddp_workers == "warm" and (max(sizes) > 1 or not spec.runs_program):
+    if spec.ddp_workers == Runner.WARM and (max(sizes) > 1 or not spec.runs_program):
         worker_pool = start_pool(dict(zip(capacity.node_ids, capacity.slots_per_node, strict=True)))
     sweep = Sweep(spec, capacity, str(run_dir), settings.name, settings.workdir, settings.wandb, function,
                   wandb_sweep_id=on_wandb.id if on_wandb else None)  # fmt: skip
     trainable = make_trainable(sweep, worker_pool)
     monitor = SweepMonitor(spec, run_dir, budget, quiet=settings.quiet)
-    stoppers = [InitialFailureStopper(monitor, spec.max_initial_failures)]
+    stoppers = [InitialFailureStopper(functools.partial(monitor.initial_failures, spec.max_initial_failures))]
     if spec.metric and spec.metric.target is not None:
         stoppers.append(TargetStopper(spec.metric.name, spec.metric.goal, spec.metric.target))
     callbacks = [interrupt.TuneListens(signals), monitor, ResultLog()] + _callbacks(spec, settings, restore, on_wandb)
@@ -277,7 +279,7 @@ def _left_unfinished(results: Any, monitor: SweepMonitor, stoppers: list[Any], b
     ended, or fewer than the budget were started without a stopper ending the sweep."""
     if len(results) > results.num_terminated + results.num_errors:
         return True
-    if any(r.get("status") == "running" for r in monitor.rows.values()):
+    if any(r.get("status") == TrialStatus.RUNNING for r in monitor.rows.values()):
         return True
     return len(results) < budget and not any(s.stop_all() for s in stoppers)
 
@@ -287,8 +289,8 @@ def _finish(
     on_wandb: wandb_sweep.WandbSweep | None,
 ) -> int:  # fmt: skip
     rows = list(monitor.rows.values())
-    failed = [r for r in rows if r.get("status") == "failed"]
-    ok = [r for r in rows if r.get("status") in ("done", "stopped")]
+    failed = [r for r in rows if r.get("status") == TrialStatus.FAILED]
+    ok = [r for r in rows if r.get("status") in FINISHED]
     if not settings.quiet:
         print()
     print(f"sweep {settings.name} finished in {wall_s:.0f} s: {len(ok)} finished, {len(failed)} failed")

@@ -10,6 +10,7 @@ from ray import tune
 from raysweep.placement import trial_bundle
 from raysweep.trial.job import Sweep, choose_runner
 from raysweep.trial.tune_trial import run_trial
+from raysweep.words import Runner
 
 
 def make_trainable(sweep: Sweep, worker_pool: Any) -> Any:
@@ -19,7 +20,7 @@ def make_trainable(sweep: Sweep, worker_pool: Any) -> Any:
         except ValueError:
             workers = 1  # the trial itself raises the explanation
         pooled = worker_pool is not None
-        trainer = choose_runner(sweep.spec, workers, pooled) == "torchtrainer"
+        trainer = choose_runner(sweep.spec, workers, pooled) == Runner.TORCHTRAINER
         return tune.PlacementGroupFactory(trial_bundle(workers, sweep.capacity, pooled, trainer), strategy="STRICT_PACK")
 
     return tune.with_resources(tune.with_parameters(run_trial, sweep=sweep, worker_pool=worker_pool), resources)

@@ -10,6 +10,7 @@ from typing import Any
 from raysweep.errors import UserError
 from raysweep.runs.files import OPTUNA_JOURNAL, finite_number
 from raysweep.spec import SweepSpec
+from raysweep.words import FINISHED, TrialStatus
 
 STOP_MARK = "stopped by the scheduler"
 
@@ -126,7 +127,7 @@ def _study(sweep: dict[str, Any]) -> tuple[Any, str]:
             return optuna.load_study(study_name=name, storage=storage), f"the sweep's study ({OPTUNA_JOURNAL})"
     if not sweep["metric"]:
         return None, "Skipped: the sweep has no metric."
-    finished = [t for t in sweep["trials"] if t["status"] in ("done", "stopped") and finite_number(t["metric"])]
+    finished = [t for t in sweep["trials"] if t["status"] in FINISHED and finite_number(t["metric"])]
     params = _varying_params(sweep, finished)
     study = optuna.create_study(direction=sweep["goal"])
     dists = {name: _distribution(sweep["spec"], name, [t["config"].get(name) for t in finished]) for name in params}
@@ -168,7 +169,7 @@ def curves_figure(sweep: dict[str, Any]) -> tuple[Any, str]:
             name=f"{t['trial_id']} ({config})"[:60], legendgroup="trials",
             hovertemplate=f"{t['trial_id']} [{t['status']}]<br>{html.escape(config)}<br>iteration %{{x}}: %{{y:.4g}}<extra></extra>",
         ))  # fmt: skip
-        if t["status"] == "stopped":
+        if t["status"] == TrialStatus.STOPPED:
             stopped_x.append(points[-1][0])
             stopped_y.append(points[-1][1])
             stopped_text.append(t["trial_id"])

@@ -22,7 +22,7 @@ RESULTS_FILE = "result.json"  # a trial's reports, one JSON line each (Tune's na
 OPTUNA_JOURNAL = "optuna.journal"
 WATCHDOG_FILE = "watchdog.txt"  # why the watchdog ended a trial, in its dir
 WANDB_SWEEP_FILE = "wandb_sweep.txt"  # the W&B sweep's id and URL, as JSON (not *.json: see TRIALS_FILE)
-STATES = ("running", "pending", "done", "stopped", "failed")
+
 
 
 # Keys Tune adds to every result itself: the rest are what the loop reported.

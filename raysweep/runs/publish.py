@@ -19,8 +19,7 @@ from raysweep import wandb_sweep
 from raysweep.errors import UserError
 from raysweep.runs.files import TRIALS_FILE, read_trials
 from raysweep.spec import SweepSpec
-
-ENDED = ("done", "stopped", "failed")
+from raysweep.words import ENDED
 
 
 def offline_runs(run_dir: Path) -> dict[str, list[Path]]:

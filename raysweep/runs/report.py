@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from raysweep.runs.figures import figures, short, write_pngs
-from raysweep.runs.files import STATES, TRIALS_FILE, finite_number, read_results, read_trials
+from raysweep.runs.files import TRIALS_FILE, finite_number, read_results, read_trials
 from raysweep.runs.show import load_results
 from raysweep.spec import SweepSpec
+from raysweep.words import STATES
 
 TOP = 10
 PLOTLY_CONFIG = {"displaylogo": False, "responsive": True}

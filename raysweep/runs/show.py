@@ -11,6 +11,7 @@ from typing import Any
 
 from raysweep.errors import UserError
 from raysweep.runs.files import TRIALS_FILE, finite_number, read_trials
+from raysweep.words import TrialStatus
 
 
 def resolve_run_dir(run: str | os.PathLike, storage: str | os.PathLike = "raysweep_runs") -> Path:
@@ -30,7 +31,7 @@ def load_results(run_dir: Path) -> dict[str, Any]:
     trials = []
     for r in rows:
         value = (r.get("metrics") or {}).get(metric) if metric else None
-        status = r.get("status", "pending")
+        status = r.get("status", TrialStatus.PENDING)
         trials.append(
             {
                 "trial_id": r["trial_id"],

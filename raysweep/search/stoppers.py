@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 from ray.tune.stopper import Stopper
 
 from raysweep.runs.files import finite_number
-
-if TYPE_CHECKING:
-    from raysweep.engine.monitor import SweepMonitor
 
 
 class TargetStopper(Stopper):
@@ -33,11 +30,11 @@ class InitialFailureStopper(Stopper):
     """End the sweep when its first ``limit`` trials all failed: a script that fails on import
     would otherwise fail every trial of the budget (W&B's agent stops after 5)."""
 
-    def __init__(self, monitor: SweepMonitor, limit: int):
-        self.monitor, self.limit = monitor, limit
+    def __init__(self, all_failed: Callable[[], bool]):
+        self.all_failed = all_failed  # the driver's count of the first trials that failed
 
     def __call__(self, trial_id: str, result: dict) -> bool:
         return False
 
     def stop_all(self) -> bool:
-        return self.monitor.initial_failures(self.limit)
+        return self.all_failed()

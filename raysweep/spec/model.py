@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from raysweep.spec.param import Param
+from raysweep.words import DDP_WORKERS, Runner  # noqa: F401 - DDP_WORKERS: the spec's choices
 
 METHODS = ("grid", "random", "bayes")
 
@@ -29,7 +30,6 @@ DEFAULT_PROJECT = "raysweep"  # the W&B project of a sweep whose file names none
 
 USE_GPU = ("auto", True, False)
 
-DDP_WORKERS = ("warm", "torchtrainer")
 
 SIZE = "num_gpus"  # the parameter (or raysweep key) that sizes a trial's DDP world
 
@@ -148,7 +148,7 @@ class SweepSpec:
     max_initial_failures: int = 5  # the sweep stops when its first this many trials all fail (W&B's agent: 5)
     report_timeout_s: float | None = None
     reuse_actors: bool = True  # trials of one size run one after another in one Tune actor process
-    ddp_workers: str = "warm"  # 2+ workers: warm DDP workers kept across trials, or a TorchTrainer run per trial
+    ddp_workers: str = Runner.WARM  # 2+ workers: warm DDP workers kept across trials, or a TorchTrainer run per trial
     seed: int = 0
     resources: Resources = Resources()
     searcher: Searcher = Searcher()

@@ -60,6 +60,7 @@ from raysweep.spec.wandb_keys import (
     parse_metric,
     split_raysweep_block,
 )
+from raysweep.words import Runner
 
 
 def _mixed_bounds(fields: dict) -> bool:
@@ -447,7 +448,7 @@ def parse_spec(
         max_initial_failures=5 if max_initial_failures is None else max_initial_failures,
         report_timeout_s=report_timeout_s,
         reuse_actors=reuse_actors is not False,
-        ddp_workers=ddp_workers or "warm",
+        ddp_workers=ddp_workers or Runner.WARM,
         seed=seed or 0,
         resources=resources,
         searcher=searcher,

@@ -39,8 +39,14 @@ def use(backend_: Backend) -> None:
 
 
 def backend() -> str:
-    """Which runner called the loop: "local", "tune" (1 worker), "gang", "train" (TorchTrainer) or "program"."""
+    """Where the loop runs: one of ``words.Runner`` ("in_process", "warm", "torchtrainer"),
+    "local" (``run_local``, no Ray) or "program" (inside a ``program:`` script)."""
     return _current.name
+
+
+def current() -> Backend:
+    """The backend the loop reports through (``ddp.py`` asks it what differs between runners)."""
+    return _current
 
 
 def get_context() -> TrialContext:

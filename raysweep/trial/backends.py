@@ -22,6 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from raysweep.words import Runner
+
 if TYPE_CHECKING:  # torch is heavy: imported only where a device is needed
     import torch
 
@@ -49,9 +51,22 @@ class TrialContext:
 
 
 class Backend:
-    """One place a loop can run. ``metric`` is the spec's metric.name: every report carries it."""
+    """One place a loop can run. ``metric`` is the spec's metric.name: every report carries it.
+
+    What differs between runners for a loop's model and data is a method here, so ``ddp.py``
+    never asks which runner it is under (as Ray Train's ``TorchConfig.backend_cls`` chooses).
+    """
 
     name = ""
+    group_from_torch = True  # ddp.setup reads rank and world size from a torch.distributed group
+
+    def prepare_model(self, model: Any, wrap: Any) -> Any:
+        """The model ready to train: ``wrap`` is raysweep's own (to the device, DDP with 2+ ranks)."""
+        return wrap(model)
+
+    def prepare_loader(self, loader: Any) -> Any:
+        """The rank's loader, its shard already chosen by raysweep's sampler."""
+        return loader
 
     def __init__(self, trial_dir: str | None = None, metric: str | None = None, watchdog: Any = None):
         self.trial_dir = trial_dir or os.getcwd()
@@ -90,7 +105,7 @@ class LocalBackend(Backend):
 
 
 class TuneBackend(Backend):
-    name = "tune"
+    name = Runner.IN_PROCESS
 
     def context(self) -> TrialContext:
         import ray
@@ -111,8 +126,8 @@ class TuneBackend(Backend):
         return tune.get_checkpoint()
 
 
-class GangBackend(Backend):
-    name = "gang"
+class WarmBackend(Backend):
+    name = Runner.WARM
 
     def __init__(self, link: RankLink, trial_dir: str | None = None, metric: str | None = None, watchdog: Any = None):
         super().__init__(trial_dir, metric, watchdog)
@@ -132,7 +147,19 @@ class GangBackend(Backend):
 
 
 class TrainBackend(Backend):
-    name = "train"
+    name = Runner.TORCHTRAINER
+    group_from_torch = False  # Ray Train's context has the ranks
+
+    def prepare_model(self, model: Any, wrap: Any) -> Any:
+        import ray.train.torch
+
+        return ray.train.torch.prepare_model(model)
+
+    def prepare_loader(self, loader: Any) -> Any:
+        import ray.train.torch
+
+        # The shard is already ours; Ray only moves batches to the worker's device.
+        return ray.train.torch.prepare_data_loader(loader, add_dist_sampler=False)
 
     def __init__(self, trial_dir: str | None = None, metric: str | None = None, restored: str | None = None):
         super().__init__(trial_dir, metric)

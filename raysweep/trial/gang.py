@@ -47,7 +47,7 @@ class RankReports(RuntimeError):
 
 
 class RankLink:
-    """The worker side of the round trip (the loop's "gang" backend reports through it)."""
+    """The worker side of the round trip (the loop's warm backend reports through it)."""
 
     def __init__(self, rank: int, world_size: int, device: str, gpus: list[str] | None, checkpoint_dir: str | None,
                  outbox: queue.Queue, inbox: queue.Queue):  # fmt: skip

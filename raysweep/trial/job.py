@@ -17,6 +17,7 @@ from typing import Any
 from raysweep.placement import Capacity
 from raysweep.spec import SweepSpec, trial_config
 from raysweep.spec.space import wandb_config
+from raysweep.words import Runner
 
 # Set to 1, a 1-worker trial under ddp_workers: torchtrainer is a TorchTrainer run too, not the
 # trial's own process (the GPU suite runs Ray Train's 1-GPU path with it).
@@ -69,7 +70,7 @@ class TrialJob:
     trial_id: str
     trial_dir: str  # the trial's own files: the loop's trial_dir, watchdog notes, a script's logs
     world_size: int  # its DDP ranks: the spec's num_gpus (spec.world_size)
-    runner: str  # how its ranks run: "in_process", "warm" or "torchtrainer" (tune_trial.RUNNERS)
+    runner: Runner  # how its ranks run (tune_trial.RUNNERS)
     metric: str | None  # the spec's metric.name: every report must carry it
     report_timeout_s: float | None
     capacity: Capacity
@@ -118,13 +119,13 @@ def build_job(sweep: Sweep, flat_config: dict[str, Any], trial_id: str, staging_
     return TrialJob(program=_program_launch(sweep, flat_config, trial_dir, trial_id), **common).new_attempt()
 
 
-def choose_runner(spec: SweepSpec, workers: int, pooled: bool) -> str:
+def choose_runner(spec: SweepSpec, workers: int, pooled: bool) -> Runner:
     """How a trial of ``workers`` ranks runs (``tune_trial.RUNNERS``); the driver sizes its
     placement group by the same answer."""
     one_in_process = spec.runs_program or (not pooled and os.environ.get(ONE_WORKER_TORCHTRAINER_ENV) != "1")
     if workers == 1 and one_in_process:
-        return "in_process"
-    return "warm" if pooled else "torchtrainer"
+        return Runner.IN_PROCESS
+    return Runner.WARM if pooled else Runner.TORCHTRAINER
 
 
 def _program_launch(sweep: Sweep, flat_config: dict[str, Any], trial_dir: str, trial_id: str) -> ProgramLaunch:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from raysweep import trial
 from raysweep.trial import devices, wandb_function, watchdog
-from raysweep.trial.backends import Backend, GangBackend, TrainBackend, TuneBackend
+from raysweep.trial.backends import Backend, TrainBackend, TuneBackend, WarmBackend
 from raysweep.trial.job import TrialJob
 from raysweep.trial.program import run_program
 
@@ -78,7 +78,7 @@ def on_warm_worker(job: TrialJob, link: RankLink, master: tuple[str, int]) -> No
     """Entry point on every warm worker; a script sees its group's GPUs, its own at
     cuda:LOCAL_RANK, as under torchrun."""
     visible = ",".join(link.gpus) if link.gpus else None
-    run(job, GangBackend(link, job.trial_dir, job.metric), link.rank, link.rank, master, visible)
+    run(job, WarmBackend(link, job.trial_dir, job.metric), link.rank, link.rank, master, visible)
 
 
 def on_train_worker(job: TrialJob) -> None:

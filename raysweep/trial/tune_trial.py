@@ -34,6 +34,7 @@ from raysweep.placement import rank_gpus
 from raysweep.runs.files import read_explanation
 from raysweep.trial import gang, pool, rank, watchdog
 from raysweep.trial.job import InfeasibleTrial, Sweep, TrialJob, build_job
+from raysweep.words import Runner
 
 __all__ = ["InfeasibleTrial", "RUNNERS", "TrialHung", "run_trial"]
 
@@ -153,10 +154,10 @@ def run_torchtrainer(job: TrialJob, sweep: Sweep, worker_pool: Any) -> None:
         raise failure[0]
 
 
-RUNNERS: dict[str, Callable[[TrialJob, Sweep, Any], None]] = {
-    "in_process": run_in_process,
-    "warm": run_warm,
-    "torchtrainer": run_torchtrainer,
+RUNNERS: dict[Runner, Callable[[TrialJob, Sweep, Any], None]] = {
+    Runner.IN_PROCESS: run_in_process,
+    Runner.WARM: run_warm,
+    Runner.TORCHTRAINER: run_torchtrainer,
 }
 
 
@@ -169,7 +170,7 @@ def run_trial(flat_config: dict[str, Any], sweep: Sweep, worker_pool: Any) -> No
     try:
         RUNNERS[job.runner](job, sweep, worker_pool)
     except Exception as e:
-        if job.runner == "in_process":
+        if job.runner == Runner.IN_PROCESS:
             raise
         explanation = read_explanation(job.trial_dir)
         if explanation:
