@@ -25,6 +25,7 @@ from typing import Any
 
 from raysweep import hints
 from raysweep.errors import SpecError, UserError
+from raysweep.runs.files import read_spec
 from raysweep.runs.results import SweepResult, load
 
 __all__ = ["SweepResult", "load", "resume", "run", "start"]
@@ -183,9 +184,7 @@ def resume(
 
 
 def _check_style(run_dir: Path, style: str | None) -> None:
-    import json
-
-    recorded = json.loads((run_dir / "spec.json").read_text()).get("function")
+    recorded = read_spec(run_dir).function
     if recorded and style and recorded != style:
         shapes = {"raysweep": "train(config)", "wandb": "main(), reading wandb.config"}
         raise UserError(f"sweep {run_dir.name} ran a {shapes[recorded]} function; this one is {shapes[style]}")

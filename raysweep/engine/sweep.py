@@ -9,7 +9,6 @@ offline runs (inside the trial dirs) and ``driver.log``.
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import os
 import re
@@ -35,7 +34,16 @@ from raysweep.engine.wandb_logging import WandbRuns
 from raysweep.errors import UserError
 from raysweep.internals import restored_config
 from raysweep.placement import Capacity, concurrency_limit
-from raysweep.runs.files import OPTUNA_JOURNAL, TRIALS_FILE, read_trials, write_json
+from raysweep.runs.files import (
+    OPTUNA_JOURNAL,
+    SETTINGS_FILE,
+    SPEC_FILE,
+    TRIALS_FILE,
+    read_settings,
+    read_spec,
+    read_trials,
+    write_json,
+)
 from raysweep.runs.show import resolve_run_dir
 from raysweep.search.schedulers import build_scheduler
 from raysweep.search.searchers import build_search
@@ -98,7 +106,7 @@ def new_run_dir(storage: str | os.PathLike, name: str) -> Path:
     run_dir = root / name
     if run_dir.parent != root:
         raise UserError(f"--name {name!r} would leave --storage {storage}; pick a plain name")
-    if (run_dir / "spec.json").exists():
+    if (run_dir / SPEC_FILE).exists():
         raise UserError(f"{run_dir} already holds a sweep: continue it with `{hints.command('resume', run_dir)}`, or pick another --name")
     return run_dir
 
@@ -347,7 +355,7 @@ def run_sweep(
     if spec.method == "grid":
         budget = min(budget, spec.grid_size)
     name = _sweep_name(spec, name)
-    if resume_existing and (Path(storage).resolve() / name / "spec.json").exists():
+    if resume_existing and (Path(storage).resolve() / name / SPEC_FILE).exists():
         print(f"sweep {name}: its run dir exists; continuing it (raysweep resume)")
         return resume_sweep(name, storage=storage, address=address, quiet=quiet, function=function, exit_at_once=exit_at_once)
     run_dir = new_run_dir(storage, name)
@@ -359,8 +367,8 @@ def run_sweep(
     created = not run_dir.exists()
     run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     run_dir.chmod(0o700)
-    write_json(run_dir / "spec.json", spec.to_json())
-    write_json(run_dir / "run.json", settings.to_json())
+    write_json(run_dir / SPEC_FILE, spec.to_json())
+    write_json(run_dir / SETTINGS_FILE, settings.to_json())
     try:
         return _run(spec, settings, run_dir, restore=False, function=function)
     except UserError:
@@ -381,8 +389,8 @@ def resume_sweep(
     Python function needs it again: a run dir stores no code."""
     run_dir = resolve_run_dir(run, storage)
     old_run_dirs.register()  # a run dir from before the re-layering pickled the old module paths
-    spec = SweepSpec.from_json(json.loads((run_dir / "spec.json").read_text()))
-    settings = RunSettings.from_json(json.loads((run_dir / "run.json").read_text()))
+    spec = read_spec(run_dir)
+    settings = RunSettings.from_json(read_settings(run_dir))
     settings = replace(settings, quiet=quiet, retry_failed=retry_failed, exit_at_once=exit_at_once)
     _check_function_given(spec, settings, function, run_dir)
     if address:  # another cluster: the embedded Ray's --gpus / --dashboard-host don't apply

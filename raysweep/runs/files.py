@@ -15,8 +15,12 @@ import os
 from pathlib import Path
 from typing import Any
 
+from raysweep.spec import SweepSpec
+
 # Not *.json: Tune copies a run dir's top-level .json files into its staging dir on restore and
 # syncs them back later, which would overwrite this file with the stale copy.
+SPEC_FILE = "spec.json"  # the resolved spec (SweepSpec.to_json)
+SETTINGS_FILE = "run.json"  # how the sweep was started (engine.sweep.RunSettings)
 TRIALS_FILE = "trials.jsonl"
 RESULTS_FILE = "result.json"  # a trial's reports, one JSON line each (Tune's name)
 OPTUNA_JOURNAL = "optuna.journal"
@@ -31,6 +35,15 @@ TUNE_KEYS = frozenset({
     "time_this_iter_s", "time_total_s", "pid", "hostname", "node_ip", "done", "checkpoint_dir_name", "config",
     "should_checkpoint",
 })  # fmt: skip
+
+
+def read_spec(run_dir: Path) -> SweepSpec:
+    return SweepSpec.from_json(json.loads((Path(run_dir) / SPEC_FILE).read_text()))
+
+
+def read_settings(run_dir: Path) -> dict[str, Any]:
+    """``run.json`` as written (``engine.sweep.RunSettings.from_json`` makes it typed)."""
+    return json.loads((Path(run_dir) / SETTINGS_FILE).read_text())
 
 
 def write_json(path: Path, data: Any) -> None:

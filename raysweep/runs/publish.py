@@ -8,7 +8,6 @@ runs that are new to the same sweep, whose id the run dir keeps (``wandb_sweep.t
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -17,8 +16,7 @@ from pathlib import Path
 
 from raysweep import wandb_sweep
 from raysweep.errors import UserError
-from raysweep.runs.files import TRIALS_FILE, read_trials
-from raysweep.spec import SweepSpec
+from raysweep.runs.files import TRIALS_FILE, read_settings, read_spec, read_trials
 from raysweep.words import ENDED
 
 
@@ -33,8 +31,7 @@ def offline_runs(run_dir: Path) -> dict[str, list[Path]]:
 
 def publish(run_dir: Path) -> int:
     """Sync ``run_dir``'s offline runs and attach them to its W&B sweep (created on first publish)."""
-    spec = SweepSpec.from_json(json.loads((run_dir / "spec.json").read_text()))
-    settings = json.loads((run_dir / "run.json").read_text())
+    spec, settings = read_spec(run_dir), read_settings(run_dir)
     sweep = wandb_sweep.load(run_dir)
     if settings.get("wandb") == "online" and sweep is not None:
         print(f"sweep {settings['name']} ran online: its runs joined W&B sweep {sweep.url} as they ran")

@@ -9,14 +9,13 @@ also writes every figure as a PNG through kaleido, which drives a local Chrome/C
 from __future__ import annotations
 
 import html
-import json
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from raysweep.runs.figures import figures, short, write_pngs
-from raysweep.runs.files import TRIALS_FILE, finite_number, read_results, read_trials
+from raysweep.runs.files import TRIALS_FILE, finite_number, read_results, read_spec, read_trials
 from raysweep.runs.show import load_results
 from raysweep.spec import SweepSpec
 from raysweep.words import STATES
@@ -64,7 +63,7 @@ def build_report(run_dir: str | Path, out_html: str | Path, png_dir: str | Path 
 
 def load_sweep(run_dir: Path) -> dict[str, Any]:
     """Everything the report shows, from the run dir: spec, trials (best first), histories."""
-    spec = SweepSpec.from_json(json.loads((run_dir / "spec.json").read_text()))
+    spec = read_spec(run_dir)
     data = load_results(run_dir)
     rows = {r["trial_id"]: r for r in read_trials(run_dir / TRIALS_FILE)}
     histories = {tid: read_results(r.get("trial_dir")) for tid, r in rows.items()}

@@ -4,29 +4,28 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import os
 from pathlib import Path
 from typing import Any
 
 from raysweep.errors import UserError
-from raysweep.runs.files import TRIALS_FILE, finite_number, read_trials
+from raysweep.runs.files import SPEC_FILE, TRIALS_FILE, finite_number, read_spec, read_trials
 from raysweep.words import TrialStatus
 
 
 def resolve_run_dir(run: str | os.PathLike, storage: str | os.PathLike = "raysweep_runs") -> Path:
     """A run dir given as a path, or a sweep name under ``storage``."""
     for candidate in (Path(run), Path(storage) / str(run)):
-        if (candidate / "spec.json").exists():
+        if (candidate / SPEC_FILE).exists():
             return candidate.resolve()
-    raise UserError(f"no sweep found at {run!r} (looked for {run}/spec.json and {Path(storage) / str(run)}/spec.json)")
+    raise UserError(f"no sweep found at {run!r} (looked for {run}/{SPEC_FILE} and {Path(storage) / str(run)}/{SPEC_FILE})")
 
 
 def load_results(run_dir: Path) -> dict[str, Any]:
     """The public ``show --json`` object: trials best first, and the best trial."""
-    spec = json.loads((run_dir / "spec.json").read_text())
-    metric = (spec.get("metric") or {}).get("name")
-    goal = (spec.get("metric") or {}).get("goal", "minimize")
+    spec = read_spec(run_dir)
+    metric = spec.metric.name if spec.metric else None
+    goal = spec.metric.goal if spec.metric else "minimize"
     rows = read_trials(run_dir / TRIALS_FILE)
     trials = []
     for r in rows:
