@@ -38,12 +38,12 @@ test: $(BIN)/raysweep /usr/bin/chromium $(ORACLE)/bin/python
 
 # The Ray versions README says raysweep is tested on: a venv per version (.venv-ray<V>, torch
 # pinned first, then that Ray and raysweep's other dependencies), and a quick subset of the
-# suite on each: the private names (internals), pure decisions, what each rank's process sees of
+# suite on each: the private names (private_api), pure decisions, what each rank's process sees of
 # its fake GPU, real sweeps through restore, W&B, Optuna, warm workers and TorchTrainer, and the
 # faults under both runners (a killed worker, a stuck rank, a killed or interrupted driver then
 # resume). RAY_VERSIONS="2.58.0" for one.
 RAY_VERSIONS ?= 2.54.0 2.56.0 2.58.0 2.60.0
-RAY_SUBSET := tests/test_internals.py tests/test_decisions.py tests/test_runs_without_ray.py tests/test_search.py \
+RAY_SUBSET := tests/test_private_api.py tests/test_decisions.py tests/test_runs_without_ray.py tests/test_search.py \
 	tests/test_gpu_placement.py \
 	tests/test_engine.py::test_grid_runs_its_grid_and_logs_every_trial_to_wandb \
 	tests/test_engine.py::test_searched_num_gpus_sizes_each_trial_and_averages_over_ranks \

@@ -41,7 +41,7 @@ __all__ = [
     "lr_at",
     "make_loader",
     "prepare_model",
-    "report",
+    "report_epoch",
     "scaled_lr",
     "set_epoch",
     "setup",
@@ -273,7 +273,7 @@ def _set_rng_state(state: Mapping[str, Any]) -> None:
         torch.cuda.set_rng_state(state["cuda"])
 
 
-def report(
+def report_epoch(
     metrics: Mapping[str, Any],
     *,
     model: nn.Module,

@@ -98,7 +98,7 @@ def create(spec: SweepSpec, prior_runs: Iterable[str] = ()) -> WandbSweep:
 
 def attach(sweep: WandbSweep, spec: SweepSpec, run_ids: Iterable[str]) -> WandbSweep:
     """Add runs already on W&B to an existing sweep, as ``wandb sweep --update ID -R RUN`` does."""
-    from raysweep.internals import add_prior_runs
+    from raysweep.private_api import add_prior_runs
 
     new = [run_id for run_id in run_ids if run_id not in sweep.runs]
     if new:
@@ -109,7 +109,7 @@ def attach(sweep: WandbSweep, spec: SweepSpec, run_ids: Iterable[str]) -> WandbS
 def set_state(sweep: WandbSweep, state: str) -> None:
     """Set the sweep's state on W&B (``wandb sweep --stop/--pause/--resume``); what W&B refuses
     (a finished sweep cannot be paused) is logged, not raised."""
-    from raysweep.internals import set_sweep_state
+    from raysweep.private_api import set_sweep_state
 
     try:
         _call(lambda: set_sweep_state(sweep.id, state, sweep.entity, sweep.project), f"set the sweep's state to {state}")

@@ -289,7 +289,7 @@ def _checkpointing_loop(config: dict) -> None:
                                 "momentum": [s["momentum_buffer"].clone() for s in opt.state.values()],
                                 "draws": (torch.rand(1).item(), np.random.rand(), random.random())})  # fmt: skip
         # The draws above moved the RNGs; the checkpoint holds the state after them.
-        ddp.report({"epoch": epoch}, model=model, optimizer=opt, epoch=epoch, extra={"tag": epoch},
+        ddp.report_epoch({"epoch": epoch}, model=model, optimizer=opt, epoch=epoch, extra={"tag": epoch},
                    checkpoint_every=config["every"], last_epoch=config["epochs"])  # fmt: skip
 
 

@@ -56,7 +56,7 @@ def run(tmp_path: Path, name: str, *args: str, **doc) -> list[dict]:
 
 
 def test_local_gpu_count_is_what_cuda_sees():
-    from raysweep.internals import local_gpu_count
+    from raysweep.private_api import local_gpu_count
 
     assert local_gpu_count() == torch.cuda.device_count()
 

@@ -15,7 +15,7 @@ from conftest import write_spec
 from ray.tune.search.optuna import OptunaSearch
 
 from raysweep.errors import UserError
-from raysweep.internals import optuna_study
+from raysweep.private_api import optuna_study
 from raysweep.search import searchers as search
 from raysweep.spec import load_spec, optuna_space
 

@@ -159,7 +159,7 @@ def train(config: dict) -> None:
             "val/loss": evaluate(ddp.unwrap(model), x_val, y_val, ctx.device, cfg),
             "samples_per_sec": ddp.throughput(n_samples, time.perf_counter() - t0),
         }
-        ddp.report(
+        ddp.report_epoch(
             metrics, model=model, optimizer=optimizer, epoch=epoch,
             checkpoint_every=cfg.checkpoint_every, last_epoch=cfg.epochs,
         )  # fmt: skip

@@ -106,7 +106,7 @@ def train(config: dict) -> None:
             "val/accuracy": (logits.argmax(-1) == y_val).float().mean().item(),
             "samples_per_sec": ddp.throughput(n_samples, seconds),
         }
-        ddp.report(
+        ddp.report_epoch(
             metrics, model=model, optimizer=optimizer, epoch=epoch,
             checkpoint_every=cfg.checkpoint_every, last_epoch=cfg.epochs,
         )  # fmt: skip

@@ -191,7 +191,7 @@ def train(config: dict) -> None:
             "samples_per_sec": ddp.throughput(n_samples, time.perf_counter() - t0),
             **evaluate(ddp.unwrap(model), val, ctx.device, cfg),
         }
-        ddp.report(
+        ddp.report_epoch(
             metrics, model=model, optimizer=optimizer, epoch=epoch,
             checkpoint_every=cfg.checkpoint_every, last_epoch=cfg.epochs,
         )  # fmt: skip

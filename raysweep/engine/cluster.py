@@ -15,8 +15,8 @@ import ray
 from ray.exceptions import AuthenticationError
 
 from raysweep.errors import UserError
-from raysweep.internals import local_gpu_count
 from raysweep.placement import SLOT, Capacity, slots_for, workers_on
+from raysweep.private_api import local_gpu_count
 from raysweep.trial import devices
 
 LOOPBACK = "127.0.0.1"

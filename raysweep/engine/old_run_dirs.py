@@ -44,5 +44,5 @@ def register() -> None:
     # its own callbacks, so the old one only has to unpickle.
     from raysweep.engine import wandb_logging
 
-    for old in ("raysweep.internals", "raysweep.engine.wandb_logging"):
+    for old in ("raysweep.private_api", "raysweep.engine.wandb_logging"):
         importlib.import_module(old).SweepWandbCallback = wandb_logging.WandbRuns

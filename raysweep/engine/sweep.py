@@ -32,8 +32,8 @@ from raysweep.engine.result_log import ResultLog
 from raysweep.engine.trainable import make_trainable
 from raysweep.engine.wandb_logging import WandbRuns
 from raysweep.errors import UserError
-from raysweep.internals import restored_config
 from raysweep.placement import Capacity, concurrency_limit
+from raysweep.private_api import restored_config
 from raysweep.runs.files import (
     OPTUNA_JOURNAL,
     SETTINGS_FILE,

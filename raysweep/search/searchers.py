@@ -12,7 +12,7 @@ from ray.tune.search import ConcurrencyLimiter, Searcher
 from ray.tune.search.basic_variant import BasicVariantGenerator
 from ray.tune.search.optuna import OptunaSearch
 
-from raysweep.internals import optuna_study, optuna_trials
+from raysweep.private_api import optuna_study, optuna_trials
 from raysweep.runs.files import OPTUNA_JOURNAL
 from raysweep.spec import SweepSpec, optuna_space, tune_param_space
 from raysweep.spec.space import grid_point

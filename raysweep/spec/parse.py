@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from raysweep import paths
+from raysweep import config_keys
 from raysweep.errors import SpecError
 from raysweep.spec.checks import (
     SchemaViolation,
@@ -187,7 +187,7 @@ def _check_paths(params: list[Param], base_config: dict, has_base_config: bool, 
                 )
     for name in dict.fromkeys(names):
         try:
-            paths.apply_overrides(base_config, {name: None})
+            config_keys.apply_overrides(base_config, {name: None})
         except KeyError as e:
             where = "in raysweep.base_config" if has_base_config else "(a list must be defined in raysweep.base_config, and this file has none)"
             problems.append(f"parameters.{name}: {e.args[0]} {where}")

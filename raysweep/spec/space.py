@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from raysweep import paths
+from raysweep import config_keys
 from raysweep.spec.model import SIZE, SweepSpec
 from raysweep.spec.param import Param
 
@@ -53,7 +53,7 @@ def trial_config(spec: SweepSpec, flat: dict[str, Any]) -> dict[str, Any]:
     ``num_gpus`` is not among them: it is the trial's world size (``SweepSpec.world_size``),
     which a loop reads from ``get_context().world_size``. (A ``program:`` script gets it, as
     under ``wandb agent``: ``wandb_config``.)"""
-    return paths.apply_overrides(spec.base_config, {k: plain(v) for k, v in flat.items() if k != SIZE})
+    return config_keys.apply_overrides(spec.base_config, {k: plain(v) for k, v in flat.items() if k != SIZE})
 
 
 def wandb_config(spec: SweepSpec, flat: dict[str, Any]) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """Every private Ray, Optuna and wandb name raysweep uses, in this one module.
 
-Each has no public equivalent in the Ray versions raysweep supports; tests/test_internals.py
+Each has no public equivalent in the Ray versions raysweep supports; tests/test_private_api.py
 checks every one against the installed Ray and Optuna, so an upgrade that renames or reshapes
 one fails there by name, not deep inside a sweep.
 

@@ -1,4 +1,4 @@
-"""Every private Ray, Optuna and wandb name raysweep uses (``raysweep/internals.py``), checked against
+"""Every private Ray, Optuna and wandb name raysweep uses (``raysweep/private_api.py``), checked against
 the installed versions: a Ray, Optuna or wandb that renames or reshapes one fails here, by name."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from ray import tune
 from ray.tune.schedulers import FIFOScheduler
 from ray.tune.search.optuna import OptunaSearch
 
-from raysweep import internals
+from raysweep import private_api
 
 ROOT = Path(__file__).resolve().parents[1]
 LIBRARIES = ("ray", "optuna", "wandb")
@@ -26,7 +26,7 @@ def test_a_tuners_run_and_tune_config_are_the_ones_it_runs_with(tmp_path: Path):
         tune_config=tune.TuneConfig(scheduler=scheduler),
         run_config=tune.RunConfig(name="t", storage_path=str(tmp_path), callbacks=[callback]),
     )
-    run_config, tune_config = internals.restored_config(tuner)
+    run_config, tune_config = private_api.restored_config(tuner)
     assert isinstance(run_config, tune.RunConfig) and run_config.callbacks == [callback]
     assert isinstance(tune_config, tune.TuneConfig) and tune_config.scheduler is scheduler
     assert hasattr(run_config, "stop")
@@ -37,7 +37,7 @@ def test_optuna_search_keeps_its_open_trials_by_tune_trial_id_and_its_study():
     search = OptunaSearch(space=lambda trial: {"x": trial.suggest_float("x", 0, 1)}, metric="loss", mode="min",
                           sampler=optuna.samplers.RandomSampler(seed=0))  # fmt: skip
     config = search.suggest("tune-trial-1")
-    open_trials, study = internals.optuna_trials(search), internals.optuna_study(search)
+    open_trials, study = private_api.optuna_trials(search), private_api.optuna_study(search)
     assert isinstance(study, optuna.Study)
     assert list(open_trials) == ["tune-trial-1"]
     assert isinstance(open_trials["tune-trial-1"], optuna.Trial) and open_trials["tune-trial-1"].params == config
@@ -48,14 +48,14 @@ def test_local_gpu_count_is_rays_own_count_of_this_machine():
     """The driver sizes an embedded Ray from it; Ray's detection, run in ``ray.init``, must agree."""
     ray.init(address="local", num_cpus=1, include_dashboard=False)
     try:
-        assert internals.local_gpu_count() == ray.cluster_resources().get("GPU", 0)
+        assert private_api.local_gpu_count() == ray.cluster_resources().get("GPU", 0)
     finally:
         ray.shutdown()
 
 
 def test_local_gpu_count_honours_cuda_visible_devices(monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    assert internals.local_gpu_count() == 0
+    assert private_api.local_gpu_count() == 0
 
 
 def _dotted(node: ast.AST) -> str | None:
@@ -98,8 +98,8 @@ def test_the_private_name_check_finds_each_kind_of_use():
 
 
 def test_no_other_module_uses_a_private_ray_optuna_or_wandb_name():
-    """Only internals.py may hold them."""
-    offenders = [f"{path.name}: {use}" for path in sorted((ROOT / "raysweep").rglob("*.py")) if path.name != "internals.py"
+    """Only private_api.py may hold them."""
+    offenders = [f"{path.name}: {use}" for path in sorted((ROOT / "raysweep").rglob("*.py")) if path.name != "private_api.py"
                  for use in private_uses(path.read_text())]  # fmt: skip
     assert offenders == []
 
@@ -118,12 +118,12 @@ def test_wandbs_sweep_functions_take_what_its_cli_passes():
 @pytest.mark.parametrize(
     "name", ["restored_config", "optuna_trials", "optuna_study", "local_gpu_count", "set_sweep_state", "add_prior_runs"]
 )
-def test_internals_names_its_uses(name: str):
-    """Each private name internals.py wraps is said in its docstring and used elsewhere in raysweep
+def test_private_api_names_its_uses(name: str):
+    """Each private name private_api.py wraps is said in its docstring and used elsewhere in raysweep
     (one that no module uses any more belongs out of the file)."""
-    assert f"``{name}``" in internals.__doc__
-    users = [p for p in (ROOT / "raysweep").rglob("*.py") if p.name != "internals.py" and f"{name}(" in p.read_text()]
-    assert users, f"no module uses internals.{name}"
+    assert f"``{name}``" in private_api.__doc__
+    users = [p for p in (ROOT / "raysweep").rglob("*.py") if p.name != "private_api.py" and f"{name}(" in p.read_text()]
+    assert users, f"no module uses private_api.{name}"
 
 
 def test_a_run_dir_from_before_the_relayering_unpickles_its_classes_at_their_new_homes():
@@ -152,7 +152,7 @@ def test_a_run_dir_from_before_the_relayering_unpickles_its_classes_at_their_new
         ("raysweep.engine.progress", "TargetStopper"): TargetStopper,
         ("raysweep.spec.loader", "SweepSpec"): SweepSpec,
         ("raysweep.engine.wandb_logging", "SweepWandbCallback"): WandbRuns,  # Ray's W&B callback, subclassed
-        ("raysweep.internals", "SweepWandbCallback"): WandbRuns,
+        ("raysweep.private_api", "SweepWandbCallback"): WandbRuns,
     }
     for (module, name), cls in moved.items():
         assert pickle.loads(f"c{module}\n{name}\n.".encode()) is cls, f"{module}.{name}"
