@@ -34,6 +34,7 @@ $(ORACLE)/bin/python:
 	$(ORACLE)/bin/pip install -q sweeps==0.3.0
 
 test: $(BIN)/raysweep /usr/bin/chromium $(ORACLE)/bin/python
+	$(MAKE) lint
 	$(BIN)/python -m pytest -q
 
 # The Ray versions README says raysweep is tested on: a venv per version (.venv-ray<V>, torch
@@ -64,8 +65,10 @@ test-ray-versions: /usr/bin/chromium $(ORACLE)/bin/python
 	  $$venv/bin/python -m pytest -q -p no:cacheprovider $(RAY_SUBSET); \
 	done
 
+LINTED := raysweep train_loops tests bench examples
 lint: $(BIN)/raysweep
-	$(BIN)/ruff check raysweep train_loops tests bench examples
+	$(BIN)/ruff check $(LINTED)
+	$(BIN)/ruff format --check $(LINTED)
 
 # The benchmarks (docs/benchmarks.md); each part takes the Ray lock in turn. BENCH_ARGS=--quick for tiny sizes.
 bench: $(BIN)/raysweep

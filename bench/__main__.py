@@ -51,8 +51,14 @@ def run_part(name: str, quick: bool) -> int:
 def main() -> int:
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="tiny sizes: a check that everything runs, not figures")
-    p.add_argument("--parts", nargs="+", choices=tuple(PARTS), default=list(PARTS), metavar="PART",
-                   help=f"which parts (default all): {', '.join(PARTS)}")
+    p.add_argument(
+        "--parts",
+        nargs="+",
+        choices=tuple(PARTS),
+        default=list(PARTS),
+        metavar="PART",
+        help=f"which parts (default all): {', '.join(PARTS)}",
+    )
     p.add_argument("--gpu", action="store_true", help="only the GPU part (bench.gpu; needs CUDA)")
     args = p.parse_args()
     failed = [name for name in (list(GPU_PARTS) if args.gpu else args.parts) if run_part(name, args.quick) != 0]

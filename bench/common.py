@@ -109,8 +109,11 @@ class RssSampler:
 
     def as_dict(self) -> dict[str, float]:
         mib = 1024 * 1024
-        return {"driver_peak_rss_mib": round(self.peak_driver / mib, 1), "children_peak_rss_mib": round(self.peak_children / mib, 1),
-                "children_peak_pss_mib": round(self.peak_children_pss / mib, 1)}  # fmt: skip
+        return {
+            "driver_peak_rss_mib": round(self.peak_driver / mib, 1),
+            "children_peak_rss_mib": round(self.peak_children / mib, 1),
+            "children_peak_pss_mib": round(self.peak_children_pss / mib, 1),
+        }
 
 
 def machine() -> dict[str, Any]:

@@ -29,7 +29,12 @@ def scaling_spec(quick: bool) -> dict[str, Any]:
         "metric": {"name": "exact_accuracy", "goal": "maximize"},
         "parameters": {"num_gpus": {"values": [1, 2]}},
         "train_loop": "bench.loops:transformer",
-        "base_config": {"epochs": 2 if quick else 4, "train_size": 1000 if quick else 8000, "val_size": 100, "checkpoint_every": 0},
+        "base_config": {
+            "epochs": 2 if quick else 4,
+            "train_size": 1000 if quick else 8000,
+            "val_size": 100,
+            "checkpoint_every": 0,
+        },
     }
 
 
@@ -72,8 +77,10 @@ def main() -> None:
     spec_doc = scaling_spec(args.quick)
     pairs = []
     for i, runs in enumerate(interleaved_pairs(spec_doc, PAIRS["quick" if args.quick else "full"])):
-        pair: dict[str, Any] = {key: {"1w": x["by_workers"].get(1), "2w": x["by_workers"].get(2), "failed": x["failed"]}
-                                for key, x in runs.items()}  # fmt: skip
+        pair: dict[str, Any] = {
+            key: {"1w": x["by_workers"].get(1), "2w": x["by_workers"].get(2), "failed": x["failed"]}
+            for key, x in runs.items()
+        }
         pair["a_over_c_1w"] = ratio(pair["a_raysweep"]["1w"], pair["c_torchrun"]["1w"])
         pair["a_over_c_2w"] = ratio(pair["a_raysweep"]["2w"], pair["c_torchrun"]["2w"])
         print(f"ddp pair {i}: {pair}", flush=True)
@@ -82,11 +89,19 @@ def main() -> None:
     for key in ("a_raysweep", "c_torchrun"):
         one = median_of_pairs((p[key]["1w"] for p in pairs), 1)
         two = median_of_pairs((p[key]["2w"] for p in pairs), 1)
-        out[key] = {"samples_per_sec_1w": one, "samples_per_sec_2w": two, "speedup_2w": ratio(two, one),
-                    "failed": [e for p in pairs for e in p[key]["failed"]]}
+        out[key] = {
+            "samples_per_sec_1w": one,
+            "samples_per_sec_2w": two,
+            "speedup_2w": ratio(two, one),
+            "failed": [e for p in pairs for e in p[key]["failed"]],
+        }
     ratios = {f"a_over_c_{w}": median_of_pairs((p[f"a_over_c_{w}"] for p in pairs), 3) for w in ("1w", "2w")}
     print(f"ddp: {out} {ratios}", flush=True)
-    print(write_result("ddp_scaling", {"config": spec_doc["base_config"], "systems": out, **ratios, "pairs": pairs}, args.quick))
+    print(
+        write_result(
+            "ddp_scaling", {"config": spec_doc["base_config"], "systems": out, **ratios, "pairs": pairs}, args.quick
+        )
+    )
 
 
 if __name__ == "__main__":

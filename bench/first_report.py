@@ -35,8 +35,12 @@ def part(quick: bool) -> None:
     runs: dict[int, list[dict[str, float]]] = {1: [], 2: []}
     for _ in range(RUNS["quick" if quick else "full"]):
         for workers in runs:
-            out = subprocess.run([sys.executable, "-m", "bench.first_report", "--one", "--workers", str(workers)],
-                                 capture_output=True, text=True, check=True)  # fmt: skip
+            out = subprocess.run(
+                [sys.executable, "-m", "bench.first_report", "--one", "--workers", str(workers)],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             print(out.stdout, flush=True)
             runs[workers].append(json.loads(out.stdout.splitlines()[-1]))
     medians = {f"{w}w": round(median(r[TOTAL] for r in rs if TOTAL in r), 2) for w, rs in runs.items()}
@@ -78,11 +82,17 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory() as tmp:
         events = Path(tmp) / "events.jsonl"
-        spec = parse_spec({
-            "method": "grid", "metric": {"name": "score"},
-            "parameters": {"x": {"values": [0.1, 0.3]}, "num_gpus": {"value": args.workers}},
-            "raysweep": {"train_loop": "bench.loops:smoke", "base_config": {"epochs": 3, "bench_events": str(events)}},
-        })  # fmt: skip
+        spec = parse_spec(
+            {
+                "method": "grid",
+                "metric": {"name": "score"},
+                "parameters": {"x": {"values": [0.1, 0.3]}, "num_gpus": {"value": args.workers}},
+                "raysweep": {
+                    "train_loop": "bench.loops:smoke",
+                    "base_config": {"epochs": 3, "bench_events": str(events)},
+                },
+            }
+        )
         code = sweep_module.run_sweep(spec, name="first", storage=Path(tmp) / "runs", quiet=True, wandb_mode="offline")
         rows = [json.loads(line) for line in events.read_text().splitlines()] if events.exists() else []
     starts = [r["t"] for r in rows if r["kind"] == "start"]

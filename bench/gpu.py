@@ -41,8 +41,9 @@ class GpuBusy:
         self.samples: list[tuple[float, float]] = []
         self._proc = subprocess.Popen(
             ["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits", "-lms", "200", "-i", "0"],
-            stdout=subprocess.PIPE, text=True,
-        )  # fmt: skip
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         self._thread = threading.Thread(target=self._read, daemon=True)
         self._thread.start()
 
@@ -73,8 +74,11 @@ class GpuContexts:
 
     def _sample(self) -> None:
         while not self._stop.wait(1.0):
-            out = subprocess.run(["nvidia-smi", "--query-compute-apps=gpu_uuid,pid", "--format=csv,noheader"],
-                                 capture_output=True, text=True)  # fmt: skip
+            out = subprocess.run(
+                ["nvidia-smi", "--query-compute-apps=gpu_uuid,pid", "--format=csv,noheader"],
+                capture_output=True,
+                text=True,
+            )
             pids: dict[str, set[str]] = {}
             for line in out.stdout.splitlines():
                 gpu, _, pid = (part.strip() for part in line.partition(","))
@@ -92,11 +96,13 @@ class GpuContexts:
 def transformer_spec(name: str, trials: int, size: tuple[int, int, int], **extra: Any) -> dict[str, Any]:
     train_size, val_size, epochs = size
     return {
-        "name": name, "method": "grid", "metric": {"name": "exact_accuracy", "goal": "maximize"},
+        "name": name,
+        "method": "grid",
+        "metric": {"name": "exact_accuracy", "goal": "maximize"},
         "parameters": {"seed": {"values": list(range(trials))}, "num_gpus": {"value": 1}},
         "base_config": {"epochs": epochs, "train_size": train_size, "val_size": val_size, "checkpoint_every": 0},
         **extra,
-    }  # fmt: skip
+    }
 
 
 def wall(r: dict[str, Any]) -> tuple[float, float]:
@@ -111,13 +117,20 @@ def busy(size: dict[str, Any]) -> dict[str, Any]:
         sampler.close()
         held = contexts.close()
     start, end = wall(r)
-    return {"wall_s": round(end - start, 1), "gpu_busy_fraction": sampler.fraction(start, end),
-            "trials_done": len(r["spans"]), "failed": r["failed"], "cuda_contexts": held}  # fmt: skip
+    return {
+        "wall_s": round(end - start, 1),
+        "gpu_busy_fraction": sampler.fraction(start, end),
+        "trials_done": len(r["spans"]),
+        "failed": r["failed"],
+        "cuda_contexts": held,
+    }
 
 
 def vs_torchrun(size: dict[str, Any]) -> dict[str, Any]:
     pairs = []
-    for i, runs in enumerate(ddp_scaling.interleaved_pairs(transformer_spec("bench-gpu-ddp", 1, size["trial"]), size["pairs"])):
+    for i, runs in enumerate(
+        ddp_scaling.interleaved_pairs(transformer_spec("bench-gpu-ddp", 1, size["trial"]), size["pairs"])
+    ):
         pair = {key: x["by_workers"].get(1) for key, x in runs.items()}
         pair["a_over_c"] = ddp_scaling.ratio(pair["a_raysweep"], pair["c_torchrun"])
         print(f"gpu pair {i}: {pair}", flush=True)
@@ -132,7 +145,11 @@ def packing(size: dict[str, Any]) -> dict[str, Any]:
         doc = transformer_spec("bench-gpu-packing", size["sweep_trials"], small, resources={"gpus_per_worker": share})
         r = systems.run_raysweep(doc, "transformer")
         start, end = wall(r)
-        out[f"share_{share:g}"] = {"wall_s": round(end - start, 1), "trials_done": len(r["spans"]), "failed": r["failed"]}
+        out[f"share_{share:g}"] = {
+            "wall_s": round(end - start, 1),
+            "trials_done": len(r["spans"]),
+            "failed": r["failed"],
+        }
     out["speedup_packed"] = ddp_scaling.ratio(out["share_1"]["wall_s"], out["share_0.25"]["wall_s"])
     return out
 

@@ -50,8 +50,11 @@ def main() -> None:
     p.add_argument("--out", type=Path, default=ROOT / ".gpu-carry")
     p.add_argument("--part-mib", type=float, default=56.0, help="each part's size (the tree itself travels too)")
     args = p.parse_args()
-    there = {line.strip() for line in (ROOT / "bench" / "device_packages.txt").read_text().splitlines()
-             if line.strip() and not line.startswith("#")}  # fmt: skip
+    there = {
+        line.strip()
+        for line in (ROOT / "bench" / "device_packages.txt").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    }
     shutil.rmtree(args.out, ignore_errors=True)
     staging = args.out / "all"
     staging.mkdir(parents=True)

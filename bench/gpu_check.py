@@ -33,8 +33,12 @@ def gpu_tests() -> dict[str, Any]:
     """tests/test_gpu.py's outcome, test by test (pytest's JUnit XML)."""
     with tempfile.TemporaryDirectory() as scratch:
         xml = Path(scratch) / "gpu.xml"
-        proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_gpu.py",
-                               f"--junitxml={xml}"], cwd=ROOT, capture_output=True, text=True)  # fmt: skip
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_gpu.py", f"--junitxml={xml}"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        )
         print(proc.stdout[-4000:], proc.stderr[-2000:], sep="\n", flush=True)
         cases = ET.parse(xml).getroot().iter("testcase") if xml.exists() else []
         outcomes = {}
@@ -61,8 +65,10 @@ def main() -> int:
     result["bench"] = json.loads(figures.read_text()) if bench.returncode == 0 and figures.exists() else None
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
     t = result["tests"]
-    print(f"{args.out}: {t['passed']} passed, {t['failed'] + t['error']} failed, {t['skipped']} skipped; "
-          f"bench {'done' if result['bench'] else 'failed'}")  # fmt: skip
+    print(
+        f"{args.out}: {t['passed']} passed, {t['failed'] + t['error']} failed, {t['skipped']} skipped; "
+        f"bench {'done' if result['bench'] else 'failed'}"
+    )
     return 0 if t["exit_code"] == 0 and result["bench"] else 1
 
 

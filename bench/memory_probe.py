@@ -58,7 +58,10 @@ def main() -> None:
             ended = sum(1 for r in rows if r.get("status") == "done")
             counts, sizes = census()
             samples.append((time.time(), me.memory_info().rss / 2**20, ended, counts, sizes))
-            print(f"  {ended} trials ended, driver RSS {samples[-1][1]:.0f} MiB, {sum(counts.values())} objects", flush=True)
+            print(
+                f"  {ended} trials ended, driver RSS {samples[-1][1]:.0f} MiB, {sum(counts.values())} objects",
+                flush=True,
+            )
 
     thread = threading.Thread(target=sample, daemon=True)
     thread.start()
@@ -71,8 +74,10 @@ def main() -> None:
     first = next((s for s in samples if s[2] >= args.trials // 5), samples[0])
     last = samples[-1]
     trials = max(1, last[2] - first[2])
-    print(f"from {first[2]} to {last[2]} trials ended: RSS {first[1]:.0f} -> {last[1]:.0f} MiB "
-          f"({(last[1] - first[1]) * 1024 / trials:.1f} KiB per trial)")  # fmt: skip
+    print(
+        f"from {first[2]} to {last[2]} trials ended: RSS {first[1]:.0f} -> {last[1]:.0f} MiB "
+        f"({(last[1] - first[1]) * 1024 / trials:.1f} KiB per trial)"
+    )
     growth = sorted(last[3], key=lambda k: last[4][k] - first[4].get(k, 0), reverse=True)[:20]
     print(f"{'type':60} {'objects/trial':>14} {'bytes/trial':>12}")
     for name in growth:

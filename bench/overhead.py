@@ -41,12 +41,22 @@ def measure(workers: int, n: int, which: str = "abcd") -> dict[str, Any]:
             continue
         r = run()
         per = per_trial_seconds(r["spans"])
-        out[key] = {"per_trial_s": round(median(per), 3), "each_s": [round(x, 2) for x in per], "trials_done": len(r["spans"]),
-                    "failed": r["failed"], "total_s": round(r["total_s"], 1)}
-        print(f"overhead {workers} worker(s) {key}: {out[key]['per_trial_s']:.2f} s/trial {out[key]['each_s']}", flush=True)
+        out[key] = {
+            "per_trial_s": round(median(per), 3),
+            "each_s": [round(x, 2) for x in per],
+            "trials_done": len(r["spans"]),
+            "failed": r["failed"],
+            "total_s": round(r["total_s"], 1),
+        }
+        print(
+            f"overhead {workers} worker(s) {key}: {out[key]['per_trial_s']:.2f} s/trial {out[key]['each_s']}",
+            flush=True,
+        )
     base = out.get("b_docs_pattern", {}).get("per_trial_s")
     if base:
-        out["ratios_to_b"] = {k: round(v["per_trial_s"] / base, 3) for k, v in out.items() if isinstance(v, dict) and "per_trial_s" in v}
+        out["ratios_to_b"] = {
+            k: round(v["per_trial_s"] / base, 3) for k, v in out.items() if isinstance(v, dict) and "per_trial_s" in v
+        }
     return out
 
 
@@ -59,7 +69,9 @@ def main() -> None:
     args = p.parse_args()
     n = args.trials or (2 if args.quick else 4)
     result = measure(args.workers, n, args.systems)
-    print(write_result(f"overhead_{args.workers}w", {"workers": args.workers, "trials": n, "systems": result}, args.quick))
+    print(
+        write_result(f"overhead_{args.workers}w", {"workers": args.workers, "trials": n, "systems": result}, args.quick)
+    )
 
 
 if __name__ == "__main__":

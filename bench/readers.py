@@ -36,14 +36,32 @@ def write_run_dir(root: Path, trials: int, epochs: int = 10, seed: int = 0) -> P
         loss, history = 2.0 + rng.random(), []
         for epoch in range(1, epochs + 1):
             loss *= 0.8 + 0.15 * rng.random()
-            history.append({spec.metric.name: 1 - loss / 3, "val_loss": loss, "samples_per_s": 900 + 100 * rng.random(),
-                            "training_iteration": epoch,
-                            "time_total_s": 3.0 * epoch, "timestamp": 1.7e9 + 10 * i + epoch})  # fmt: skip
+            history.append(
+                {
+                    spec.metric.name: 1 - loss / 3,
+                    "val_loss": loss,
+                    "samples_per_s": 900 + 100 * rng.random(),
+                    "training_iteration": epoch,
+                    "time_total_s": 3.0 * epoch,
+                    "timestamp": 1.7e9 + 10 * i + epoch,
+                }
+            )
         (trial_dir / "result.json").write_text("".join(json.dumps(h) + "\n" for h in history))
         start = 1.7e9 + 10 * i
-        rows.append({"trial_id": f"t{i:05d}", "start": start, "config": config, "num_workers": config.get("num_gpus", 1),
-                     "trial_dir": str(trial_dir), "status": "done", "iterations": epochs, "metrics": history[-1],
-                     "wall_s": 30.0, "end": start + 30})  # fmt: skip
+        rows.append(
+            {
+                "trial_id": f"t{i:05d}",
+                "start": start,
+                "config": config,
+                "num_workers": config.get("num_gpus", 1),
+                "trial_dir": str(trial_dir),
+                "status": "done",
+                "iterations": epochs,
+                "metrics": history[-1],
+                "wall_s": 30.0,
+                "end": start + 30,
+            }
+        )
     (run_dir / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     return run_dir
 
@@ -71,9 +89,7 @@ def main() -> int:
             "show_s": time_command(["show", str(run_dir)], repeats),
             "show_json_s": time_command(["show", str(run_dir), "--json"], repeats),
             "report_s": time_command(["report", str(run_dir), "-o", str(Path(tmp) / "r.html")], max(1, repeats // 2)),
-            "python_startup_s": statistics.median(
-                _wall([sys.executable, "-c", "pass"]) for _ in range(repeats)
-            ),
+            "python_startup_s": statistics.median(_wall([sys.executable, "-c", "pass"]) for _ in range(repeats)),
         }
     for key, value in figures.items():
         print(f"{key}: {value:.3f}" if isinstance(value, float) else f"{key}: {value}")

@@ -31,7 +31,9 @@ SIZES = {  # trials of bayes and random (grid runs its whole grid), the size of 
 SEEDS = {"full": 3, "quick": 1}  # repetitions of bayes and random, seeds 0..n-1; grid runs once
 
 
-def search_spec(method: str, quick: bool, seed: int = 0, asha_min_iter: int | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+def search_spec(
+    method: str, quick: bool, seed: int = 0, asha_min_iter: int | None = None
+) -> tuple[dict[str, Any], dict[str, Any]]:
     size = dict(SIZES["quick" if quick else "full"])
     doc = yaml.safe_load((REPO / "search_spaces" / FILES[method]).read_text())
     doc.update(doc.pop("raysweep", {}))  # the bench's systems take raysweep's keys at the top level
@@ -40,11 +42,19 @@ def search_spec(method: str, quick: bool, seed: int = 0, asha_min_iter: int | No
         {"epochs": epochs, "train_size": size["train_size"], "val_size": size["val_size"], "checkpoint_every": 0}
     )
     size["asha_min_iter"] = asha_min_iter or size["asha_min_iter"] or doc["early_terminate"]["min_iter"]
-    doc["early_terminate"] = {"type": "hyperband", "min_iter": size["asha_min_iter"], "eta": doc["early_terminate"]["eta"]}
+    doc["early_terminate"] = {
+        "type": "hyperband",
+        "min_iter": size["asha_min_iter"],
+        "eta": doc["early_terminate"]["eta"],
+    }
     # Part 3 measures Ray's ASHA at the file's first rung (W&B's own hyperband would put its
     # bands at max_iter / eta^k): raysweep's scheduler key picks it explicitly.
-    doc["scheduler"] = {"type": "asha", "grace_period": size["asha_min_iter"], "max_t": epochs,
-                        "reduction_factor": doc["early_terminate"]["eta"]}  # fmt: skip
+    doc["scheduler"] = {
+        "type": "asha",
+        "grace_period": size["asha_min_iter"],
+        "max_t": epochs,
+        "reduction_factor": doc["early_terminate"]["eta"],
+    }
     trials = size.get("grid_trials") if method == "grid" else size["trials"]
     if trials is None:
         doc.pop("run_cap", None)  # the whole grid
@@ -60,15 +70,27 @@ def trial_finals(r: dict[str, Any], metric: str = "exact_accuracy") -> list[dict
     """Per finished trial, in start order: seconds since the first trial started (start, end)
     and its last ``metric`` (what the scheduler ranked it by), with its configuration."""
     t0 = min(s for s, _ in r["spans"])
-    rows = sorted((row for row in r["rows"] if "end" in row and metric in row.get("metrics", {})), key=lambda row: row["start"])
-    return [{"start": round(row["start"] - t0, 1), "end": round(row["end"] - t0, 1), "final": row["metrics"][metric],
-             "epochs": row.get("iterations"), "config": row["config"]} for row in rows]  # fmt: skip
+    rows = sorted(
+        (row for row in r["rows"] if "end" in row and metric in row.get("metrics", {})), key=lambda row: row["start"]
+    )
+    return [
+        {
+            "start": round(row["start"] - t0, 1),
+            "end": round(row["end"] - t0, 1),
+            "final": row["metrics"][metric],
+            "epochs": row.get("iterations"),
+            "config": row["config"],
+        }
+        for row in rows
+    ]
 
 
 def best_curve(r: dict[str, Any], metric: str = "exact_accuracy") -> list[tuple[float, float]]:
     """(seconds since the first trial started, best so far), at every improvement."""
     t0 = min(s for s, _ in r["spans"])
-    reports = sorted((e["t"] - t0, e["metrics"][metric]) for e in r["events"] if e["kind"] == "report" and e["rank"] == 0)
+    reports = sorted(
+        (e["t"] - t0, e["metrics"][metric]) for e in r["events"] if e["kind"] == "report" and e["rank"] == 0
+    )
     curve, best = [], float("-inf")
     for t, v in reports:
         if v > best:
@@ -82,9 +104,13 @@ def main() -> None:
     p.add_argument("--method", choices=tuple(FILES), required=True)
     p.add_argument("--quick", action="store_true")
     p.add_argument("--asha-min-iter", type=int, help="the first rung, in epochs (default: the file's own min_iter)")
-    p.add_argument("--wandb-agent", type=float, metavar="STOP_PERIOD_S",
-                   help="run system (c) instead of raysweep: W&B's engine (its bayes or random, and its hyperband "
-                        "evaluated every STOP_PERIOD_S) proposing to one sequential torchrun agent")  # fmt: skip
+    p.add_argument(
+        "--wandb-agent",
+        type=float,
+        metavar="STOP_PERIOD_S",
+        help="run system (c) instead of raysweep: W&B's engine (its bayes or random, and its hyperband "
+        "evaluated every STOP_PERIOD_S) proposing to one sequential torchrun agent",
+    )
     p.add_argument("--seeds", type=int, help="runs of bayes or random, seeds 0..N-1 (default 3, --quick 1)")
     args = p.parse_args()
     if args.wandb_agent is not None and args.method == "grid":
@@ -98,15 +124,17 @@ def main() -> None:
             r = systems.run_wandb_agent(doc, "transformer", seed, args.wandb_agent, size["trials"])
         curve = best_curve(r) if r["spans"] else []
         ends, starts = [e for _, e in r["spans"]], [s for s, _ in r["spans"]]
-        runs.append({
-            "seed": seed,
-            "best": curve[-1][1] if curve else None,
-            "wall_s": round(max(ends) - min(starts), 1) if ends else None,
-            "curve": curve,
-            "trials": trial_finals(r) if r["spans"] else [],
-            "trials_done": len(r["spans"]),
-            "failed": r["failed"],
-        })
+        runs.append(
+            {
+                "seed": seed,
+                "best": curve[-1][1] if curve else None,
+                "wall_s": round(max(ends) - min(starts), 1) if ends else None,
+                "curve": curve,
+                "trials": trial_finals(r) if r["spans"] else [],
+                "trials_done": len(r["spans"]),
+                "failed": r["failed"],
+            }
+        )
         print(f"search {args.method} seed {seed}: best {runs[-1]['best']} in {runs[-1]['wall_s']} s", flush=True)
     out = {
         "method": args.method,
@@ -118,7 +146,11 @@ def main() -> None:
         "failed": [e for x in runs for e in x["failed"]],
         "runs": runs,
     }
-    name = f"search_{args.method}" if args.wandb_agent is None else f"search_wandb_{args.method}_every{args.wandb_agent:g}s"
+    name = (
+        f"search_{args.method}"
+        if args.wandb_agent is None
+        else f"search_wandb_{args.method}_every{args.wandb_agent:g}s"
+    )
     print(write_result(name, out, args.quick))
 
 

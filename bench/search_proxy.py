@@ -27,8 +27,13 @@ from bench.common import RESULTS, write_result
 
 BUDGET = 96  # proposals per seed, part 3's trials
 NEVER = BUDGET + 1
-PARAMS = ("arch.stages.0.repeat", "arch.stages.1.repeat", "arch.stages.2.repeat",
-          "arch.stages.0.include_inputs", "arch.stages.1.include_inputs")  # fmt: skip
+PARAMS = (
+    "arch.stages.0.repeat",
+    "arch.stages.1.repeat",
+    "arch.stages.2.repeat",
+    "arch.stages.0.include_inputs",
+    "arch.stages.1.include_inputs",
+)
 VARIANTS: dict[str, Callable[[int], Any]] = {  # seed -> sampler; Optuna 5's TPE is multivariate + constant_liar
     "TPE, raysweep's defaults (10 random first)": lambda seed: TPESampler(seed=seed),
     "TPE, 5 random first": lambda seed: TPESampler(seed=seed, n_startup_trials=5),
@@ -53,7 +58,8 @@ def trials_to_best(values: dict[tuple, float], sampler: Any) -> int:
     for _ in range(BUDGET):
         trial = study.ask()
         config = tuple(trial.suggest_int(p, 1, 4) for p in PARAMS[:3]) + tuple(
-            trial.suggest_categorical(p, [True, False]) for p in PARAMS[3:])  # fmt: skip
+            trial.suggest_categorical(p, [True, False]) for p in PARAMS[3:]
+        )
         if config in seen:
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
             continue
@@ -67,7 +73,9 @@ def trials_to_best(values: dict[tuple, float], sampler: Any) -> int:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seeds", type=int, default=40)
-    p.add_argument("--only", default="", help="only the samplers whose name contains this (the GP takes ~1 s a proposal)")
+    p.add_argument(
+        "--only", default="", help="only the samplers whose name contains this (the GP takes ~1 s a proposal)"
+    )
     args = p.parse_args()
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
@@ -80,14 +88,25 @@ def main() -> None:
             continue
         counts = [trials_to_best(values, sampler(seed)) for seed in range(args.seeds)]
         median = statistics.median(counts)
-        row = {"counts": counts, "median": median, "within_15": sum(c <= 15 for c in counts),
-               "within_25": sum(c <= 25 for c in counts), "never": counts.count(NEVER)}  # fmt: skip
+        row = {
+            "counts": counts,
+            "median": median,
+            "within_15": sum(c <= 15 for c in counts),
+            "within_25": sum(c <= 25 for c in counts),
+            "never": counts.count(NEVER),
+        }
         out[name] = row
         shown = "not reached" if median >= NEVER else f"{median:g}"
-        print(f"| {name} | {shown} | {row['within_15']}/{args.seeds} | {row['within_25']}/{args.seeds} | "
-              f"{row['never']}/{args.seeds} |")  # fmt: skip
+        print(
+            f"| {name} | {shown} | {row['within_15']}/{args.seeds} | {row['within_25']}/{args.seeds} | "
+            f"{row['never']}/{args.seeds} |"
+        )
     name = "search_proxy_gp" if args.only else "search_proxy"  # a subset never overwrites the full table
-    print(write_result(name, {"seeds": args.seeds, "budget": BUDGET, "only": args.only, "variants": out}, quick=args.seeds < 10))
+    print(
+        write_result(
+            name, {"seeds": args.seeds, "budget": BUDGET, "only": args.only, "variants": out}, quick=args.seeds < 10
+        )
+    )
 
 
 if __name__ == "__main__":

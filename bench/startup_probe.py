@@ -63,8 +63,13 @@ def _parse_variant(text: str) -> tuple[str, dict[str, str]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=3, help="trials per variant")
-    parser.add_argument("--variant", action="append", default=[], metavar="NAME:K=V,K=V",
-                        help="knobs set in the trial process only; variants are interleaved trial by trial")
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="NAME:K=V,K=V",
+        help="knobs set in the trial process only; variants are interleaved trial by trial",
+    )
     parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--reuse-actors", action="store_true", help="TuneConfig(reuse_actors=True)")
     parser.add_argument("--system-config", default="{}", help="JSON for ray.init(_system_config=...)")
@@ -90,15 +95,24 @@ def main() -> None:
     variants = [("base", {})] + [_parse_variant(v) for v in args.variant]
     plan = [variants[i % len(variants)] for i in range(args.trials * len(variants))]
     storage = tempfile.mkdtemp(prefix="raysweep_probe_")
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": env}, _system_config=json.loads(args.system_config))
+    ray.init(
+        address="local",
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        runtime_env={"env_vars": env},
+        _system_config=json.loads(args.system_config),
+    )
     session_dir = Path(ray._private.worker.global_worker.node.get_session_dir_path())  # noqa: SLF001
     t0 = time.time()
     try:
         tune.Tuner(
             tune.with_resources(_trial, {"cpu": 0, "memory": 1}),
-            param_space={"i": tune.grid_search(list(range(len(plan)))), "storage": storage,
-                         "env": tune.sample_from(lambda spec: plan[spec.config.i][1])},
+            param_space={
+                "i": tune.grid_search(list(range(len(plan)))),
+                "storage": storage,
+                "env": tune.sample_from(lambda spec: plan[spec.config.i][1]),
+            },
             tune_config=tune.TuneConfig(max_concurrent_trials=1, reuse_actors=args.reuse_actors),
             run_config=tune.RunConfig(storage_path=storage, verbose=0, callbacks=[Timer()]),
         ).fit()
@@ -111,9 +125,19 @@ def main() -> None:
     for i, d in sorted(durations.items()):
         name = plan[i][0]
         by_variant.setdefault(name, []).append(round(d, 2))
-    print(json.dumps({"env": env, "reuse_actors": args.reuse_actors, "system_config": json.loads(args.system_config),
-                      "variants": dict(variants), "trial_s": by_variant,
-                      "median_s": {k: round(statistics.median(v), 2) for k, v in by_variant.items()}, "wall_s": round(wall, 1)}))
+    print(
+        json.dumps(
+            {
+                "env": env,
+                "reuse_actors": args.reuse_actors,
+                "system_config": json.loads(args.system_config),
+                "variants": dict(variants),
+                "trial_s": by_variant,
+                "median_s": {k: round(statistics.median(v), 2) for k, v in by_variant.items()},
+                "wall_s": round(wall, 1),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -39,7 +39,9 @@ def spec_trials(spec_doc: dict[str, Any]) -> tuple[Any, list[dict[str, Any]]]:
     path = Path(tempfile.mkdtemp(prefix="raysweep_bench_spec_")) / "spec.yaml"
     path.write_text(yaml.safe_dump(spec_doc, sort_keys=False))
     spec = load_spec(path)
-    trials = [{"workers": int(flat.get("num_gpus", 1)), "config": trial_config(spec, flat)} for flat in grid_points(spec)]
+    trials = [
+        {"workers": int(flat.get("num_gpus", 1)), "config": trial_config(spec, flat)} for flat in grid_points(spec)
+    ]
     return spec, trials
 
 
@@ -47,7 +49,9 @@ def _with_events(trials: list[dict[str, Any]], events: str) -> list[dict[str, An
     return [{**t, "config": {**t["config"], "bench_events": events, "bench_tag": i}} for i, t in enumerate(trials)]
 
 
-def _finish(started: float, spans: list[tuple[float, float]], events: str, rss: RssSampler, extra: dict | None = None) -> dict[str, Any]:
+def _finish(
+    started: float, spans: list[tuple[float, float]], events: str, rss: RssSampler, extra: dict | None = None
+) -> dict[str, Any]:
     ev = read_events(events)
     return {
         "total_s": time.time() - started,
@@ -72,7 +76,9 @@ def run_raysweep(spec_doc: dict[str, Any], loop: str, max_concurrent: int | None
     spec, _ = spec_trials(doc)
     started = time.time()
     with RssSampler() as rss:
-        code = run_sweep(spec, name="a", storage=workdir, max_concurrent=max_concurrent, wandb_mode="disabled", quiet=True)
+        code = run_sweep(
+            spec, name="a", storage=workdir, max_concurrent=max_concurrent, wandb_mode="disabled", quiet=True
+        )
     rows = read_trials(workdir / "a" / TRIALS_FILE)
     spans = [(r["start"], r["end"]) for r in rows if "end" in r]
     failed = [r.get("error", "")[-500:] for r in rows if r.get("status") == "failed"]
@@ -105,7 +111,9 @@ def _docs_trial(config: dict[str, Any], trials: list, loop: str, storage: str) -
         _docs_worker,
         train_loop_config={"loop": loop, "config": t["config"]},
         scaling_config=ScalingConfig(num_workers=t["workers"], use_gpu=False),
-        run_config=RunConfig(name=tune.get_context().get_trial_id(), storage_path=storage, callbacks=[TuneReportCallback()]),
+        run_config=RunConfig(
+            name=tune.get_context().get_trial_id(), storage_path=storage, callbacks=[TuneReportCallback()]
+        ),
     ).fit()
 
 
@@ -133,8 +141,18 @@ def ray_defaults() -> Iterator[None]:
             os.environ[TRAIN_POLL_ENV] = saved
 
 
-def _tune_run(fn: Any, resources: dict[str, float], trials: list[dict[str, Any]], loop: str, metric: str, mode: str,
-              max_concurrent: int, searcher: bool, events: str, storage: Path) -> dict[str, Any]:
+def _tune_run(
+    fn: Any,
+    resources: dict[str, float],
+    trials: list[dict[str, Any]],
+    loop: str,
+    metric: str,
+    mode: str,
+    max_concurrent: int,
+    searcher: bool,
+    events: str,
+    storage: Path,
+) -> dict[str, Any]:
     import ray
     from ray import tune
 
@@ -159,19 +177,28 @@ def _tune_run(fn: Any, resources: dict[str, float], trials: list[dict[str, Any]]
         # The fixed trials go in as points_to_evaluate; ASHA's grace period is beyond the last
         # report, so it stops nothing and the work done is the same as (a)'s and (c)'s.
         space = {"index": optuna.distributions.CategoricalDistribution(list(range(n)))}
-        tune_config["search_alg"] = OptunaSearch(space=space, metric=metric, mode=mode, points_to_evaluate=[{"index": i} for i in range(n)])
+        tune_config["search_alg"] = OptunaSearch(
+            space=space, metric=metric, mode=mode, points_to_evaluate=[{"index": i} for i in range(n)]
+        )
         tune_config["scheduler"] = ASHAScheduler(grace_period=10_000, max_t=10_001)
         tune_config["num_samples"] = n
         param_space: dict[str, Any] = {}
     else:
         param_space = {"index": tune.grid_search(list(range(n)))}
-    trainable = tune.with_resources(tune.with_parameters(fn, trials=trials, loop=loop, storage=str(storage / "train")), resources)
+    trainable = tune.with_resources(
+        tune.with_parameters(fn, trials=trials, loop=loop, storage=str(storage / "train")), resources
+    )
     started = time.time()
     errors: list[str] = []
     with RssSampler() as rss, ray_defaults():
         # "local": a Ray of its own; a bare ray.init() joins any cluster `ray start` left on this machine.
-        ray.init(address="local", num_cpus=os.cpu_count() or 1, include_dashboard=False, log_to_driver=False,
-                 runtime_env={"env_vars": {"PYTHONPATH": str(REPO)}})
+        ray.init(
+            address="local",
+            num_cpus=os.cpu_count() or 1,
+            include_dashboard=False,
+            log_to_driver=False,
+            runtime_env={"env_vars": {"PYTHONPATH": str(REPO)}},
+        )
         try:
             grid = tune.Tuner(
                 trainable,
@@ -185,22 +212,39 @@ def _tune_run(fn: Any, resources: dict[str, float], trials: list[dict[str, Any]]
     return _finish(started, [(s[0], s[1]) for s in spans.values() if len(s) == 2], events, rss, {"failed": errors})
 
 
-def run_docs_pattern(trials: list[dict[str, Any]], loop: str, metric: str, mode: str, max_concurrent: int = 2) -> dict[str, Any]:
+def run_docs_pattern(
+    trials: list[dict[str, Any]], loop: str, metric: str, mode: str, max_concurrent: int = 2
+) -> dict[str, Any]:
     """(b): trial reserves 0 CPU (its workers take 1 CPU each), at most ``max_concurrent`` trials."""
     workdir = Path(tempfile.mkdtemp(prefix="raysweep_bench_b_"))
     events = str(workdir / "events.jsonl")
     # Tune rejects an empty bundle; a token of memory makes the trial itself hold no CPU.
     resources = {"cpu": 0, "memory": 1}
-    return _tune_run(_docs_trial, resources, _with_events(trials, events), loop, metric, mode, max_concurrent, True, events, workdir)
+    return _tune_run(
+        _docs_trial, resources, _with_events(trials, events), loop, metric, mode, max_concurrent, True, events, workdir
+    )
 
 
-def run_plain_tune(trials: list[dict[str, Any]], loop: str, metric: str, mode: str, max_concurrent: int = 2) -> dict[str, Any]:
+def run_plain_tune(
+    trials: list[dict[str, Any]], loop: str, metric: str, mode: str, max_concurrent: int = 2
+) -> dict[str, Any]:
     """(d): one CPU per trial, the loop in the trial process; 1-worker trials only."""
     if any(t["workers"] != 1 for t in trials):
         raise ValueError("plain Tune runs 1-worker trials only")
     workdir = Path(tempfile.mkdtemp(prefix="raysweep_bench_d_"))
     events = str(workdir / "events.jsonl")
-    return _tune_run(_plain_trial, {"cpu": 1}, _with_events(trials, events), loop, metric, mode, max_concurrent, False, events, workdir)
+    return _tune_run(
+        _plain_trial,
+        {"cpu": 1},
+        _with_events(trials, events),
+        loop,
+        metric,
+        mode,
+        max_concurrent,
+        False,
+        events,
+        workdir,
+    )
 
 
 # --- (c) the seeds' way: Optuna agent + torchrun ---------------------------------------------------
@@ -228,8 +272,18 @@ def run_torchrun_agent(trials: list[dict[str, Any]], loop: str, metric: str, mod
             cfg.write_text(json.dumps(t["config"]))
             torchrun = str(Path(sys.executable).with_name("torchrun"))
             proc = subprocess.run(
-                [torchrun, "--standalone", f"--nproc_per_node={t['workers']}", str(REPO / "bench" / "torchrun_entry.py"), loop, str(cfg), str(out)],
-                cwd=REPO, capture_output=True, text=True,
+                [
+                    torchrun,
+                    "--standalone",
+                    f"--nproc_per_node={t['workers']}",
+                    str(REPO / "bench" / "torchrun_entry.py"),
+                    loop,
+                    str(cfg),
+                    str(out),
+                ],
+                cwd=REPO,
+                capture_output=True,
+                text=True,
             )
             if proc.returncode != 0 or not out.exists():
                 failed.append(proc.stderr[-500:])
@@ -251,7 +305,9 @@ class WandbEngine:
     """W&B's sweep engine in its own process: ``ask(op=..., ...)`` sends one request, returns the answer."""
 
     def __init__(self) -> None:
-        self.proc = subprocess.Popen([str(WANDB_PYTHON), str(WANDB_ENGINE)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            [str(WANDB_PYTHON), str(WANDB_ENGINE)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
 
     def ask(self, **request: Any) -> dict[str, Any]:
         self.proc.stdin.write(json.dumps(request) + "\n")
@@ -268,11 +324,14 @@ class WandbEngine:
 
 def _history(events: str, tag: int) -> list[dict[str, Any]]:
     """What rank 0 of trial ``tag`` has logged so far, one dict per report (W&B's run history)."""
-    return [e["metrics"] for e in read_events(events) if e["kind"] == "report" and e.get("tag") == tag and e["rank"] == 0]
+    return [
+        e["metrics"] for e in read_events(events) if e["kind"] == "report" and e.get("tag") == tag and e["rank"] == 0
+    ]
 
 
-def run_wandb_agent(spec_doc: dict[str, Any], loop: str, seed: int, stop_period_s: float, budget: int,
-                    stopped_state: str = "killed") -> dict[str, Any]:
+def run_wandb_agent(
+    spec_doc: dict[str, Any], loop: str, seed: int, stop_period_s: float, budget: int, stopped_state: str = "killed"
+) -> dict[str, Any]:
     """One ``wandb agent``: W&B's engine proposes each configuration (its bayes or random method,
     given every earlier run), ``torchrun`` runs it, and every ``stop_period_s`` W&B's hyperband
     decides on the running trial from all runs' histories, as W&B's server does periodically:
@@ -303,18 +362,34 @@ def run_wandb_agent(spec_doc: dict[str, Any], loop: str, seed: int, stop_period_
                 t0 = time.time()
                 with open(workdir / f"stderr_{tag}.log", "w") as err:
                     proc = subprocess.Popen(
-                        [torchrun, "--standalone", f"--nproc_per_node={int(point.get('num_gpus', 1))}",
-                         str(REPO / "bench" / "torchrun_entry.py"), loop, str(cfg), str(out)],
-                        cwd=REPO, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
-                    )  # fmt: skip
+                        [
+                            torchrun,
+                            "--standalone",
+                            f"--nproc_per_node={int(point.get('num_gpus', 1))}",
+                            str(REPO / "bench" / "torchrun_entry.py"),
+                            loop,
+                            str(cfg),
+                            str(out),
+                        ],
+                        cwd=REPO,
+                        stdout=subprocess.DEVNULL,
+                        stderr=err,
+                        start_new_session=True,
+                    )
                 stopped = False
                 while proc.poll() is None:
                     time.sleep(0.2)
                     if "early_terminate" in sweep and time.time() >= next_check:
                         next_check += stop_period_s * math.ceil((time.time() - next_check) / stop_period_s + 1e-9)
                         run["history"] = _history(events, tag)
-                        histories = [{"name": r["name"], "state": r["state"], "history": [h[metric] for h in r["history"] if metric in h]}
-                                     for r in runs]  # fmt: skip
+                        histories = [
+                            {
+                                "name": r["name"],
+                                "state": r["state"],
+                                "history": [h[metric] for h in r["history"] if metric in h],
+                            }
+                            for r in runs
+                        ]
                         if run["name"] in engine.ask(op="hyperband", config=sweep, runs=histories)["stop"]:
                             stopped = True
                             os.killpg(proc.pid, signal.SIGTERM)
@@ -326,8 +401,22 @@ def run_wandb_agent(spec_doc: dict[str, Any], loop: str, seed: int, stop_period_
                     failed.append((workdir / f"stderr_{tag}.log").read_text()[-500:])
                 spans.append((t0, end))
                 if run["history"]:
-                    rows.append({"start": t0, "end": end, "metrics": run["history"][-1], "iterations": len(run["history"]),
-                                 "config": point, "status": "stopped" if stopped else "done"})  # fmt: skip
+                    rows.append(
+                        {
+                            "start": t0,
+                            "end": end,
+                            "metrics": run["history"][-1],
+                            "iterations": len(run["history"]),
+                            "config": point,
+                            "status": "stopped" if stopped else "done",
+                        }
+                    )
     finally:
         engine.close()
-    return _finish(started, spans, events, rss, {"failed": failed, "rows": rows, "stopped": sum(r["state"] == stopped_state for r in runs)})
+    return _finish(
+        started,
+        spans,
+        events,
+        rss,
+        {"failed": failed, "rows": rows, "stopped": sum(r["state"] == stopped_state for r in runs)},
+    )

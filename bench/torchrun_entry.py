@@ -1,6 +1,6 @@
 """One trial under torchrun (the "seeds' way"): join the process group, run the loop, save reports.
 
-    torchrun --standalone --nproc_per_node=N bench/torchrun_entry.py LOOP CONFIG.json OUT.json
+torchrun --standalone --nproc_per_node=N bench/torchrun_entry.py LOOP CONFIG.json OUT.json
 """
 
 from __future__ import annotations

@@ -122,10 +122,21 @@ def start(
         select_gpus(gpus)  # a GPU that isn't there is an error now, not deep in a worker
     _ship_by_value(function)
     code = run_sweep(
-        spec, count=count, name=name, storage=storage, address=address, max_concurrent=max_concurrent,
-        wandb_mode=wandb, seed=seed, quiet=quiet, gpus=gpus, dashboard_host=dashboard_host,
-        resume_existing=resume_existing, function=function, exit_at_once=exit_at_once,
-    )  # fmt: skip
+        spec,
+        count=count,
+        name=name,
+        storage=storage,
+        address=address,
+        max_concurrent=max_concurrent,
+        wandb_mode=wandb,
+        seed=seed,
+        quiet=quiet,
+        gpus=gpus,
+        dashboard_host=dashboard_host,
+        resume_existing=resume_existing,
+        function=function,
+        exit_at_once=exit_at_once,
+    )
     return code, run_dir_for(spec, name, storage)
 
 
@@ -151,10 +162,23 @@ def run(
     ends. The keywords are ``raysweep run``'s flags; ``function`` replaces the file's program."""
     with hints.from_python(getattr(function, "__qualname__", None)):
         code, run_dir = start(
-            sweep, function, exit_at_once=False, count=count, name=name, storage=storage, address=address,
-            max_concurrent=max_concurrent, wandb=wandb, seed=seed, quiet=quiet, gpus=gpus,
-            dashboard_host=dashboard_host, resume_existing=resume_existing, set=set, strict=strict,
-        )  # fmt: skip
+            sweep,
+            function,
+            exit_at_once=False,
+            count=count,
+            name=name,
+            storage=storage,
+            address=address,
+            max_concurrent=max_concurrent,
+            wandb=wandb,
+            seed=seed,
+            quiet=quiet,
+            gpus=gpus,
+            dashboard_host=dashboard_host,
+            resume_existing=resume_existing,
+            set=set,
+            strict=strict,
+        )
         return _ended(code, run_dir)
 
 
@@ -177,9 +201,14 @@ def resume(
         _check_style(run_dir, style)
         _ship_by_value(function)
         code = resume_sweep(
-            run_dir, storage=storage, address=address, quiet=quiet, retry_failed=retry_failed, function=function,
+            run_dir,
+            storage=storage,
+            address=address,
+            quiet=quiet,
+            retry_failed=retry_failed,
+            function=function,
             exit_at_once=False,
-        )  # fmt: skip
+        )
         return _ended(code, run_dir)
 
 
@@ -192,5 +221,7 @@ def _check_style(run_dir: Path, style: str | None) -> None:
 
 def _ended(code: int, run_dir: Path) -> SweepResult:
     if code == 130:
-        raise KeyboardInterrupt(f"sweep {run_dir.name} interrupted; its state is saved: {hints.command('resume', run_dir)}")
+        raise KeyboardInterrupt(
+            f"sweep {run_dir.name} interrupted; its state is saved: {hints.command('resume', run_dir)}"
+        )
     return SweepResult(run_dir)

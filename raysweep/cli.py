@@ -45,10 +45,21 @@ def _run(args: argparse.Namespace) -> int:
     from raysweep.api import start
 
     code, _ = start(
-        args.spec, exit_at_once=True, count=args.count, name=args.name, storage=args.storage, address=args.address,
-        max_concurrent=args.max_concurrent, wandb=args.wandb, seed=args.seed, quiet=args.quiet, gpus=args.gpus,
-        dashboard_host=args.dashboard_host, resume_existing=args.resume_existing, set=args.set,
-    )  # fmt: skip
+        args.spec,
+        exit_at_once=True,
+        count=args.count,
+        name=args.name,
+        storage=args.storage,
+        address=args.address,
+        max_concurrent=args.max_concurrent,
+        wandb=args.wandb,
+        seed=args.seed,
+        quiet=args.quiet,
+        gpus=args.gpus,
+        dashboard_host=args.dashboard_host,
+        resume_existing=args.resume_existing,
+        set=args.set,
+    )
     return code
 
 
@@ -62,7 +73,9 @@ def _slurm(args: argparse.Namespace) -> int:
 
     for flag in ("--address", "--gpus", "--dashboard-host"):
         if any(a == flag or a.startswith(flag + "=") for a in args.run_args):
-            raise UserError(f"the batch script starts its own Ray and passes --address; leave {flag} out of the arguments after --")
+            raise UserError(
+                f"the batch script starts its own Ray and passes --address; leave {flag} out of the arguments after --"
+            )
     run_args = build_parser().parse_args(["run", args.spec, *args.run_args])  # bad run flags: exit 2 now
     spec = load_spec(args.spec, run_args.set)
     name = args.job_name or spec.name or Path(args.spec).stem
@@ -93,7 +106,9 @@ def _slurm(args: argparse.Namespace) -> int:
 def _resume(args: argparse.Namespace) -> int:
     from raysweep.engine.sweep import resume_sweep
 
-    return resume_sweep(args.run, storage=args.storage, address=args.address, quiet=args.quiet, retry_failed=args.retry_failed)
+    return resume_sweep(
+        args.run, storage=args.storage, address=args.address, quiet=args.quiet, retry_failed=args.retry_failed
+    )
 
 
 def _show(args: argparse.Namespace) -> int:
@@ -136,12 +151,19 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("validate", help="check a sweep file and summarise it")
     p.add_argument("spec", help="sweep YAML file")
     p.add_argument("--json", action="store_true", help="print one JSON object (schema in the README)")
-    p.add_argument("--sample", type=int, metavar="N",
-                   help="print the first N configurations `run` (same --seed) tries, as the loop or script receives them")  # fmt: skip
+    p.add_argument(
+        "--sample",
+        type=int,
+        metavar="N",
+        help="print the first N configurations `run` (same --seed) tries, as the loop or script receives them",
+    )
     p.add_argument("--seed", type=int, help="seed for --sample (default: the spec's seed)")
     p.add_argument("--set", action="append", default=[], metavar="PATH=VALUE", help="override a key of the file")
-    p.add_argument("--strict", action="store_true",
-                   help="refuse what W&B's schema flags, as W&B's local controller does (W&B's service runs it)")  # fmt: skip
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse what W&B's schema flags, as W&B's local controller does (W&B's service runs it)",
+    )
     p.set_defaults(func=_validate)
 
     p = sub.add_parser("run", help="run a sweep")
@@ -151,27 +173,32 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--storage", default="raysweep_runs", help="where run dirs go (default: ./raysweep_runs)")
     p.add_argument("--address", help="an existing Ray cluster: auto or HOST:PORT (default: start one here)")
     p.add_argument("--max-concurrent", type=int, help="at most this many trials at once")
-    p.add_argument("--wandb", choices=("offline", "online", "disabled"), help="W&B mode (default: offline without a key)")
+    p.add_argument(
+        "--wandb", choices=("offline", "online", "disabled"), help="W&B mode (default: offline without a key)"
+    )
     p.add_argument("--seed", type=int, help="seed for the searcher and the trials")
     p.add_argument("--set", action="append", default=[], metavar="PATH=VALUE", help="override a key of the file")
     p.add_argument("--quiet", action="store_true", help="print only the final summary")
     p.add_argument("--gpus", metavar="I,J,...", help="the Ray started here uses only these GPUs, e.g. 0,1")
     p.add_argument(
-        "--dashboard-host", metavar="HOST",
+        "--dashboard-host",
+        metavar="HOST",
         help="where the Ray dashboard started here listens (default 127.0.0.1; 0.0.0.0 exposes it, with a warning)",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--resume-existing", action="store_true",
+        "--resume-existing",
+        action="store_true",
         help="if the run dir already holds this sweep, continue it (`raysweep resume`) instead of refusing the name; "
         "the SLURM script uses it so a requeued job goes on",
-    )  # fmt: skip
+    )
     p.set_defaults(func=_run)
 
     p = sub.add_parser(
-        "slurm", help="write a SLURM batch script: Ray on the job's nodes, then the sweep",
+        "slurm",
+        help="write a SLURM batch script: Ray on the job's nodes, then the sweep",
         description="Write a SLURM batch script that starts Ray on every node of the job and runs the sweep "
         "against it. Arguments after -- are passed to `raysweep run`.",
-    )  # fmt: skip
+    )
     p.add_argument("spec", help="sweep YAML file (a path relative to where the job is submitted)")
     p.add_argument("--nodes", type=int, default=1, help="nodes (default 1)")
     p.add_argument("--gpus-per-node", type=int, default=0, metavar="G", help="GPUs per node (default 0: CPU workers)")
@@ -181,7 +208,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--account", help="SLURM account")
     p.add_argument("--job-name", help="SLURM job name (default: the sweep's name)")
     p.add_argument("--port", type=int, help="the Ray head's port (default: a free one, found when the job starts)")
-    p.add_argument("--sbatch", action="append", default=[], metavar="OPT", help="an #SBATCH option, e.g. --sbatch=--qos=high")
+    p.add_argument(
+        "--sbatch", action="append", default=[], metavar="OPT", help="an #SBATCH option, e.g. --sbatch=--qos=high"
+    )
     p.add_argument("-o", "--output", metavar="FILE", help="write the script here (default: stdout)")
     p.set_defaults(func=_slurm, run_args=[])
 
@@ -190,7 +219,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--storage", default="raysweep_runs")
     p.add_argument("--address")
     p.add_argument("--quiet", action="store_true")
-    p.add_argument("--retry-failed", action="store_true", help="also run failed trials again (default: they stay failed)")
+    p.add_argument(
+        "--retry-failed", action="store_true", help="also run failed trials again (default: they stay failed)"
+    )
     p.set_defaults(func=_resume)
 
     p = sub.add_parser("show", help="show a sweep's trials, best first")
@@ -210,10 +241,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_report)
 
     p = sub.add_parser(
-        "publish", help="upload an offline sweep's W&B runs and show them on a W&B sweep page",
+        "publish",
+        help="upload an offline sweep's W&B runs and show them on a W&B sweep page",
         description="Sync the sweep's offline W&B runs (wandb sync) and attach them to a W&B sweep, created on "
         "the first publish; publishing again adds only new runs to the same sweep. Needs a W&B key.",
-    )  # fmt: skip
+    )
     p.add_argument("run", help="run name or run dir")
     p.add_argument("--storage", default="raysweep_runs")
     p.set_defaults(func=_publish)

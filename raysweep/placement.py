@@ -42,7 +42,9 @@ class Capacity:
         return f"{self.total} {unit} slot(s) on {nodes} node(s), at most {self.largest_node} on one node"
 
 
-def slots_for(node_resources: dict[str, float], use_gpu: bool, cpus_per_worker: float, gpus_per_worker: float = 1.0) -> int:
+def slots_for(
+    node_resources: dict[str, float], use_gpu: bool, cpus_per_worker: float, gpus_per_worker: float = 1.0
+) -> int:
     """The DDP workers a node without ``raysweep_slot`` hosts: its GPUs / gpus_per_worker, or its
     CPUs / cpus_per_worker."""
     if use_gpu:
@@ -55,7 +57,9 @@ def workers_on(gpus: float, gpus_per_worker: float) -> int:
     return int(gpus / gpus_per_worker + 1e-9)
 
 
-def trial_bundle(num_workers: int, capacity: Capacity, warm: bool = True, trainer: bool | None = None) -> list[dict[str, float]]:
+def trial_bundle(
+    num_workers: int, capacity: Capacity, warm: bool = True, trainer: bool | None = None
+) -> list[dict[str, float]]:
     """The placement-group bundles a trial holds while it runs (placed STRICT_PACK: one node).
 
     Warm workers (``pool.py``) hold nothing themselves: the trial's one bundle holds all of its

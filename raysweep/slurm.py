@@ -178,8 +178,14 @@ def render(job: SlurmJob, command: str) -> str:
     bad = [o for o in job.sbatch if not o.startswith("--")]
     if bad:
         raise UserError(f"--sbatch takes sbatch options such as --sbatch=--qos=high, got {bad[0]!r}")
-    given = {"--time": job.time, "--partition": job.partition, "--account": job.account, "--job-name": job.job_name,
-             "the spec path": job.spec, "the command line": command}  # fmt: skip
+    given = {
+        "--time": job.time,
+        "--partition": job.partition,
+        "--account": job.account,
+        "--job-name": job.job_name,
+        "the spec path": job.spec,
+        "the command line": command,
+    }
     given |= {f"--sbatch {o!r}": o for o in job.sbatch} | {f"the run flag {a!r}": a for a in job.run_args}
     for what, value in given.items():
         if value is not None and any(c in value for c in "\n\r\0"):

@@ -19,8 +19,14 @@ from contextlib import ExitStack
 
 # The per-node ports `ray start` would otherwise take from a fixed default or leave to chance
 # among the node's own processes.
-NODE_PORTS = ("--dashboard-agent-listen-port", "--dashboard-agent-grpc-port", "--metrics-export-port",
-              "--runtime-env-agent-port", "--node-manager-port", "--object-manager-port")  # fmt: skip
+NODE_PORTS = (
+    "--dashboard-agent-listen-port",
+    "--dashboard-agent-grpc-port",
+    "--metrics-export-port",
+    "--runtime-env-agent-port",
+    "--node-manager-port",
+    "--object-manager-port",
+)
 
 
 def free_ports(count: int) -> list[int]:

@@ -102,7 +102,10 @@ def attach(sweep: WandbSweep, spec: SweepSpec, run_ids: Iterable[str]) -> WandbS
 
     new = [run_id for run_id in run_ids if run_id not in sweep.runs]
     if new:
-        _call(lambda: add_prior_runs(sweep.id, sweep_config(spec), sweep.entity, sweep.project, new), "add runs to the sweep")
+        _call(
+            lambda: add_prior_runs(sweep.id, sweep_config(spec), sweep.entity, sweep.project, new),
+            "add runs to the sweep",
+        )
     return replace(sweep, runs=(*sweep.runs, *new))
 
 
@@ -112,7 +115,9 @@ def set_state(sweep: WandbSweep, state: str) -> None:
     from raysweep.private_api import set_sweep_state
 
     try:
-        _call(lambda: set_sweep_state(sweep.id, state, sweep.entity, sweep.project), f"set the sweep's state to {state}")
+        _call(
+            lambda: set_sweep_state(sweep.id, state, sweep.entity, sweep.project), f"set the sweep's state to {state}"
+        )
     except WandbUnavailable as e:
         log.info("W&B: %s", e)
 
@@ -195,7 +200,9 @@ def open_for_run(spec: SweepSpec, run_dir: Path, name: str, trial_ids: Iterable[
         else:
             set_state(sweep, RUNNING)
     except WandbUnavailable as e:
-        print(f"W&B: {e}; each trial's run still logs, in group {spec.wandb.group or name}, but on no sweep page",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"W&B: {e}; each trial's run still logs, in group {spec.wandb.group or name}, but on no sweep page",
+            file=sys.stderr,
+        )
         return None
     return sweep

@@ -14,6 +14,7 @@ import raysweep
 def wandb_main() -> None:
     """W&B's style, as wandb.agent(function=main) runs it; each rank notes what wandb.config holds."""
     import torch.distributed as dist
+
     import wandb
 
     wandb.init()
@@ -48,11 +49,15 @@ def main(mode: str, address: str, storage: str) -> None:
     where = {"address": address, "storage": storage, "quiet": True}
     if mode in ("wandb warm", "wandb torchtrainer"):
         sweep = {
-            "method": "grid", "metric": {"name": "loss", "goal": "minimize"},
+            "method": "grid",
+            "metric": {"name": "loss", "goal": "minimize"},
             "parameters": {"lr": {"values": [0.3, 0.31, 2.0, 3.0]}, "epochs": {"value": 3}, "num_gpus": {"value": 2}},
-            "raysweep": {"max_concurrent": 1, "ddp_workers": mode.split()[1],
-                         "scheduler": {"type": "asha", "grace_period": 1, "max_t": 3, "reduction_factor": 3}},
-        }  # fmt: skip
+            "raysweep": {
+                "max_concurrent": 1,
+                "ddp_workers": mode.split()[1],
+                "scheduler": {"type": "asha", "grace_period": 1, "max_t": 3, "reduction_factor": 3},
+            },
+        }
         result = raysweep.run(sweep, function=wandb_main, name="wb", wandb="offline", **where)
     elif mode == "closure":
         best_x = 0.25  # captured by the closure below, which Ray pickles by value
@@ -62,9 +67,18 @@ def main(mode: str, address: str, storage: str) -> None:
                 raysweep.report({"score": (config["x"] - best_x) ** 2 + 1.0 / epoch})
 
         result = raysweep.run(
-            {"method": "random", "metric": {"name": "score", "goal": "minimize"}, "parameters": {"x": {"min": 0.0, "max": 1.0}}},
-            function=train, count=3, name="closure", seed=1, wandb="disabled", **where,
-        )  # fmt: skip
+            {
+                "method": "random",
+                "metric": {"name": "score", "goal": "minimize"},
+                "parameters": {"x": {"min": 0.0, "max": 1.0}},
+            },
+            function=train,
+            count=3,
+            name="closure",
+            seed=1,
+            wandb="disabled",
+            **where,
+        )
     elif mode == "slow":
         try:
             raysweep.run(SLOW, function=slow_train, name="slow", wandb="disabled", **where)
@@ -82,7 +96,11 @@ def main(mode: str, address: str, storage: str) -> None:
     else:  # "resume"
         result = raysweep.resume("slow", function=slow_train, **where)
     frame = result.dataframe()
-    print(json.dumps({"trials": result.trials, "columns": list(frame.columns), "rows": frame.to_dict("records")}, default=str))
+    print(
+        json.dumps(
+            {"trials": result.trials, "columns": list(frame.columns), "rows": frame.to_dict("records")}, default=str
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -38,11 +38,24 @@ def ray_cluster():
     port = free_port()
     ensure_ray_token()
     subprocess.run(
-        [RAY, "start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1", "--num-cpus=2",
-         "--resources", json.dumps({"raysweep_slot": 2}), "--dashboard-host=127.0.0.1",
-         f"--dashboard-port={free_port()}", "--disable-usage-stats"],
-        check=True, capture_output=True, cwd=ROOT, env=cli_env(),
-    )  # fmt: skip
+        [
+            RAY,
+            "start",
+            "--head",
+            f"--port={port}",
+            "--node-ip-address=127.0.0.1",
+            "--num-cpus=2",
+            "--resources",
+            json.dumps({"raysweep_slot": 2}),
+            "--dashboard-host=127.0.0.1",
+            f"--dashboard-port={free_port()}",
+            "--disable-usage-stats",
+        ],
+        check=True,
+        capture_output=True,
+        cwd=ROOT,
+        env=cli_env(),
+    )
     try:
         yield f"127.0.0.1:{port}"
     finally:
@@ -125,7 +138,12 @@ def cli_env() -> dict[str, str]:
 def raysweep(*args: str, timeout: float = 600, cwd: Path = ROOT) -> subprocess.CompletedProcess:
     """Run the CLI as a user would; output captured, never a shell."""
     return subprocess.run(
-        [sys.executable, "-m", "raysweep", *args], capture_output=True, text=True, cwd=cwd, timeout=timeout, env=cli_env()
+        [sys.executable, "-m", "raysweep", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=timeout,
+        env=cli_env(),
     )
 
 
@@ -137,8 +155,19 @@ def show(run_dir: Path) -> dict:
 
 def start_sweep(spec: Path, cluster: str) -> subprocess.Popen:
     """``raysweep run`` in the background on ``cluster`` (runs under the spec's dir), output captured."""
-    cmd = [sys.executable, "-m", "raysweep", "run", str(spec), "--address", cluster,
-           "--storage", str(spec.parent / "runs"), "--wandb", "disabled"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "raysweep",
+        "run",
+        str(spec),
+        "--address",
+        cluster,
+        "--storage",
+        str(spec.parent / "runs"),
+        "--wandb",
+        "disabled",
+    ]
     return subprocess.Popen(cmd, cwd=ROOT, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -176,8 +205,10 @@ class WandbOracle:
     def __init__(self, python: Path):
         self.proc = subprocess.Popen(
             [str(python), str(ROOT / "tests" / "wandb_oracle.py")],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-        )  # fmt: skip
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
 
     def ask(self, op: str, **request) -> dict:
         self.proc.stdin.write(json.dumps({"op": op, **request}) + "\n")

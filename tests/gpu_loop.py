@@ -29,8 +29,9 @@ def train(config: dict) -> None:
     free, total = torch.cuda.mem_get_info(ctx.device)  # the whole device: NCCL's buffers, other processes
     own_group = not dist.is_initialized()  # a 1-worker trial has none: NCCL with world size 1
     if own_group:
-        dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1,
-                                device_id=ctx.device)  # fmt: skip
+        dist.init_process_group(
+            "nccl", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1, device_id=ctx.device
+        )
     try:
         if "barrier_dir" in config:
             wait_for_peers(Path(config["barrier_dir"]), int(config["barrier"]), f"{config['x']}.{ctx.rank}")
@@ -44,12 +45,21 @@ def train(config: dict) -> None:
             total = torch.cuda.get_device_properties(ctx.device).total_memory
             torch.empty(2 * total, dtype=torch.uint8, device=ctx.device)
         torch.cuda.synchronize(ctx.device)
-        raysweep.report({
-            "score": float(summed[0]), "bf16": float(out.dtype == torch.bfloat16), "held_mib": held.numel() / mib,
-            "device_index": ctx.device.index, "visible": os.environ.get("CUDA_VISIBLE_DEVICES", ""),
-            "allocated_at_start_mib": allocated, "reserved_at_start_mib": reserved, "pid": os.getpid(),
-            "device_used_mib": (total - free) / mib, "own_group": float(own_group), "group_size": float(dist.get_world_size()),
-        })  # fmt: skip
+        raysweep.report(
+            {
+                "score": float(summed[0]),
+                "bf16": float(out.dtype == torch.bfloat16),
+                "held_mib": held.numel() / mib,
+                "device_index": ctx.device.index,
+                "visible": os.environ.get("CUDA_VISIBLE_DEVICES", ""),
+                "allocated_at_start_mib": allocated,
+                "reserved_at_start_mib": reserved,
+                "pid": os.getpid(),
+                "device_used_mib": (total - free) / mib,
+                "own_group": float(own_group),
+                "group_size": float(dist.get_world_size()),
+            }
+        )
     finally:
         if own_group:
             dist.destroy_process_group()

@@ -25,14 +25,21 @@ def probe(barrier_dir: str, barrier: int, timeout_s: float = 180, hold_s: float 
     ctx = raysweep.get_context()
     trial = Path(ctx.trial_dir).name
     seen = {
-        "trial": trial, "rank": ctx.rank, "world_size": ctx.world_size, "device": str(ctx.device),
-        "local_rank": os.environ.get("LOCAL_RANK"), "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
-        "pid": os.getpid(), "trial_dir": ctx.trial_dir,
-    }  # fmt: skip
+        "trial": trial,
+        "rank": ctx.rank,
+        "world_size": ctx.world_size,
+        "device": str(ctx.device),
+        "local_rank": os.environ.get("LOCAL_RANK"),
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "pid": os.getpid(),
+        "trial_dir": ctx.trial_dir,
+    }
     out = Path(barrier_dir)
     (out / f"{trial}.rank{ctx.rank}.json").write_text(json.dumps(seen))
     deadline = time.time() + timeout_s
-    while len(list(out.glob("*.rank*.json"))) < barrier * ctx.world_size:  # every rank: a program's rank 1 ends with rank 0
+    while (
+        len(list(out.glob("*.rank*.json"))) < barrier * ctx.world_size
+    ):  # every rank: a program's rank 1 ends with rank 0
         if time.time() > deadline:
             raise RuntimeError(f"gpu_probe: fewer than {barrier} trials ran at the same time")
         time.sleep(0.2)

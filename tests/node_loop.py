@@ -34,7 +34,14 @@ def train(config: dict) -> None:
             start = json.load(f)["epoch"]
     for epoch in range(start + 1, config["epochs"] + 1):
         time.sleep(config["sleep"])
-        record = {"x": config["x"], "rank": ctx.rank, "world_size": ctx.world_size, "epoch": epoch, "node_id": node_id, "node": name}
+        record = {
+            "x": config["x"],
+            "rank": ctx.rank,
+            "world_size": ctx.world_size,
+            "epoch": epoch,
+            "node_id": node_id,
+            "node": name,
+        }
         with open(os.path.join(config["record_dir"], f"x={config['x']}.jsonl"), "a") as f:
             f.write(json.dumps(record) + "\n")
         metrics = {"score": (config["x"] - 0.3) ** 2 + 1.0 / epoch, "epoch": epoch}

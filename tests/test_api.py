@@ -22,8 +22,14 @@ SCRIPT = ROOT / "tests" / "api_script.py"
 
 
 def script(mode: str, cluster: str, storage: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, str(SCRIPT), mode, cluster, str(storage)], cwd=ROOT, env=cli_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, str(SCRIPT), mode, cluster, str(storage)],
+        cwd=ROOT,
+        env=cli_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def finished(proc: subprocess.Popen) -> dict:
@@ -34,7 +40,9 @@ def finished(proc: subprocess.Popen) -> dict:
 
 @pytest.mark.ray
 @pytest.mark.parametrize("ddp_workers", ["warm", "torchtrainer"])
-def test_a_wandb_style_function_of_main_runs_on_two_ranks_reaches_asha_and_logs_offline(tmp_path, ray_cluster, ddp_workers):
+def test_a_wandb_style_function_of_main_runs_on_two_ranks_reaches_asha_and_logs_offline(
+    tmp_path, ray_cluster, ddp_workers
+):
     """``wandb.agent(sweep_id, function=main)`` becomes ``raysweep.run(sweep, function=main)``: every
     rank's ``wandb.config`` is its trial's, ``wandb.log`` of the metric is a report ASHA acts on,
     and the trial's offline W&B run holds what was logged (under torchtrainer a stopped trial's
@@ -89,13 +97,21 @@ def test_ctrl_c_in_a_script_raises_keyboard_interrupt_and_resume_with_the_functi
     assert "function=slow_train)" in out and "Traceback" not in err
     assert "pending" in [t["status"] for t in show(storage / "slow")["trials"]]
 
-    refused = subprocess.run([sys.executable, str(SCRIPT), "resume without the function", ray_cluster, str(storage)],
-                             cwd=ROOT, env=cli_env(), capture_output=True, text=True, timeout=120)  # fmt: skip
+    refused = subprocess.run(
+        [sys.executable, str(SCRIPT), "resume without the function", ray_cluster, str(storage)],
+        cwd=ROOT,
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert refused.returncode == 2, refused.stdout + refused.stderr
     assert "runs the Python function __main__.slow_train, and a run dir stores no code: pass it again" in refused.stdout
 
     data = finished(script("resume", ray_cluster, storage))
-    assert [t["status"] for t in data["trials"]] == ["done", "done"] and all(t["iterations"] == 6 for t in data["trials"])
+    assert [t["status"] for t in data["trials"]] == ["done", "done"] and all(
+        t["iterations"] == 6 for t in data["trials"]
+    )
     for row in read_trials(trials_file):  # every epoch once: the pending trial went on from its checkpoint
         results = [json.loads(line) for line in (Path(row["trial_dir"]) / "result.json").read_text().splitlines()]
         assert [r["epoch"] for r in results] == [1, 2, 3, 4, 5, 6]
@@ -109,7 +125,10 @@ def test_a_bad_spec_dict_raises_spec_error_with_the_cli_sentence(tmp_path):
     path.write_text(yaml.safe_dump(bad | {"raysweep": {"train_loop": "train_loops.smoke:train"}}))
     cli = raysweep("run", str(path), "--storage", str(tmp_path / "runs"))
     assert cli.returncode == 2
-    assert caught.value.problems and all(f"  - {p}" in cli.stderr for p in caught.value.problems), (caught.value, cli.stderr)
+    assert caught.value.problems and all(f"  - {p}" in cli.stderr for p in caught.value.problems), (
+        caught.value,
+        cli.stderr,
+    )
     assert not (tmp_path / "runs").exists()  # nothing written
 
 

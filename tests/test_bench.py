@@ -69,8 +69,14 @@ def test_quick_wandb_agent_search_runs_wandbs_engine_with_torchrun(tmp_path: Pat
 
 def test_quick_readers_part_times_show_and_report(tmp_path: Path) -> None:
     env = {**os.environ, "BENCH_RESULTS_DIR": str(tmp_path)}
-    proc = subprocess.run([sys.executable, "-m", "bench.readers", "--quick"], cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=600)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench.readers", "--quick"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     data = json.loads((tmp_path / "readers_quick.json").read_text())
     assert data["trials"] == 16 and all(data[k] > 0 for k in ("show_s", "show_json_s", "report_s"))
@@ -78,8 +84,14 @@ def test_quick_readers_part_times_show_and_report(tmp_path: Path) -> None:
 
 def test_quick_first_report_part_stamps_both_sizes(tmp_path: Path) -> None:
     env = {**os.environ, "BENCH_RESULTS_DIR": str(tmp_path)}
-    proc = subprocess.run(["flock", LOCK, sys.executable, "-m", "bench.first_report", "--quick"], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    proc = subprocess.run(
+        ["flock", LOCK, sys.executable, "-m", "bench.first_report", "--quick"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     data = json.loads((tmp_path / "first_report_quick.json").read_text())
     for size in ("1w", "2w"):
@@ -98,8 +110,14 @@ def test_search_proxy_replays_samplers_on_the_grids_recorded_values(tmp_path: Pa
 
     shutil.copy(REPO / "bench" / "results" / "search_grid.json", tmp_path)
     env = {**os.environ, "BENCH_RESULTS_DIR": str(tmp_path)}
-    proc = subprocess.run([sys.executable, "-m", "bench.search_proxy", "--seeds", "2"], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench.search_proxy", "--seeds", "2"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     data = json.loads((tmp_path / "search_proxy_quick.json").read_text())
     for row in data["variants"].values():

@@ -31,8 +31,13 @@ def grid_result() -> dict[str, Any]:
         "curve": [(5.0, 0.5), (121.0, 0.98), (151.0, 0.99)],
         "trials": trials,
     }
-    return {"size": {"epochs": 6, "train_size": 3000, "asha_min_iter": 3}, "trials_done": 200, "best": 0.99, "wall_s": 200.0,
-            "runs": [run]}  # fmt: skip
+    return {
+        "size": {"epochs": 6, "train_size": 3000, "asha_min_iter": 3},
+        "trials_done": 200,
+        "best": 0.99,
+        "wall_s": 200.0,
+        "runs": [run],
+    }
 
 
 def searched(reached_at: list[float | None], best_started: list[float | None]) -> dict[str, Any]:
@@ -54,8 +59,13 @@ def row(lines: list[str], method: str) -> list[str]:
 
 
 def test_median_over_seeds_and_the_target() -> None:
-    lines, (target,) = search_table({"bayes": searched([40.0, None, 50.0], [30.0, 20.0, 45.0]),
-                                  "random": searched([None, None, 80.0], [None, None, 70.0]), "grid": grid_result()})  # fmt: skip
+    lines, (target,) = search_table(
+        {
+            "bayes": searched([40.0, None, 50.0], [30.0, 20.0, 45.0]),
+            "random": searched([None, None, 80.0], [None, None, 70.0]),
+            "grid": grid_result(),
+        }
+    )
     bayes, random, grid = row(lines, "ASHA + TPE"), row(lines, "ASHA + random"), row(lines, "ASHA + grid (")
     assert bayes[4:7] == ["50", "10", "30"]  # the seed that never reached is the slowest of three
     assert random[4] == "not reached" and random[6] == "not reached"  # two of three never did
@@ -67,8 +77,13 @@ def test_median_over_seeds_and_the_target() -> None:
 
 
 def test_a_method_that_never_reaches_misses_the_target() -> None:
-    _, (target,) = search_table({"bayes": searched([None, None, 70.0], [10.0, 12.0, 60.0]),
-                              "random": searched([30.0, 30.0, 30.0], [20.0, 20.0, 20.0]), "grid": grid_result()})  # fmt: skip
+    _, (target,) = search_table(
+        {
+            "bayes": searched([None, None, 70.0], [10.0, 12.0, 60.0]),
+            "random": searched([30.0, 30.0, 30.0], [20.0, 20.0, 20.0]),
+            "grid": grid_result(),
+        }
+    )
     assert target[1:] == ("not reached", "MISSED")
 
 
@@ -79,22 +94,34 @@ def test_no_results_show_not_applicable() -> None:
 
 
 def test_wandbs_bayes_under_the_agent_is_compared_at_its_faster_stop_period() -> None:
-    runs = {"bayes": searched([15.0, 18.0, 20.0], [10.0, 12.0, 15.0]), "random": {}, "grid": grid_result(),
-            "wandb_bayes_every60s": searched([None, None, 150.0], [None, None, 140.0]),
-            "wandb_bayes_every10s": searched([60.0, 70.0, None], [50.0, 60.0, None])}  # fmt: skip
+    runs = {
+        "bayes": searched([15.0, 18.0, 20.0], [10.0, 12.0, 15.0]),
+        "random": {},
+        "grid": grid_result(),
+        "wandb_bayes_every60s": searched([None, None, 150.0], [None, None, 140.0]),
+        "wandb_bayes_every10s": searched([60.0, 70.0, None], [50.0, 60.0, None]),
+    }
     lines, (within, versus) = search_table(runs)
     assert within == ("ASHA+TPE reaches grid's best in <= 0.1x grid's wall", "0.09", "met")
     assert row(lines, "(c) W&B bayes + hyperband every 10s")[4] == "70"  # median, its never the slowest
     assert row(lines, "(c) W&B bayes + hyperband every 60s")[4] == "not reached"
-    assert versus == ("ASHA+TPE reaches grid's best >= 3x faster than W&B's bayes + hyperband under (c)", "3.89x", "met")
+    assert versus == (
+        "ASHA+TPE reaches grid's best >= 3x faster than W&B's bayes + hyperband under (c)",
+        "3.89x",
+        "met",
+    )
 
 
 def test_the_gpu_part_checks_issue_21s_goals_and_names_the_device() -> None:
     from bench.report import gpu_table
 
-    g = {"device": "NVIDIA H100", "overhead": {"a_raysweep": {"per_trial_s": 0.4}},
-         "busy": {"wall_s": 60.0, "gpu_busy_fraction": 0.93}, "vs_torchrun": {"pairs": [{}, {}, {}], "a_over_c": 0.95},
-         "packing": {"share_1": {"wall_s": 80.0}, "share_0.25": {"wall_s": 30.0}, "speedup_packed": 2.667}}  # fmt: skip
+    g = {
+        "device": "NVIDIA H100",
+        "overhead": {"a_raysweep": {"per_trial_s": 0.4}},
+        "busy": {"wall_s": 60.0, "gpu_busy_fraction": 0.93},
+        "vs_torchrun": {"pairs": [{}, {}, {}], "a_over_c": 0.95},
+        "packing": {"share_1": {"wall_s": 80.0}, "share_0.25": {"wall_s": 30.0}, "speedup_packed": 2.667},
+    }
     lines, targets = gpu_table(g)
     assert "### GPU (NVIDIA H100; bench.gpu)" in lines
     assert any("wall 30.0 s against 80.0 s one per GPU (2.67x)" in line for line in lines)

@@ -78,7 +78,9 @@ def test_gpu_indices_count_the_devices_already_visible(gpus, inherited, expected
 
 def _run_cli(*args: str) -> subprocess.CompletedProcess:
     env = os.environ | {"PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "raysweep", "run", *args], capture_output=True, text=True, cwd=ROOT, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "raysweep", "run", *args], capture_output=True, text=True, cwd=ROOT, env=env
+    )
 
 
 def test_gpus_on_a_machine_without_gpus_is_refused_before_any_run_dir(tmp_path):
@@ -98,7 +100,10 @@ def test_gpus_on_a_machine_without_gpus_is_refused_before_any_run_dir(tmp_path):
 @pytest.mark.parametrize(
     ("flag", "message"),
     [
-        (["--gpus", "0"], "--gpus 0 confines the Ray that raysweep starts here; with --address 127.0.0.1:1 each node's GPUs"),
+        (
+            ["--gpus", "0"],
+            "--gpus 0 confines the Ray that raysweep starts here; with --address 127.0.0.1:1 each node's GPUs",
+        ),
         (["--dashboard-host", "0.0.0.0"], "--dashboard-host 0.0.0.0 applies to the Ray that raysweep starts here"),
     ],
 )

@@ -29,12 +29,16 @@ def test_no_warning_for_loopback(host):
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "::", "10.1.2.3", "myhost.example"])
 def test_a_dashboard_beyond_loopback_is_warned_about(host):
-    assert exposure_warning(host).startswith(f"warning: the Ray dashboard listens on {host}, so other machines can reach it;")
+    assert exposure_warning(host).startswith(
+        f"warning: the Ray dashboard listens on {host}, so other machines can reach it;"
+    )
     assert "token authentication stays on" in exposure_warning(host)
 
 
 def _listen_hosts(port: int) -> set[str]:
-    return {c.laddr.ip for c in psutil.net_connections("tcp") if c.status == psutil.CONN_LISTEN and c.laddr.port == port}
+    return {
+        c.laddr.ip for c in psutil.net_connections("tcp") if c.status == psutil.CONN_LISTEN and c.laddr.port == port
+    }
 
 
 @pytest.mark.ray
@@ -43,13 +47,32 @@ def test_dashboard_shows_the_sweep_and_the_run_dir_holds_no_wandb_key(tmp_path):
 
     browser_path = chromium()
     spec = write_spec(
-        tmp_path / "dash.yaml", name="dash", method="grid", metric={"name": "score", "goal": "minimize"},
-        train_loop="train_loops.smoke:train", base_config={"epochs": 12, "sleep": 1.0},
+        tmp_path / "dash.yaml",
+        name="dash",
+        method="grid",
+        metric={"name": "score", "goal": "minimize"},
+        train_loop="train_loops.smoke:train",
+        base_config={"epochs": 12, "sleep": 1.0},
         parameters={"x": {"values": [0.1, 0.3, 0.5]}},
-    )  # fmt: skip
-    env = os.environ | {"PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1", "WANDB_SILENT": "true", "WANDB_API_KEY": SECRET}
+    )
+    env = os.environ | {
+        "PYTHONPATH": str(ROOT),
+        "PYTHONUNBUFFERED": "1",
+        "WANDB_SILENT": "true",
+        "WANDB_API_KEY": SECRET,
+    }
     env.pop("RAY_AUTH_MODE", None)  # the embedded Ray keeps token auth on by itself
-    cmd = [sys.executable, "-m", "raysweep", "run", str(spec), "--storage", str(tmp_path / "runs"), "--wandb", "offline"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "raysweep",
+        "run",
+        str(spec),
+        "--storage",
+        str(tmp_path / "runs"),
+        "--wandb",
+        "offline",
+    ]
     sessions_before = set(Path("/tmp/ray").glob("session_2*"))
     driver = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

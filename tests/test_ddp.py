@@ -278,19 +278,36 @@ def _checkpointing_loop(config: dict) -> None:
     model = nn.Linear(3, 1)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     start, extra = ddp.load_checkpoint(model, opt, seed=5)
-    config["seen"].append({"start": start, "extra": extra, "weight": model.weight.detach().clone(),
-                           "momentum": [s["momentum_buffer"].clone() for s in opt.state.values()]})  # fmt: skip
+    config["seen"].append(
+        {
+            "start": start,
+            "extra": extra,
+            "weight": model.weight.detach().clone(),
+            "momentum": [s["momentum_buffer"].clone() for s in opt.state.values()],
+        }
+    )
     for epoch in range(start + 1, config["epochs"] + 1):
         x = torch.randn(8, 3)
         opt.zero_grad()
         model(x).pow(2).mean().backward()
         opt.step()
-        config["saved"].append({"weight": model.weight.detach().clone(),
-                                "momentum": [s["momentum_buffer"].clone() for s in opt.state.values()],
-                                "draws": (torch.rand(1).item(), np.random.rand(), random.random())})  # fmt: skip
+        config["saved"].append(
+            {
+                "weight": model.weight.detach().clone(),
+                "momentum": [s["momentum_buffer"].clone() for s in opt.state.values()],
+                "draws": (torch.rand(1).item(), np.random.rand(), random.random()),
+            }
+        )
         # The draws above moved the RNGs; the checkpoint holds the state after them.
-        ddp.report_epoch({"epoch": epoch}, model=model, optimizer=opt, epoch=epoch, extra={"tag": epoch},
-                   checkpoint_every=config["every"], last_epoch=config["epochs"])  # fmt: skip
+        ddp.report_epoch(
+            {"epoch": epoch},
+            model=model,
+            optimizer=opt,
+            epoch=epoch,
+            extra={"tag": epoch},
+            checkpoint_every=config["every"],
+            last_epoch=config["epochs"],
+        )
 
 
 def test_resume_restores_model_optimizer_epoch_and_rng():

@@ -39,8 +39,9 @@ def feed(scheduler, trials: dict[str, Trial], stream: list[tuple[str, int, float
 
 
 def test_asha_stops_the_worse_trial_at_its_rung_and_only_that_stop_is_recorded():
-    asha = RecordingASHA(time_attr="training_iteration", metric="loss", mode="min", grace_period=1, max_t=4,
-                         reduction_factor=2)  # fmt: skip
+    asha = RecordingASHA(
+        time_attr="training_iteration", metric="loss", mode="min", grace_period=1, max_t=4, reduction_factor=2
+    )
     trials = {t: Trial(t) for t in "abc"}
     for t in trials.values():
         asha.on_trial_add(None, t)
@@ -56,8 +57,10 @@ def test_hyperband_ending_a_trial_at_max_t_is_not_an_early_stop():
         hb.on_trial_add(None, t)
     last = {}
     for i in range(1, 10):
-        last |= {t: hb.on_trial_result(None, trials[t], {"training_iteration": i, "loss": base / i})
-                 for t, base in (("a", 1.0), ("b", 2.0), ("c", 3.0))}  # fmt: skip
+        last |= {
+            t: hb.on_trial_result(None, trials[t], {"training_iteration": i, "loss": base / i})
+            for t, base in (("a", 1.0), ("b", 2.0), ("c", 3.0))
+        }
     assert STOP in last.values()  # a bracket that is not full ends its trials at max_t
     assert hb.stopped == set()
 
@@ -92,7 +95,13 @@ def test_initial_failure_stopper_needs_the_first_n_to_end_all_failed(tmp_path: P
 
 
 def cpu(*slots: int, managed: bool = True) -> Capacity:
-    return Capacity(slots, use_gpu=False, cpus_per_worker=1.0, managed_slots=managed, node_ids=tuple(f"n{i}" for i in range(len(slots))))
+    return Capacity(
+        slots,
+        use_gpu=False,
+        cpus_per_worker=1.0,
+        managed_slots=managed,
+        node_ids=tuple(f"n{i}" for i in range(len(slots))),
+    )
 
 
 def test_a_warm_trial_holds_its_workers_cpus_and_slots_in_one_bundle():
@@ -107,7 +116,9 @@ def test_a_warm_trial_holds_its_workers_cpus_and_slots_in_one_bundle():
 def test_gpu_bundles_hold_gpus_and_a_packed_trial_holds_its_share_of_a_slot():
     gpus = Capacity((4,), use_gpu=True, cpus_per_worker=2.0, managed_slots=True, node_ids=("n0",))
     assert trial_bundle(2, gpus) == [{"CPU": 4.0, "GPU": 2.0, SLOT: 2.0}]
-    packed = Capacity((16,), use_gpu=True, cpus_per_worker=0.5, managed_slots=True, node_ids=("n0",), gpus_per_worker=0.25)
+    packed = Capacity(
+        (16,), use_gpu=True, cpus_per_worker=0.5, managed_slots=True, node_ids=("n0",), gpus_per_worker=0.25
+    )
     assert trial_bundle(1, packed) == [{"CPU": 0.5, "GPU": 0.25, SLOT: 0.25}]
     assert workers_on(0.75, 0.25) == 3 and workers_on(4, 0.1) == 40  # float sums keep whole workers
     assert slots_for({"CPU": 7, "GPU": 2}, use_gpu=False, cpus_per_worker=2) == 3
@@ -133,7 +144,9 @@ def test_each_rank_gets_its_gpu_in_ray_order_and_packed_ranks_share_one():
 
 
 def test_the_report_tune_sees_is_the_mean_over_ranks_of_numbers_only():
-    merged = mean_over_ranks([{"loss": 1.0, "n": 3, "ok": True, "tag": "r0"}, {"loss": 2.0, "n": 4, "ok": False, "tag": "r1"}])
+    merged = mean_over_ranks(
+        [{"loss": 1.0, "n": 3, "ok": True, "tag": "r0"}, {"loss": 2.0, "n": 4, "ok": False, "tag": "r1"}]
+    )
     assert merged == {"loss": 1.5, "n": 3.5, "ok": True, "tag": "r0"}  # bools and text: rank 0's
     with pytest.raises(ValueError, match="rank 0: loss; rank 1: acc"):
         mean_over_ranks([{"loss": 1.0}, {"acc": 1.0}])

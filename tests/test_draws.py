@@ -31,8 +31,13 @@ def draws():
     parameters = {f"optimizer.{law}.{half}": law_doc(law) for law in DRAWN for half in ("lr", "wd")}
     parameters["model.dropout"] = {"values": [0.1, 0.2, 0.3]}  # Tune's own choice, beside the same law
     parameters["model.depth"] = {"values": [0.1, 0.2, 0.3]}
-    doc = {"method": "random", "run_cap": N, "metric": {"name": "m"}, "parameters": parameters,
-           "raysweep": {"train_loop": "train_loops.smoke:train"}}  # fmt: skip
+    doc = {
+        "method": "random",
+        "run_cap": N,
+        "metric": {"name": "m"},
+        "parameters": parameters,
+        "raysweep": {"train_loop": "train_loops.smoke:train"},
+    }
     return first_configs(parse_spec(doc), N, seed=3)
 
 
@@ -55,7 +60,9 @@ def independent(xs: list, ys: list) -> float:
 
 @pytest.mark.parametrize("law", [*DRAWN, "tune_choice"])
 def test_parameters_whose_names_start_alike_draw_independently(draws, law):
-    first, second = ("model.dropout", "model.depth") if law == "tune_choice" else (f"optimizer.{law}.lr", f"optimizer.{law}.wd")
+    first, second = (
+        ("model.dropout", "model.depth") if law == "tune_choice" else (f"optimizer.{law}.lr", f"optimizer.{law}.wd")
+    )
     xs, ys = [c[first] for c in draws], [c[second] for c in draws]
     assert sum(x == y for x, y in zip(xs, ys)) < 0.9 * N, f"{first} and {second} draw the same values"
     assert independent(xs, ys) > 1e-4, f"{first} and {second} are not independent"

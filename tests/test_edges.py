@@ -14,8 +14,12 @@ import psutil
 import pytest
 from conftest import ROOT, cli_env, kill_tree, raysweep, show, write_spec
 
-SMOKE = {"method": "grid", "metric": {"name": "score"}, "parameters": {"x": {"values": [0.1, 0.2]}},
-         "raysweep": {"train_loop": "train_loops.smoke:train", "base_config": {"epochs": 2}}}  # fmt: skip
+SMOKE = {
+    "method": "grid",
+    "metric": {"name": "score"},
+    "parameters": {"x": {"values": [0.1, 0.2]}},
+    "raysweep": {"train_loop": "train_loops.smoke:train", "base_config": {"epochs": 2}},
+}
 
 
 def refused(out: subprocess.CompletedProcess, pattern: str) -> None:
@@ -27,7 +31,10 @@ def refused(out: subprocess.CompletedProcess, pattern: str) -> None:
 @pytest.mark.parametrize(
     "change, pattern",
     [
-        ({"parameters": {"num_gpus": {"values": ["two", 0, -1, 1.5]}}}, r"parameters.num_gpus: num_gpus is each trial's number of DDP workers: whole numbers >= 1, got 'two'"),
+        (
+            {"parameters": {"num_gpus": {"values": ["two", 0, -1, 1.5]}}},
+            r"parameters.num_gpus: num_gpus is each trial's number of DDP workers: whole numbers >= 1, got 'two'",
+        ),
         ({"parameters": {"num_gpus": {"min": 0.5, "max": 2.0}}}, r"parameters.num_gpus: .*got distribution uniform"),
         ({"raysweep": SMOKE["raysweep"] | {"num_gpus": 0}}, r"raysweep.num_gpus: must be an integer >= 1, got 0"),
         ({"parameters": {"x": {"values": [float("nan"), 1]}}}, r"parameters.x.values.0: nan is not a finite number"),
@@ -47,9 +54,14 @@ def test_bad_spec_values_exit_2_with_a_sentence_and_write_nothing(tmp_path, chan
     [
         (b"\x89PNG\r\n\x1a\n\x00\x00binary", r"not a text file"),
         (b"a: &a [*a]\nmethod: grid\n", r"cycle"),
-        (("l0: &l0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
-            f"l{i}: &l{i} [" + ", ".join([f"*l{i-1}"] * 10) + "]\n" for i in range(1, 9)) + "method: grid\n").encode(),
-         r"more than 1,000,000 values"),
+        (
+            (
+                "l0: &l0 [x, x, x, x, x, x, x, x, x, x]\n"
+                + "".join(f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * 10) + "]\n" for i in range(1, 9))
+                + "method: grid\n"
+            ).encode(),
+            r"more than 1,000,000 values",
+        ),
     ],
     ids=["binary", "circular", "billion-laughs"],
 )
@@ -62,8 +74,10 @@ def test_hostile_files_are_refused_at_once(tmp_path, text, pattern):
 
 @pytest.mark.parametrize(
     "source, pattern",
-    [("def train(config):\n    return (\n", r"could not be imported: SyntaxError"),
-     ("raise RuntimeError('no data here')\n", r"could not be imported: RuntimeError: no data here")],
+    [
+        ("def train(config):\n    return (\n", r"could not be imported: SyntaxError"),
+        ("raise RuntimeError('no data here')\n", r"could not be imported: RuntimeError: no data here"),
+    ],
     ids=["syntax-error", "raises-at-import"],
 )
 def test_a_train_loop_that_cannot_be_imported_is_a_user_error(tmp_path, source, pattern):
@@ -99,18 +113,24 @@ def test_storage_that_is_a_file_and_a_negative_seed_are_refused(tmp_path):
     spec = write_spec(tmp_path / "s.yaml", **SMOKE)
     (tmp_path / "afile").write_text("x")
     refused(raysweep("run", str(spec), "--storage", str(tmp_path / "afile")), r"--storage .*is a file")
-    refused(raysweep("run", str(spec), "--seed", "-1", "--storage", str(tmp_path / "r")), r"--seed must be >= 0, got -1")
+    refused(
+        raysweep("run", str(spec), "--seed", "-1", "--storage", str(tmp_path / "r")), r"--seed must be >= 0, got -1"
+    )
 
 
 def test_a_wrong_address_exits_2_and_leaves_nothing_to_block_the_retry(tmp_path):
     spec = write_spec(tmp_path / "s.yaml", **SMOKE)
-    out = raysweep("run", str(spec), "--address", "127.0.0.1:1", "--storage", str(tmp_path / "runs"), "--name", "n", timeout=120)
+    out = raysweep(
+        "run", str(spec), "--address", "127.0.0.1:1", "--storage", str(tmp_path / "runs"), "--name", "n", timeout=120
+    )
     refused(out, r"could not connect to the Ray cluster at 127.0.0.1:1: nothing answered there")
     assert not (tmp_path / "runs" / "n").exists()
 
 
 def test_a_grid_of_two_billion_points_validates_and_samples(tmp_path):
-    spec = write_spec(tmp_path / "s.yaml", **(SMOKE | {"parameters": {"a": {"min": 1, "max": 10**9}, "b": {"values": [1, 2]}}}))
+    spec = write_spec(
+        tmp_path / "s.yaml", **(SMOKE | {"parameters": {"a": {"min": 1, "max": 10**9}, "b": {"values": [1, 2]}}})
+    )
     out = raysweep("validate", str(spec), "--json", timeout=60)
     assert out.returncode == 0 and '"grid_size": 2000000000' in out.stdout
     out = raysweep("validate", str(spec), "--sample", "3", timeout=60)
@@ -146,9 +166,13 @@ def test_ctrl_c_as_the_sweep_starts_exits_130_and_resume_runs_it(tmp_path, momen
     storage = tmp_path / "runs"
     driver = subprocess.Popen(
         [sys.executable, "-m", "raysweep", "run", str(spec), "--storage", str(storage), "--wandb", "disabled"],
-        cwd=ROOT, env=cli_env() | {"PYTHONUNBUFFERED": "1"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, start_new_session=True,
-    )  # fmt: skip
+        cwd=ROOT,
+        env=cli_env() | {"PYTHONUNBUFFERED": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     ray_processes: list[psutil.Process] = []
     try:
         if moment == "while Ray starts":  # its GCS is up; ray.init has seconds to go
@@ -167,7 +191,10 @@ def test_ctrl_c_as_the_sweep_starts_exits_130_and_resume_runs_it(tmp_path, momen
     assert driver.returncode == 130, (out, err)
     assert "Traceback" not in err
     if moment == "while Ray starts":
-        assert f"interrupted while Ray was starting; no trial had run (start the sweep with: {RESUME} {storage / 's'})" in err
+        assert (
+            f"interrupted while Ray was starting; no trial had run (start the sweep with: {RESUME} {storage / 's'})"
+            in err
+        )
         _, alive = psutil.wait_procs(ray_processes, timeout=30)  # Ray's processes end with their driver
         assert alive == [], alive
     else:

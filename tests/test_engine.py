@@ -80,8 +80,14 @@ def test_grid_runs_its_grid_and_logs_every_trial_to_wandb(tmp_path, ray_cluster)
 
 @pytest.mark.parametrize("method", ["grid", "random", "bayes"])
 def test_max_concurrent_holds_for_every_method(tmp_path, ray_cluster, method):
-    spec = sweep(tmp_path, name=f"c{method}", method=method, run_cap=3, base_config={"epochs": 1, "sleep": 0.5},
-                 parameters={"x": {"values": [0.1, 0.2, 0.3]}})  # fmt: skip
+    spec = sweep(
+        tmp_path,
+        name=f"c{method}",
+        method=method,
+        run_cap=3,
+        base_config={"epochs": 1, "sleep": 0.5},
+        parameters={"x": {"values": [0.1, 0.2, 0.3]}},
+    )
     out = run(spec, ray_cluster, "--wandb", "disabled", "--max-concurrent", "1")
     assert out.returncode == 0, out.stderr
     rows = sorted(read_trials(tmp_path / "runs" / f"c{method}" / TRIALS_FILE), key=lambda r: r["start"])
@@ -96,9 +102,14 @@ def test_bayes_uses_optuna_and_keeps_its_journal(tmp_path, ray_cluster):
     from optuna.storages.journal import JournalFileBackend
 
     spec = sweep(
-        tmp_path, name="b", method="bayes", run_cap=4, base_config={"epochs": 2},
-        parameters={"x": {"min": 0.0, "max": 1.0}}, searcher={"n_startup_trials": 2},
-    )  # fmt: skip
+        tmp_path,
+        name="b",
+        method="bayes",
+        run_cap=4,
+        base_config={"epochs": 2},
+        parameters={"x": {"min": 0.0, "max": 1.0}},
+        searcher={"n_startup_trials": 2},
+    )
     out = run(spec, ray_cluster, "--wandb", "disabled")
     assert out.returncode == 0, out.stderr
     data = show(tmp_path / "runs" / "b")
@@ -113,10 +124,14 @@ def test_bayes_uses_optuna_and_keeps_its_journal(tmp_path, ray_cluster):
 def test_asha_stops_poor_trials_at_rungs(tmp_path, ray_cluster):
     xs = [0.3, 0.35, 2.0, 0.32, 3.0, 2.5]  # good trials first, so the poor ones meet a full rung
     spec = sweep(
-        tmp_path, name="a", method="grid", base_config={"epochs": 9}, max_concurrent=1,
+        tmp_path,
+        name="a",
+        method="grid",
+        base_config={"epochs": 9},
+        max_concurrent=1,
         parameters={"x": {"values": xs}},
         scheduler={"type": "asha", "grace_period": 1, "max_t": 9, "reduction_factor": 3},
-    )  # fmt: skip
+    )
     out = run(spec, ray_cluster, "--wandb", "disabled")
     assert out.returncode == 0, out.stderr
     trials = {t["config"]["x"]: t for t in show(tmp_path / "runs" / "a")["trials"]}
@@ -129,9 +144,12 @@ def test_asha_stops_poor_trials_at_rungs(tmp_path, ray_cluster):
 
 def test_searched_num_gpus_sizes_each_trial_and_averages_over_ranks(tmp_path, ray_cluster):
     spec = sweep(
-        tmp_path, name="g", method="grid", base_config={"epochs": 2},
+        tmp_path,
+        name="g",
+        method="grid",
+        base_config={"epochs": 2},
         parameters={"x": {"values": [0.1, 0.2]}, "num_gpus": {"values": [1, 2]}},
-    )  # fmt: skip
+    )
     out = run(spec, ray_cluster, "--wandb", "disabled")
     assert out.returncode == 0, out.stderr + out.stdout
     assert "no GPUs: each trial's num_gpus becomes that many CPU workers" in out.stdout
@@ -145,15 +163,16 @@ def test_searched_num_gpus_sizes_each_trial_and_averages_over_ranks(tmp_path, ra
 
 
 def test_infeasible_num_gpus(tmp_path, ray_cluster):
-    """README guarantee: "A trial that can never be placed fails at once with the cluster's capacity."
-    """
+    """README guarantee: "A trial that can never be placed fails at once with the cluster's capacity." """
     spec = sweep(tmp_path, name="i", method="grid", parameters={"num_gpus": {"value": 4}})
     out = run(spec, ray_cluster, "--wandb", "disabled")
     assert out.returncode == 2
     assert not (tmp_path / "runs" / "i").exists()  # refused before any trial: nothing left behind
     assert "num_gpus=4" in out.stderr and "2 CPU worker slot(s)" in out.stderr and "Traceback" not in out.stderr
 
-    spec = sweep(tmp_path, name="i2", method="grid", base_config={"epochs": 1}, parameters={"num_gpus": {"values": [3, 1]}})
+    spec = sweep(
+        tmp_path, name="i2", method="grid", base_config={"epochs": 1}, parameters={"num_gpus": {"values": [3, 1]}}
+    )
     out = run(spec, ray_cluster, "--wandb", "disabled")
     assert out.returncode == 0, out.stderr
     trials = {t["config"]["num_gpus"]: t for t in show(tmp_path / "runs" / "i2")["trials"]}
@@ -162,7 +181,13 @@ def test_infeasible_num_gpus(tmp_path, ray_cluster):
 
 
 def test_every_trial_failing_exits_1_with_the_first_error(tmp_path, ray_cluster):
-    spec = sweep(tmp_path, name="f", method="grid", base_config={"epochs": 2, "fail_at_epoch": 1}, parameters={"x": {"values": [1, 2]}})
+    spec = sweep(
+        tmp_path,
+        name="f",
+        method="grid",
+        base_config={"epochs": 2, "fail_at_epoch": 1},
+        parameters={"x": {"values": [1, 2]}},
+    )
     out = run(spec, ray_cluster, "--wandb", "disabled")
     assert out.returncode == 1
     assert "every trial failed" in out.stdout and "planned failure at epoch 1" in out.stdout
@@ -185,12 +210,29 @@ def test_driver_killed_mid_sweep_then_resume_completes_the_budget(tmp_path, ray_
     driver had not yet written to W&B is not lost (what it had written appears twice)."
     """
     spec = sweep(
-        tmp_path, name="k", method="grid", base_config={"epochs": 3, "sleep": 1.0},
+        tmp_path,
+        name="k",
+        method="grid",
+        base_config={"epochs": 3, "sleep": 1.0},
         parameters={"x": {"values": [0.0, 0.1, 0.2, 0.3, 0.4, 0.5]}},
-    )  # fmt: skip
+    )
     storage = tmp_path / "runs"
-    cmd = [sys.executable, "-m", "raysweep", "run", str(spec), "--address", ray_cluster, "--storage", str(storage), "--wandb", "offline"]
-    driver = subprocess.Popen(cmd, cwd=ROOT, env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "raysweep",
+        "run",
+        str(spec),
+        "--address",
+        ray_cluster,
+        "--storage",
+        str(storage),
+        "--wandb",
+        "offline",
+    ]
+    driver = subprocess.Popen(
+        cmd, cwd=ROOT, env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
     trials_file = storage / "k" / TRIALS_FILE
     deadline = time.time() + 300
     done_before: dict = {}
@@ -250,8 +292,15 @@ def test_resume_keeps_failed_trials_failed_unless_asked_to_retry(tmp_path, ray_c
     """README: resume runs only what is unfinished. ``--retry-failed`` runs failed trials again,
     and a retry that succeeds clears its old error (the loop fails only its first attempt)."""
     params = {"x": {"values": [0.1, 0.3]}} if method == "grid" else {"x": {"min": 0.0, "max": 1.0}}
-    spec = sweep(tmp_path, name=f"r{method}", method=method, run_cap=2, max_initial_failures=0,
-                 base_config={"epochs": 2, "fail_at_epoch": 2, "fail_attempts": 1}, parameters=params)  # fmt: skip
+    spec = sweep(
+        tmp_path,
+        name=f"r{method}",
+        method=method,
+        run_cap=2,
+        max_initial_failures=0,
+        base_config={"epochs": 2, "fail_at_epoch": 2, "fail_attempts": 1},
+        parameters=params,
+    )
     storage = str(tmp_path / "runs")
     assert run(spec, ray_cluster, "--wandb", "disabled").returncode == 1  # every trial failed once
     out = raysweep("resume", f"r{method}", "--storage", storage, "--address", ray_cluster)
@@ -267,8 +316,15 @@ def test_a_sweep_whose_first_trials_all_fail_stops_like_wandbs_agent(tmp_path, r
     """README guarantee: "A sweep whose first `raysweep.max_initial_failures` trials (default 5) all
     fail stops there (exit 1, the first error printed) instead of spending its whole budget."
     """
-    spec = sweep(tmp_path, name="m", method="grid", max_concurrent=1, max_initial_failures=3,
-                 base_config={"epochs": 2, "fail_at_epoch": 1}, parameters={"x": {"values": [1, 2, 3, 4, 5, 6, 7, 8]}})  # fmt: skip
+    spec = sweep(
+        tmp_path,
+        name="m",
+        method="grid",
+        max_concurrent=1,
+        max_initial_failures=3,
+        base_config={"epochs": 2, "fail_at_epoch": 1},
+        parameters={"x": {"values": [1, 2, 3, 4, 5, 6, 7, 8]}},
+    )
     out = run(spec, ray_cluster, "--wandb", "disabled")
     assert out.returncode == 1, out.stderr
     assert "first 3 trials all failed, so it was stopped" in out.stdout and "planned failure at epoch 1" in out.stdout
@@ -297,7 +353,9 @@ def test_validate_sample_previews_the_configurations_run_tries(tmp_path, ray_clu
     def tried(seed: str) -> list[dict]:
         out = run(spec, ray_cluster, "--seed", seed, "--wandb", "disabled", "--name", f"s{seed}")
         assert out.returncode == 0, out.stderr
-        trials = sorted(read_trials(tmp_path / "runs" / f"s{seed}" / TRIALS_FILE), key=lambda t: t["start"])  # one at a time
+        trials = sorted(
+            read_trials(tmp_path / "runs" / f"s{seed}" / TRIALS_FILE), key=lambda t: t["start"]
+        )  # one at a time
         return [{k: t["config"][k] for k in params} for t in trials]
 
     assert tried("7") == previewed("7") == previewed("7")  # the same seed, the same configurations
@@ -308,8 +366,13 @@ def test_run_count_a_private_run_dir_show_csv_and_a_failed_trials_wandb_exit_cod
     """`run --count N` (README's run flags) runs N trials of a larger grid; the run dir is
     user-only (README, Security); `show --csv` lists the trials; a failed trial's W&B run ends
     with exit code 1, a finished one's with 0. One sweep for all four."""
-    spec = sweep(tmp_path, name="c", method="grid", base_config={"epochs": 2},
-                 parameters={"fail_at_epoch": {"values": [1, 99]}, "x": {"values": [0.1, 0.2]}})  # fmt: skip
+    spec = sweep(
+        tmp_path,
+        name="c",
+        method="grid",
+        base_config={"epochs": 2},
+        parameters={"fail_at_epoch": {"values": [1, 99]}, "x": {"values": [0.1, 0.2]}},
+    )
     out = run(spec, ray_cluster, "--count", "3", "--wandb", "offline")
     assert out.returncode == 0, out.stderr
     run_dir = tmp_path / "runs" / "c"
@@ -344,8 +407,16 @@ def test_make_run_again_continues_the_sweep_and_printed_hints_run_as_printed(tmp
     taken = run(spec, ray_cluster, "--wandb", "disabled")
     assert taken.returncode == 2, taken.stderr
     hint = taken.stderr.split("continue it with `")[1].split("`")[0]
-    assert hint.startswith(".venv/bin/python -m raysweep resume ") or hint.startswith(f"{sys.executable} -m raysweep resume"), hint
-    pasted = subprocess.run(["bash", "-c", f"{hint} --address {ray_cluster}"], cwd=ROOT, capture_output=True, text=True,
-                            env=cli_env(), timeout=600)  # fmt: skip
+    assert hint.startswith(".venv/bin/python -m raysweep resume ") or hint.startswith(
+        f"{sys.executable} -m raysweep resume"
+    ), hint
+    pasted = subprocess.run(
+        ["bash", "-c", f"{hint} --address {ray_cluster}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+        timeout=600,
+    )
     assert pasted.returncode == 0, pasted.stdout + pasted.stderr
     assert [t["status"] for t in show(tmp_path / "runs" / "m")["trials"]] == ["done", "done"]

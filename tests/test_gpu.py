@@ -31,8 +31,11 @@ def gpus_listed() -> list[str]:
 
 
 LISTED = gpus_listed()
-pytestmark = [pytest.mark.gpu, pytest.mark.ray,
-              pytest.mark.skipif(not LISTED, reason="no NVIDIA GPU here (nvidia-smi -L lists none)")]  # fmt: skip
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.ray,
+    pytest.mark.skipif(not LISTED, reason="no NVIDIA GPU here (nvidia-smi -L lists none)"),
+]
 
 
 @pytest.fixture(autouse=True)
@@ -47,8 +50,13 @@ def torch_uses_cuda():
 
 def run(tmp_path: Path, name: str, *args: str, **doc) -> list[dict]:
     """Run the sweep ``name`` to its end; its trials in start order."""
-    base = {"name": name, "method": "grid", "metric": {"name": "score", "goal": "maximize"},
-            "train_loop": "tests.gpu_loop:train", "max_concurrent": 1}  # fmt: skip
+    base = {
+        "name": name,
+        "method": "grid",
+        "metric": {"name": "score", "goal": "maximize"},
+        "train_loop": "tests.gpu_loop:train",
+        "max_concurrent": 1,
+    }
     spec = write_spec(tmp_path / f"{name}.yaml", **(base | doc))
     out = raysweep("run", str(spec), "--storage", str(tmp_path / "runs"), "--wandb", "disabled", *args)
     assert out.returncode == 0, out.stderr + out.stdout
@@ -83,8 +91,16 @@ def test_four_packed_trials_share_one_gpu_each_with_its_own_nccl_group(tmp_path)
     four), each all-reducing over the NCCL group raysweep made for it."""
     barrier = tmp_path / "barrier"
     barrier.mkdir()
-    rows = run(tmp_path, "packed", "--gpus", "0", parameters={"x": {"values": [1, 2, 3, 4]}}, max_concurrent=4,
-               resources={"gpus_per_worker": 0.25}, base_config={"barrier_dir": str(barrier), "barrier": 4, "hold_mib": 64})  # fmt: skip
+    rows = run(
+        tmp_path,
+        "packed",
+        "--gpus",
+        "0",
+        parameters={"x": {"values": [1, 2, 3, 4]}},
+        max_concurrent=4,
+        resources={"gpus_per_worker": 0.25},
+        base_config={"barrier_dir": str(barrier), "barrier": 4, "hold_mib": 64},
+    )
     assert [r["status"] for r in rows] == ["done"] * 4, rows
     assert {r["metrics"]["own_group"] for r in rows} == {0.0} and {r["metrics"]["score"] for r in rows} == {1.0}
     assert len({r["metrics"]["pid"] for r in rows}) == 4  # four workers, four groups
@@ -98,8 +114,12 @@ def test_gpus_0_runs_trials_on_gpu_0(tmp_path):
 
 
 def test_a_program_script_runs_on_cuda(tmp_path):
-    (row,) = run(tmp_path, "script", program=str(ROOT / "tests" / "programs" / "cuda_program.py"),
-                 parameters={"x": {"values": [2.0]}, "num_gpus": {"value": 1}})  # fmt: skip
+    (row,) = run(
+        tmp_path,
+        "script",
+        program=str(ROOT / "tests" / "programs" / "cuda_program.py"),
+        parameters={"x": {"values": [2.0]}, "num_gpus": {"value": 1}},
+    )
     assert row["status"] == "done", row
     assert row["metrics"]["score"] == 2.0 and row["metrics"]["on_cuda"] == 1.0
 

@@ -22,8 +22,10 @@ def fake_wheel(path: Path, files: dict[str, bytes]) -> Path:
 
 
 def test_rays_jars_and_their_record_lines_are_left_out(tmp_path):
-    wheel = fake_wheel(tmp_path / "ray-2.60.0-cp312-cp312-manylinux2014_x86_64.whl",
-                       {"ray/__init__.py": b"x", "ray/jars/ray_dist.jar": b"j" * 1000})  # fmt: skip
+    wheel = fake_wheel(
+        tmp_path / "ray-2.60.0-cp312-cp312-manylinux2014_x86_64.whl",
+        {"ray/__init__.py": b"x", "ray/jars/ray_dist.jar": b"j" * 1000},
+    )
     (tmp_path / "out").mkdir()
     slim = without_jars(wheel, tmp_path / "out")
     names = zipfile.ZipFile(slim).namelist()
@@ -35,12 +37,21 @@ def test_rays_jars_and_their_record_lines_are_left_out(tmp_path):
 def test_parts_leave_out_what_the_machine_has_and_fit_their_size(tmp_path):
     house = tmp_path / "house"
     house.mkdir()
-    fake_wheel(house / "ray-2.60.0-cp312-cp312-manylinux2014_x86_64.whl", {"ray/a.py": b"r" * 300_000, "ray/jars/j.jar": b"j" * 900_000})
+    fake_wheel(
+        house / "ray-2.60.0-cp312-cp312-manylinux2014_x86_64.whl",
+        {"ray/a.py": b"r" * 300_000, "ray/jars/j.jar": b"j" * 900_000},
+    )
     fake_wheel(house / "optuna-5.0.0-py3-none-any.whl", {"optuna/a.py": bytes(range(256)) * 1200})
     fake_wheel(house / "torch-2.11.0-cp312-cp312-manylinux_2_28_x86_64.whl", {"torch/a.py": b"t"})  # the machine has it
-    fake_wheel(house / "playwright-1.65.2-py3-none-manylinux1_x86_64.whl", {"playwright/a.py": b"p"})  # not for the check
-    out = subprocess.run([sys.executable, "-m", "bench.gpu_carry", str(house), "--out", str(tmp_path / "carry"),
-                          "--part-mib", "0.35"], cwd=ROOT, capture_output=True, text=True)  # fmt: skip
+    fake_wheel(
+        house / "playwright-1.65.2-py3-none-manylinux1_x86_64.whl", {"playwright/a.py": b"p"}
+    )  # not for the check
+    out = subprocess.run(
+        [sys.executable, "-m", "bench.gpu_carry", str(house), "--out", str(tmp_path / "carry"), "--part-mib", "0.35"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 0, out.stderr
     carried = {w.name.split("-")[0]: w.parent.name for w in (tmp_path / "carry").glob("*/*.whl")}
     assert set(carried) == {"ray", "optuna"} and carried["ray"] != carried["optuna"]  # one part each at 0.35 MiB

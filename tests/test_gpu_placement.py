@@ -36,11 +36,24 @@ def fake_gpus():
         ensure_ray_token()
         env = {k: v for k, v in cli_env().items() if k != "CUDA_VISIBLE_DEVICES"}
         subprocess.run(
-            [RAY, "start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1", f"--num-cpus={cpus}",
-             f"--num-gpus={gpus}", "--resources", json.dumps({"raysweep_slot": gpus}), "--include-dashboard=false",
-             "--disable-usage-stats"],
-            check=True, capture_output=True, cwd=ROOT, env=env,
-        )  # fmt: skip
+            [
+                RAY,
+                "start",
+                "--head",
+                f"--port={port}",
+                "--node-ip-address=127.0.0.1",
+                f"--num-cpus={cpus}",
+                f"--num-gpus={gpus}",
+                "--resources",
+                json.dumps({"raysweep_slot": gpus}),
+                "--include-dashboard=false",
+                "--disable-usage-stats",
+            ],
+            check=True,
+            capture_output=True,
+            cwd=ROOT,
+            env=env,
+        )
         started[gpus, cpus] = f"127.0.0.1:{port}"
         return started[gpus, cpus]
 
@@ -49,7 +62,9 @@ def fake_gpus():
 
 
 def run(spec: Path, cluster: str) -> subprocess.CompletedProcess:
-    return raysweep("run", str(spec), "--address", cluster, "--storage", str(spec.parent / "runs"), "--wandb", "disabled")
+    return raysweep(
+        "run", str(spec), "--address", cluster, "--storage", str(spec.parent / "runs"), "--wandb", "disabled"
+    )
 
 
 def seen(barrier_dir: Path) -> dict[str, list[dict]]:
@@ -67,11 +82,17 @@ def probe_sweep(tmp_path: Path, name: str, barrier: int, values: int = 2, **rays
     seen_dir = tmp_path / "seen"
     seen_dir.mkdir()
     spec = write_spec(
-        tmp_path / f"{name}.yaml", name=name, method="grid", metric={"name": "score"},
+        tmp_path / f"{name}.yaml",
+        name=name,
+        method="grid",
+        metric={"name": "score"},
         parameters={"x": {"values": list(range(1, values + 1))}},
-        raysweep={"train_loop": "tests.gpu_probe:train", **raysweep_keys,
-                  "base_config": {"barrier_dir": str(seen_dir), "barrier": barrier}},
-    )  # fmt: skip
+        raysweep={
+            "train_loop": "tests.gpu_probe:train",
+            **raysweep_keys,
+            "base_config": {"barrier_dir": str(seen_dir), "barrier": barrier},
+        },
+    )
     return spec, seen_dir
 
 
@@ -85,7 +106,9 @@ def gpu_seen(record: dict) -> str:
     if visible is None:
         return str(index)
     entries = [e for e in visible.split(",") if e]
-    assert entries and index < len(entries), f"rank sees no GPU at index {index}: CUDA_VISIBLE_DEVICES={visible!r} ({record})"
+    assert entries and index < len(entries), (
+        f"rank sees no GPU at index {index}: CUDA_VISIBLE_DEVICES={visible!r} ({record})"
+    )
     return entries[index]
 
 
@@ -122,10 +145,18 @@ def test_a_program_script_sees_cuda_visible_devices_and_local_rank_that_agree(tm
     barrier = tmp_path / "seen"
     barrier.mkdir()
     spec = write_spec(
-        tmp_path / "p.yaml", name="p", method="grid", metric={"name": "score"}, program=str(ROOT / "tests" / "gpu_probe.py"),
-        parameters={"x": {"values": [1, 2]}, "barrier_dir": {"value": str(barrier)}, "barrier": {"value": 2},
-                    "num_gpus": {"value": 2}},
-    )  # fmt: skip
+        tmp_path / "p.yaml",
+        name="p",
+        method="grid",
+        metric={"name": "score"},
+        program=str(ROOT / "tests" / "gpu_probe.py"),
+        parameters={
+            "x": {"values": [1, 2]},
+            "barrier_dir": {"value": str(barrier)},
+            "barrier": {"value": 2},
+            "num_gpus": {"value": 2},
+        },
+    )
     out = run(spec, cluster)
     assert out.returncode == 0, out.stderr + out.stdout
     trials = seen(barrier)
@@ -148,10 +179,18 @@ def test_a_warm_worker_serves_one_gpu_for_its_whole_life(tmp_path, fake_gpus):
     barrier = tmp_path / "seen"
     barrier.mkdir()
     spec = write_spec(
-        tmp_path / "m.yaml", name="m", method="random", metric={"name": "score"}, run_cap=14,
+        tmp_path / "m.yaml",
+        name="m",
+        method="random",
+        metric={"name": "score"},
+        run_cap=14,
         parameters={"num_gpus": {"values": [1, 1, 2, 4]}, "hold_s": {"values": [0.1, 1.0, 2.0]}},
-        raysweep={"train_loop": "tests.gpu_probe:train", "seed": 3, "base_config": {"barrier_dir": str(barrier), "barrier": 1}},
-    )  # fmt: skip
+        raysweep={
+            "train_loop": "tests.gpu_probe:train",
+            "seed": 3,
+            "base_config": {"barrier_dir": str(barrier), "barrier": 1},
+        },
+    )
     out = run(spec, cluster)
     assert out.returncode == 0, out.stderr + out.stdout
     records = [r for ranks in seen(barrier).values() for r in ranks]
@@ -186,19 +225,39 @@ def test_two_embedded_sweeps_on_disjoint_gpus_run_side_by_side_and_ctrl_c_stops_
     sweeps = {}
     for name, gpus in (("a", "0,1"), ("b", "2,3")):
         spec = write_spec(
-            tmp_path / f"{name}.yaml", name=name, method="grid", metric={"name": "score"},
+            tmp_path / f"{name}.yaml",
+            name=name,
+            method="grid",
+            metric={"name": "score"},
             parameters={"x": {"values": [1, 2, 3]}},
-            raysweep={"train_loop": "tests.gpu_probe:train", "num_gpus": 2,
-                      "base_config": {"barrier_dir": str(barrier), "barrier": 2, "hold_s": 3.0}},
-        )  # fmt: skip
-        cmd = [sys.executable, "-m", "raysweep", "run", str(spec), "--gpus", gpus, "--storage", str(tmp_path / "runs"),
-               "--wandb", "disabled"]  # fmt: skip
-        sweeps[name] = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                        start_new_session=True)  # fmt: skip
+            raysweep={
+                "train_loop": "tests.gpu_probe:train",
+                "num_gpus": 2,
+                "base_config": {"barrier_dir": str(barrier), "barrier": 2, "hold_s": 3.0},
+            },
+        )
+        cmd = [
+            sys.executable,
+            "-m",
+            "raysweep",
+            "run",
+            str(spec),
+            "--gpus",
+            gpus,
+            "--storage",
+            str(tmp_path / "runs"),
+            "--wandb",
+            "disabled",
+        ]
+        sweeps[name] = subprocess.Popen(
+            cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+        )
     try:
         deadline = time.time() + 300
         while len(list(barrier.glob("*.json"))) < 4:  # both sweeps' first trials, every rank
-            assert time.time() < deadline and all(p.poll() is None for p in sweeps.values()), [p.communicate() for p in sweeps.values()]
+            assert time.time() < deadline and all(p.poll() is None for p in sweeps.values()), [
+                p.communicate() for p in sweeps.values()
+            ]
             time.sleep(0.3)
         os.killpg(sweeps["a"].pid, signal.SIGINT)  # Ctrl-C in a's terminal
         out_a, err_a = sweeps["a"].communicate(timeout=120)
@@ -234,10 +293,24 @@ def test_a_rank_that_cannot_use_its_gpu_fails_its_trial_with_a_sentence_in_show(
     env = cli_env() | {"RAYSWEEP_FAKE_GPUS": "2", "RAYSWEEP_GPU_DEVICE_FILES": str(tmp_path / "nvidia[0-9]*")}
     env.pop("CUDA_VISIBLE_DEVICES", None)
     spec = write_spec(
-        tmp_path / "g.yaml", name="g", method="grid", metric={"name": "score"},
-        parameters={"num_gpus": {"values": [1, 2]}}, raysweep={"train_loop": "train_loops.smoke:train"},
-    )  # fmt: skip
-    cmd = [sys.executable, "-m", "raysweep", "run", str(spec), "--storage", str(tmp_path / "runs"), "--wandb", "disabled"]
+        tmp_path / "g.yaml",
+        name="g",
+        method="grid",
+        metric={"name": "score"},
+        parameters={"num_gpus": {"values": [1, 2]}},
+        raysweep={"train_loop": "train_loops.smoke:train"},
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "raysweep",
+        "run",
+        str(spec),
+        "--storage",
+        str(tmp_path / "runs"),
+        "--wandb",
+        "disabled",
+    ]
     out = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 1, out.stdout + out.stderr  # every trial failed
     trials = show(tmp_path / "runs" / "g")["trials"]

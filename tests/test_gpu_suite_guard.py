@@ -20,8 +20,14 @@ pytestmark = pytest.mark.skipif(torch.cuda.is_available() or bool(shutil.which("
 
 def run_gpu_suite(path_dir: Path | None) -> subprocess.CompletedProcess:
     env = os.environ | {"PATH": f"{path_dir}{os.pathsep}{os.environ['PATH']}" if path_dir else "/usr/bin:/bin"}
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_gpu.py"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_gpu.py"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_a_listed_gpu_that_torch_cannot_use_fails_the_gpu_suite(tmp_path):

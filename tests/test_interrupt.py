@@ -69,11 +69,17 @@ def test_ctrl_c_sigterm_a_killed_driver_and_two_ctrl_cs_each_resume_without_losi
     """
     marker = WORKERS[ddp_workers]
     spec = write_spec(
-        tmp_path / "i.yaml", name="i", method="grid", metric={"name": "score", "goal": "minimize"},
+        tmp_path / "i.yaml",
+        name="i",
+        method="grid",
+        metric={"name": "score", "goal": "minimize"},
         parameters={"x": {"values": [0.3]}, "num_gpus": {"value": 2}},
-        raysweep={"train_loop": "train_loops.smoke:train", "ddp_workers": ddp_workers,
-                  "base_config": {"epochs": EPOCHS, "sleep": 1.0}},
-    )  # fmt: skip
+        raysweep={
+            "train_loop": "train_loops.smoke:train",
+            "ddp_workers": ddp_workers,
+            "base_config": {"epochs": EPOCHS, "sleep": 1.0},
+        },
+    )
     storage, run_dir = tmp_path / "runs", tmp_path / "runs" / "i"
     trials_file = run_dir / TRIALS_FILE
     resume = ("resume", "i")
@@ -142,8 +148,14 @@ def _published_as_one_run(run_dir: Path, trial_id: str) -> None:
     server = FakeWandb()
     serve(server)
     env = cli_env() | {"WANDB_BASE_URL": server.url, "WANDB_API_KEY": API_KEY}
-    out = subprocess.run([sys.executable, "-m", "raysweep", "publish", str(run_dir)], capture_output=True, text=True,
-                         env=env, cwd=ROOT, timeout=300)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-m", "raysweep", "publish", str(run_dir)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.startswith("published 1 runs to W&B sweep")
     assert "Traceback" not in out.stderr  # the cut-short dirs, if wandb cannot read them, are named in a sentence

@@ -26,8 +26,13 @@ LOOP = "tests.node_loop:train"
 
 
 def _ray_start(*args: str) -> None:
-    out = subprocess.run([RAY, "start", "--node-ip-address=127.0.0.1", "--num-cpus=2", "--disable-usage-stats", *args],
-                         capture_output=True, text=True, cwd=ROOT, env=cli_env())  # fmt: skip
+    out = subprocess.run(
+        [RAY, "start", "--node-ip-address=127.0.0.1", "--num-cpus=2", "--disable-usage-stats", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=cli_env(),
+    )
     assert out.returncode == 0, out.stdout + out.stderr
 
 
@@ -37,15 +42,26 @@ def two_nodes():
     port, raylet_port = free_port(), free_port()
     ensure_ray_token()
     try:
-        _ray_start("--head", f"--port={port}", "--include-dashboard=false",
-                   "--resources", json.dumps({"raysweep_slot": 2, "node_head": 1}))  # fmt: skip
         _ray_start(
-            f"--address=127.0.0.1:{port}", "--resources", json.dumps({"raysweep_slot": 2, "node_worker": 1}),
-            f"--node-manager-port={raylet_port}", f"--object-manager-port={free_port()}",
-            f"--dashboard-agent-listen-port={free_port()}", f"--dashboard-agent-grpc-port={free_port()}",
-            f"--runtime-env-agent-port={free_port()}", f"--metrics-export-port={free_port()}",
-            "--min-worker-port=20000", "--max-worker-port=20999",
-        )  # fmt: skip
+            "--head",
+            f"--port={port}",
+            "--include-dashboard=false",
+            "--resources",
+            json.dumps({"raysweep_slot": 2, "node_head": 1}),
+        )
+        _ray_start(
+            f"--address=127.0.0.1:{port}",
+            "--resources",
+            json.dumps({"raysweep_slot": 2, "node_worker": 1}),
+            f"--node-manager-port={raylet_port}",
+            f"--object-manager-port={free_port()}",
+            f"--dashboard-agent-listen-port={free_port()}",
+            f"--dashboard-agent-grpc-port={free_port()}",
+            f"--runtime-env-agent-port={free_port()}",
+            f"--metrics-export-port={free_port()}",
+            "--min-worker-port=20000",
+            "--max-worker-port=20999",
+        )
         yield f"127.0.0.1:{port}", raylet_port
     finally:
         stop_cluster(f"127.0.0.1:{port}")
@@ -59,17 +75,25 @@ def node_sweep(tmp_path: Path, name: str, **doc) -> tuple[Path, Path]:
     record_dir = tmp_path / f"{name}-records"
     record_dir.mkdir()
     doc["base_config"] = {"record_dir": str(record_dir)} | doc.get("base_config", {})
-    spec = write_spec(tmp_path / f"{name}.yaml", name=name, method="grid", metric={"name": "score", "goal": "minimize"},
-                      train_loop=LOOP, **doc)  # fmt: skip
+    spec = write_spec(
+        tmp_path / f"{name}.yaml",
+        name=name,
+        method="grid",
+        metric={"name": "score", "goal": "minimize"},
+        train_loop=LOOP,
+        **doc,
+    )
     return spec, record_dir
 
 
 def test_trials_run_on_both_nodes_and_ddp_workers_share_one(tmp_path, two_nodes):
     address, _ = two_nodes
     spec, record_dir = node_sweep(
-        tmp_path, "spread", base_config={"epochs": 2, "sleep": 1.0},
+        tmp_path,
+        "spread",
+        base_config={"epochs": 2, "sleep": 1.0},
         parameters={"x": {"values": [0.1, 0.2]}, "num_gpus": {"values": [1, 2]}},
-    )  # fmt: skip
+    )
     out = raysweep("run", str(spec), "--address", address, "--storage", str(tmp_path / "runs"), "--wandb", "disabled")
     assert out.returncode == 0, out.stderr + out.stdout
     assert "cluster: 4 CPU worker slot(s) on 2 node(s), at most 2 on one node" in out.stdout
@@ -88,9 +112,10 @@ def test_trials_run_on_both_nodes_and_ddp_workers_share_one(tmp_path, two_nodes)
 def _kill_node(raylet_port: int) -> int:
     """SIGKILL the worker node's raylet and everything under it (its workers and agents)."""
     raylet = next(
-        p for p in psutil.process_iter(["name", "cmdline"])
+        p
+        for p in psutil.process_iter(["name", "cmdline"])
         if p.info["name"] == "raylet" and f"--node_manager_port={raylet_port}" in (p.info["cmdline"] or [])
-    )  # fmt: skip
+    )
     tree = [*raylet.children(recursive=True), raylet]
     for p in tree:
         try:
@@ -105,9 +130,25 @@ def test_killing_a_node_mid_sweep_loses_no_trial(tmp_path, two_nodes):
     address, raylet_port = two_nodes
     xs = [0.1, 0.2, 0.3, 0.4, 0.5]
     spec, record_dir = node_sweep(
-        tmp_path, "kill", base_config={"epochs": 4, "sleep": 1.0}, max_failures=2, parameters={"x": {"values": xs}},
-    )  # fmt: skip
-    cmd = [sys.executable, "-m", "raysweep", "run", str(spec), "--address", address, "--storage", str(tmp_path / "runs"), "--wandb", "disabled"]
+        tmp_path,
+        "kill",
+        base_config={"epochs": 4, "sleep": 1.0},
+        max_failures=2,
+        parameters={"x": {"values": xs}},
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "raysweep",
+        "run",
+        str(spec),
+        "--address",
+        address,
+        "--storage",
+        str(tmp_path / "runs"),
+        "--wandb",
+        "disabled",
+    ]
     driver = subprocess.Popen(cmd, cwd=ROOT, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.time() + 120

@@ -34,8 +34,12 @@ def test_a_tuners_run_and_tune_config_are_the_ones_it_runs_with(tmp_path: Path):
 
 def test_optuna_search_keeps_its_open_trials_by_tune_trial_id_and_its_study():
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    search = OptunaSearch(space=lambda trial: {"x": trial.suggest_float("x", 0, 1)}, metric="loss", mode="min",
-                          sampler=optuna.samplers.RandomSampler(seed=0))  # fmt: skip
+    search = OptunaSearch(
+        space=lambda trial: {"x": trial.suggest_float("x", 0, 1)},
+        metric="loss",
+        mode="min",
+        sampler=optuna.samplers.RandomSampler(seed=0),
+    )
     config = search.suggest("tune-trial-1")
     open_trials, study = private_api.optuna_trials(search), private_api.optuna_study(search)
     assert isinstance(study, optuna.Study)
@@ -78,8 +82,11 @@ def private_uses(source: str) -> list[str]:
             if any(part.startswith("_") for part in (node.module or "").split(".")) or node.module == "ray.worker":
                 found.append(f"from {node.module}")
         elif isinstance(node, ast.Import):
-            found += [f"import {a.name}" for a in node.names
-                      if a.name.split(".")[0] in LIBRARIES and any(p.startswith("_") for p in a.name.split("."))]  # fmt: skip
+            found += [
+                f"import {a.name}"
+                for a in node.names
+                if a.name.split(".")[0] in LIBRARIES and any(p.startswith("_") for p in a.name.split("."))
+            ]
         elif isinstance(node, ast.Attribute):
             chain = _dotted(node)
             if chain and chain.split(".")[0] in LIBRARIES:
@@ -90,17 +97,26 @@ def private_uses(source: str) -> list[str]:
 
 def test_the_private_name_check_finds_each_kind_of_use():
     """The check below can fail: each way of reaching a private name is caught."""
-    for source in ("from ray._private import utils", "import ray._private.utils", "from ray import _x",
-                   "import ray\nray.worker.get_dashboard_url()", "import ray\nray._private.services.x()",
-                   "from ray.worker import get_dashboard_url"):  # fmt: skip
+    for source in (
+        "from ray._private import utils",
+        "import ray._private.utils",
+        "from ray import _x",
+        "import ray\nray.worker.get_dashboard_url()",
+        "import ray\nray._private.services.x()",
+        "from ray.worker import get_dashboard_url",
+    ):
         assert private_uses(source), source
     assert private_uses("import ray\nray.get_runtime_context().get_node_id()") == []
 
 
 def test_no_other_module_uses_a_private_ray_optuna_or_wandb_name():
     """Only private_api.py may hold them."""
-    offenders = [f"{path.name}: {use}" for path in sorted((ROOT / "raysweep").rglob("*.py")) if path.name != "private_api.py"
-                 for use in private_uses(path.read_text())]  # fmt: skip
+    offenders = [
+        f"{path.name}: {use}"
+        for path in sorted((ROOT / "raysweep").rglob("*.py"))
+        if path.name != "private_api.py"
+        for use in private_uses(path.read_text())
+    ]
     assert offenders == []
 
 

@@ -36,9 +36,15 @@ PARAMS = {"lr": 1e-05, "flag": False, "on": True, "arch.stages.0.repeat": 2, "na
 def test_default_command_is_wandb_agents_with_this_python():
     argv = render_command(None, "train.py", PARAMS, "/x/args.json")
     assert argv == [
-        "/usr/bin/env", sys.executable, "train.py",
-        "--lr=1e-05", "--flag=False", "--on=True", "--arch.stages.0.repeat=2", "--name=a b",
-    ]  # fmt: skip
+        "/usr/bin/env",
+        sys.executable,
+        "train.py",
+        "--lr=1e-05",
+        "--flag=False",
+        "--on=True",
+        "--arch.stages.0.repeat=2",
+        "--name=a b",
+    ]
     assert tuple(DEFAULT_COMMAND) == ("${env}", "${interpreter}", "${program}", "${args}")
 
 
@@ -47,15 +53,24 @@ def test_default_command_is_wandb_agents_with_this_python():
     [
         ("${args_no_hyphens}", ["lr=1e-05", "flag=False", "on=True", "arch.stages.0.repeat=2", "name=a b"]),
         ("${args_no_boolean_flags}", ["--lr=1e-05", "--on", "--arch.stages.0.repeat=2", "--name=a b"]),
-        ("${args_json}", [json.dumps({"lr": 1e-05, "flag": False, "on": True, "arch.stages.0.repeat": 2, "name": "a b"})]),
+        (
+            "${args_json}",
+            [json.dumps({"lr": 1e-05, "flag": False, "on": True, "arch.stages.0.repeat": 2, "name": "a b"})],
+        ),
         ("${args_json_file}", ["/x/args.json"]),
-        ("${args_override_hydra}", ["++lr=1e-05", "++flag=False", "++on=True", "++arch.stages.0.repeat=2", "++name=a b"]),
+        (
+            "${args_override_hydra}",
+            ["++lr=1e-05", "++flag=False", "++on=True", "++arch.stages.0.repeat=2", "++name=a b"],
+        ),
     ],
 )
 def test_macros(macro, expected):
     assert render_command(("${interpreter}", "-u", "${program}", macro), "p.py", PARAMS, "/x/args.json") == [
-        sys.executable, "-u", "p.py", *expected,
-    ]  # fmt: skip
+        sys.executable,
+        "-u",
+        "p.py",
+        *expected,
+    ]
 
 
 def test_envvar_macro(monkeypatch):
@@ -65,9 +80,15 @@ def test_envvar_macro(monkeypatch):
 
 
 def test_unknown_macro_is_a_spec_error_with_a_suggestion():
-    doc = {"program": "t.py", "method": "random", "command": ["${interpreter}", "${program}", "${args_no_hyphen}"],
-           "parameters": {"lr": {"values": [1, 2]}}}  # fmt: skip
-    with pytest.raises(SpecError, match=r"command.2: unknown macro \$\{args_no_hyphen\} \(did you mean 'args_no_hyphens'\?\)"):
+    doc = {
+        "program": "t.py",
+        "method": "random",
+        "command": ["${interpreter}", "${program}", "${args_no_hyphen}"],
+        "parameters": {"lr": {"values": [1, 2]}},
+    }
+    with pytest.raises(
+        SpecError, match=r"command.2: unknown macro \$\{args_no_hyphen\} \(did you mean 'args_no_hyphens'\?\)"
+    ):
         parse_spec(doc)
 
 
@@ -97,7 +118,9 @@ def test_supervisor_ends_the_whole_process_group_sigkill_after_grace(tmp_path):
         f"open({str(tmp_path / 'pid')!r}, 'w').write(str(child.pid))\n"
         "time.sleep(600)\n"
     )
-    sup = subprocess.Popen([sys.executable, "-m", "raysweep.trial.supervise", "1.5", str(os.getpid()), "--", sys.executable, str(script)])
+    sup = subprocess.Popen(
+        [sys.executable, "-m", "raysweep.trial.supervise", "1.5", str(os.getpid()), "--", sys.executable, str(script)]
+    )
     for _ in range(100):
         if (tmp_path / "pid").exists() and (tmp_path / "pid").read_text():
             break
@@ -109,8 +132,19 @@ def test_supervisor_ends_the_whole_process_group_sigkill_after_grace(tmp_path):
 
 
 def test_supervisor_passes_the_exit_code_through(tmp_path):
-    code = subprocess.call([sys.executable, "-m", "raysweep.trial.supervise", "1", str(os.getpid()), "--",
-                            sys.executable, "-c", "raise SystemExit(3)"])  # fmt: skip
+    code = subprocess.call(
+        [
+            sys.executable,
+            "-m",
+            "raysweep.trial.supervise",
+            "1",
+            str(os.getpid()),
+            "--",
+            sys.executable,
+            "-c",
+            "raise SystemExit(3)",
+        ]
+    )
     assert code == 3
 
 
@@ -136,17 +170,23 @@ def _scripts_left(name: str, project: Path) -> list[psutil.Process]:
     """This test's scripts still running: named ``name``, run in ``project`` (as wandb agent runs
     them, in the directory of the command), so that a script another test left is not counted."""
     return [
-        p for p in psutil.process_iter(["cmdline", "cwd"])
-        if any(name in part for part in (p.info["cmdline"] or [])) and Path(p.info["cwd"] or "/").is_relative_to(project)
-    ]  # fmt: skip
+        p
+        for p in psutil.process_iter(["cmdline", "cwd"])
+        if any(name in part for part in (p.info["cmdline"] or []))
+        and Path(p.info["cwd"] or "/").is_relative_to(project)
+    ]
 
 
 @pytest.mark.ray
 def test_torchrun_script_on_two_workers_gets_the_config_on_every_rank(tmp_path, ray_cluster):
     spec = _project(
-        tmp_path, "tr", program="ddp_wandb.py", method="grid", metric={"name": "score", "goal": "minimize"},
+        tmp_path,
+        "tr",
+        program="ddp_wandb.py",
+        method="grid",
+        metric={"name": "score", "goal": "minimize"},
         parameters={"lr": {"values": [0.1, 0.3]}, "epochs": {"value": 2}, "num_gpus": {"value": 2}},
-    )  # fmt: skip
+    )
     out = _run(spec, ray_cluster, "--wandb", "offline")
     assert out.returncode == 0, out.stderr + out.stdout
     data = show(tmp_path / "runs" / "tr")
@@ -172,12 +212,20 @@ def test_torchrun_script_on_two_workers_gets_the_config_on_every_rank(tmp_path, 
 @pytest.mark.ray
 def test_asha_stops_a_script_live_and_no_script_is_left_running(tmp_path, ray_cluster):
     spec = _project(
-        tmp_path, "ta", program="ddp_wandb.py", method="grid", metric={"name": "score", "goal": "minimize"},
+        tmp_path,
+        "ta",
+        program="ddp_wandb.py",
+        method="grid",
+        metric={"name": "score", "goal": "minimize"},
         max_concurrent=1,
-        parameters={"lr": {"values": [0.3, 3.0, 2.0]}, "epochs": {"value": 6}, "sleep": {"value": 0.5},
-                    "num_gpus": {"value": 2}},
+        parameters={
+            "lr": {"values": [0.3, 3.0, 2.0]},
+            "epochs": {"value": 6},
+            "sleep": {"value": 0.5},
+            "num_gpus": {"value": 2},
+        },
         scheduler={"type": "asha", "grace_period": 1, "max_t": 6, "reduction_factor": 2},
-    )  # fmt: skip
+    )
     out = _run(spec, ray_cluster, "--wandb", "disabled")
     assert out.returncode == 0, out.stderr + out.stdout
     trials = {t["config"]["lr"]: t for t in show(tmp_path / "runs" / "ta")["trials"]}
@@ -190,9 +238,13 @@ def test_asha_stops_a_script_live_and_no_script_is_left_running(tmp_path, ray_cl
 @pytest.mark.ray
 def test_a_failing_script_fails_its_trial_with_the_end_of_its_stderr(tmp_path, ray_cluster):
     spec = _project(
-        tmp_path, "tf", program="ddp_wandb.py", method="grid", metric={"name": "score", "goal": "minimize"},
+        tmp_path,
+        "tf",
+        program="ddp_wandb.py",
+        method="grid",
+        metric={"name": "score", "goal": "minimize"},
         parameters={"lr": {"value": 0.3}, "epochs": {"value": 3}, "fail": {"values": ["no", "yes"]}},
-    )  # fmt: skip
+    )
     out = _run(spec, ray_cluster, "--wandb", "disabled")
     assert out.returncode == 0, out.stderr + out.stdout
     trials = {t["config"]["fail"]: t for t in show(tmp_path / "runs" / "tf")["trials"]}
@@ -206,10 +258,14 @@ def test_a_failing_script_fails_its_trial_with_the_end_of_its_stderr(tmp_path, r
 @pytest.mark.ray
 def test_hydra_app_with_args_no_hyphens_and_raysweep_report(tmp_path, ray_cluster):
     spec = _project(
-        tmp_path, "th", program="hydra_app.py", method="grid", metric={"name": "score", "goal": "minimize"},
+        tmp_path,
+        "th",
+        program="hydra_app.py",
+        method="grid",
+        metric={"name": "score", "goal": "minimize"},
         command=["${env}", "${interpreter}", "${program}", "${args_no_hyphens}"],
         parameters={"lr": {"values": [0.1, 0.3]}, "model.depth": {"values": [1, 2]}},
-    )  # fmt: skip
+    )
     out = _run(spec, ray_cluster, "--wandb", "disabled")
     assert out.returncode == 0, out.stderr + out.stdout
     data = show(tmp_path / "runs" / "th")
@@ -225,12 +281,20 @@ def test_the_origin_stages_sweep_runs_its_hydra_script_as_wandb_agent_would(tmp_
     """The seed-003 shape: a Hydra program: sweep of dotted names into a list, no base_config,
     W&B's hyperband. The script gets the overrides exactly as wandb agent renders them."""
     spec = _project(
-        tmp_path, "t3", program="hydra_app.py", method="grid", metric={"name": "score", "goal": "minimize"},
+        tmp_path,
+        "t3",
+        program="hydra_app.py",
+        method="grid",
+        metric={"name": "score", "goal": "minimize"},
         command=["${env}", "${interpreter}", "${program}", "${args_no_hyphens}"],
-        parameters={"arch.stages.1.repeat": {"values": [1, 2]}, "arch.stages.0.repeat": {"values": [1, 3]},
-                    "arch.stages.0.include_inputs": {"values": [True, False]}, "epochs": {"value": 4}},
+        parameters={
+            "arch.stages.1.repeat": {"values": [1, 2]},
+            "arch.stages.0.repeat": {"values": [1, 3]},
+            "arch.stages.0.include_inputs": {"values": [True, False]},
+            "epochs": {"value": 4},
+        },
         early_terminate={"type": "hyperband", "min_iter": 3, "max_iter": 10, "s": 2, "eta": 3},
-    )  # fmt: skip
+    )
     out = _run(spec, ray_cluster, "--wandb", "disabled")
     assert out.returncode == 0, out.stderr + out.stdout
     from wandb.sdk.launch.sweeps.utils import create_sweep_command_args
@@ -240,7 +304,9 @@ def test_the_origin_stages_sweep_runs_its_hydra_script_as_wandb_agent_would(tmp_
     for t in trials:
         trial_dir = next((tmp_path / "runs" / "t3").glob(f"*{t['trial_id']}*"))
         argv = json.loads((trial_dir / "argv.rank0.json").read_text())
-        expected = create_sweep_command_args({"args": {k: {"value": v} for k, v in t["config"].items()}})["args_no_hyphens"]
+        expected = create_sweep_command_args({"args": {k: {"value": v} for k, v in t["config"].items()}})[
+            "args_no_hyphens"
+        ]
         assert argv == expected  # e.g. arch.stages.0.include_inputs=True arch.stages.0.repeat=3 ...
         c = t["config"]
         assert _last_result(trial_dir)["repeats"] == c["arch.stages.0.repeat"] - 1 + c["arch.stages.1.repeat"] - 1
@@ -249,9 +315,14 @@ def test_the_origin_stages_sweep_runs_its_hydra_script_as_wandb_agent_would(tmp_
 @pytest.mark.ray
 def test_the_watchdog_shows_the_end_of_a_hung_scripts_stderr(tmp_path, ray_cluster):
     spec = _project(
-        tmp_path, "tw", program="ddp_wandb.py", method="grid", metric={"name": "score", "goal": "minimize"},
-        report_timeout_s=4, parameters={"lr": {"value": 0.3}, "epochs": {"value": 3}, "hang_at": {"value": 2}},
-    )  # fmt: skip
+        tmp_path,
+        "tw",
+        program="ddp_wandb.py",
+        method="grid",
+        metric={"name": "score", "goal": "minimize"},
+        report_timeout_s=4,
+        parameters={"lr": {"value": 0.3}, "epochs": {"value": 3}, "hang_at": {"value": 2}},
+    )
     out = _run(spec, ray_cluster, "--wandb", "disabled")
     assert out.returncode == 1, out.stderr + out.stdout
     (trial,) = show(tmp_path / "runs" / "tw")["trials"]
@@ -265,13 +336,34 @@ def test_sigterm_to_the_driver_ends_every_script_and_saves_the_sweep(tmp_path, r
     """SLURM's SIGTERM, or kill: the scripts end with their trials (none left with parent 1),
     the driver exits 130 with the resume command, and show lists the trials as pending."""
     spec = _project(
-        tmp_path, "tk", program="ddp_wandb.py", method="grid", metric={"name": "score", "goal": "minimize"},
-        parameters={"lr": {"values": [0.1, 0.2]}, "epochs": {"value": 30}, "sleep": {"value": 1.0},
-                    "num_gpus": {"value": 2}},
-    )  # fmt: skip
-    cmd = [sys.executable, "-m", "raysweep", "run", str(spec), "--address", ray_cluster, "--storage",
-           str(tmp_path / "runs"), "--wandb", "disabled"]  # fmt: skip
-    driver = subprocess.Popen(cmd, cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        tmp_path,
+        "tk",
+        program="ddp_wandb.py",
+        method="grid",
+        metric={"name": "score", "goal": "minimize"},
+        parameters={
+            "lr": {"values": [0.1, 0.2]},
+            "epochs": {"value": 30},
+            "sleep": {"value": 1.0},
+            "num_gpus": {"value": 2},
+        },
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "raysweep",
+        "run",
+        str(spec),
+        "--address",
+        ray_cluster,
+        "--storage",
+        str(tmp_path / "runs"),
+        "--wandb",
+        "disabled",
+    ]
+    driver = subprocess.Popen(
+        cmd, cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     deadline = time.time() + 240
     while time.time() < deadline and len(_scripts_left("ddp_wandb.py", tmp_path)) < 2:
         assert driver.poll() is None, driver.communicate()
@@ -292,9 +384,13 @@ def test_sigterm_to_the_driver_ends_every_script_and_saves_the_sweep(tmp_path, r
 @pytest.mark.ray
 def test_a_script_that_never_logs_the_metric_fails_naming_what_it_logged(tmp_path, ray_cluster):
     spec = _project(
-        tmp_path, "tm", program="ddp_wandb.py", method="grid", metric={"name": "val/acc", "goal": "maximize"},
+        tmp_path,
+        "tm",
+        program="ddp_wandb.py",
+        method="grid",
+        metric={"name": "val/acc", "goal": "maximize"},
         parameters={"lr": {"value": 0.3}, "epochs": {"value": 1}},
-    )  # fmt: skip
+    )
     out = _run(spec, ray_cluster, "--wandb", "disabled")
     assert out.returncode == 1
     assert "finished without logging the sweep's metric 'val/acc'" in out.stdout
@@ -309,11 +405,34 @@ def test_a_missing_program_is_a_user_error(tmp_path):
 
 def test_numbers_and_booleans_in_a_command_become_strings_as_wandb_agent_makes_them():
     """wandb agent runs ``str(c)`` on every item of ``command:`` (issue 32: raysweep refused them)."""
-    doc = {"program": "t.py", "method": "grid", "parameters": {"lr": {"value": 0.1}},
-           "command": ["${env}", "python", "${program}", "--epochs", 10, "--do_train", True, "--wd", 0.5, "${args}"]}  # fmt: skip
+    doc = {
+        "program": "t.py",
+        "method": "grid",
+        "parameters": {"lr": {"value": 0.1}},
+        "command": ["${env}", "python", "${program}", "--epochs", 10, "--do_train", True, "--wd", 0.5, "${args}"],
+    }
     spec = parse_spec(doc)
-    assert spec.command == ("${env}", "python", "${program}", "--epochs", "10", "--do_train", "True", "--wd", "0.5", "${args}")
-    assert render_command(spec.command, "t.py", {"lr": 0.1}, "")[3:] == ["--epochs", "10", "--do_train", "True", "--wd", "0.5", "--lr=0.1"]
+    assert spec.command == (
+        "${env}",
+        "python",
+        "${program}",
+        "--epochs",
+        "10",
+        "--do_train",
+        "True",
+        "--wd",
+        "0.5",
+        "${args}",
+    )
+    assert render_command(spec.command, "t.py", {"lr": 0.1}, "")[3:] == [
+        "--epochs",
+        "10",
+        "--do_train",
+        "True",
+        "--wd",
+        "0.5",
+        "--lr=0.1",
+    ]
 
 
 def test_program_runs_carry_no_sweep_id_that_wandb_did_not_create(tmp_path, monkeypatch):
@@ -327,12 +446,30 @@ def test_program_runs_carry_no_sweep_id_that_wandb_did_not_create(tmp_path, monk
     from raysweep.trial.program import script_env
 
     monkeypatch.setenv("WANDB_SWEEP_ID", "stale")
-    launch = ProgramLaunch(program="t.py", command=None, params={}, param_file="p.yaml", args_json_file="a.json",
-                           workdir=str(tmp_path), wandb_mode="offline", project="p", entity=None, group="g",
-                           sweep_id=None)  # fmt: skip
-    job = TrialJob(trial_id="t1", trial_dir=str(tmp_path), world_size=1, runner="in_process", metric="m",
-                   report_timeout_s=None, capacity=Capacity((1,), False, 1.0, True, ("n",)), max_failures=0,
-                   program=launch)  # fmt: skip
+    launch = ProgramLaunch(
+        program="t.py",
+        command=None,
+        params={},
+        param_file="p.yaml",
+        args_json_file="a.json",
+        workdir=str(tmp_path),
+        wandb_mode="offline",
+        project="p",
+        entity=None,
+        group="g",
+        sweep_id=None,
+    )
+    job = TrialJob(
+        trial_id="t1",
+        trial_dir=str(tmp_path),
+        world_size=1,
+        runner="in_process",
+        metric="m",
+        report_timeout_s=None,
+        capacity=Capacity((1,), False, 1.0, True, ("n",)),
+        max_failures=0,
+        program=launch,
+    )
     env = script_env(job, 0, 0, ("127.0.0.1", 1))
     assert "WANDB_SWEEP_ID" not in env and env["WANDB_RUN_ID"] == "t1" and env["WANDB_RUN_GROUP"] == "g"
     assert "WANDB_RUN_ID" not in script_env(job, 1, 1, ("127.0.0.1", 1))  # rank 1's run is its own
@@ -342,8 +479,12 @@ def test_program_runs_carry_no_sweep_id_that_wandb_did_not_create(tmp_path, monk
 
 def test_validate_sample_of_a_program_sweep_shows_what_the_script_receives(tmp_path):
     """Flat names as written (`--model.n_layers=4`, wandb.config["model.n_layers"]); a nested block as one mapping."""
-    spec = write_spec(tmp_path / "p.yaml", program="train.py", method="grid",
-                      parameters={"model.n_layers": {"values": [4]}, "opt": {"parameters": {"lr": {"value": 0.1}}}})  # fmt: skip
+    spec = write_spec(
+        tmp_path / "p.yaml",
+        program="train.py",
+        method="grid",
+        parameters={"model.n_layers": {"values": [4]}, "opt": {"parameters": {"lr": {"value": 0.1}}}},
+    )
     out = raysweep("validate", str(spec), "--sample", "1")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout) == {"model.n_layers": 4, "opt": {"lr": 0.1}}

@@ -31,8 +31,16 @@ class Trial:
 
 
 def monitor_and_trials(tmp_path: Path, n: int) -> tuple[SweepMonitor, list[Trial]]:
-    spec = load_spec(write_spec(tmp_path / "s.yaml", name="s", method="grid", metric={"name": "score"},
-                                parameters={"x": {"values": list(range(n))}}, train_loop="train_loops.smoke:train"))  # fmt: skip
+    spec = load_spec(
+        write_spec(
+            tmp_path / "s.yaml",
+            name="s",
+            method="grid",
+            metric={"name": "score"},
+            parameters={"x": {"values": list(range(n))}},
+            train_loop="train_loops.smoke:train",
+        )
+    )
     run_dir = tmp_path / "run"
     run_dir.mkdir(exist_ok=True)
     trials = [Trial(f"t{i}", {"x": i}, str(run_dir / f"t{i}"), str(run_dir / f"t{i}")) for i in range(n)]

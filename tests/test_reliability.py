@@ -30,7 +30,9 @@ def sweep(tmp_path: Path, name: str, **doc) -> Path:
 
 
 def run(spec: Path, cluster: str, *flags: str) -> subprocess.CompletedProcess:
-    return raysweep("run", str(spec), "--address", cluster, "--storage", str(spec.parent / "runs"), "--wandb", "disabled", *flags)
+    return raysweep(
+        "run", str(spec), "--address", cluster, "--storage", str(spec.parent / "runs"), "--wandb", "disabled", *flags
+    )
 
 
 # Each 2+-worker fault runs under both trial paths; the process title of a worker in each.
@@ -50,9 +52,13 @@ def test_a_killed_train_worker_restarts_from_its_checkpoint(tmp_path, ray_cluste
     epochs continue with no gap and no repeat."
     """
     spec = sweep(
-        tmp_path, "wk", max_failures=1, base_config={"epochs": 6, "sleep": 1.5}, ddp_workers=ddp_workers,
+        tmp_path,
+        "wk",
+        max_failures=1,
+        base_config={"epochs": 6, "sleep": 1.5},
+        ddp_workers=ddp_workers,
         parameters={"x": {"value": 0.3}, "num_gpus": {"value": 2}},
-    )  # fmt: skip
+    )
     driver = start_sweep(spec, ray_cluster)
     wait_for_iterations(driver, tmp_path / "runs" / "wk" / TRIALS_FILE, 2)  # epochs 1-2 reported, and checkpointed
     victims = processes(WORKERS[ddp_workers], ray_cluster)
@@ -76,9 +82,12 @@ def test_a_raising_loop_is_retried_up_to_max_failures_and_the_sweep_goes_on(tmp_
     `run` exits 1 and prints the first error."
     """
     spec = sweep(
-        tmp_path, "rf", max_failures=1, base_config={"epochs": 3, "fail_at_epoch": 2},
+        tmp_path,
+        "rf",
+        max_failures=1,
+        base_config={"epochs": 3, "fail_at_epoch": 2},
         parameters={"fail_attempts": {"values": [1, 5]}},  # fails once (then resumes) / fails every attempt
-    )  # fmt: skip
+    )
     out = run(spec, ray_cluster)
     assert out.returncode == 0, out.stderr + out.stdout
     run_dir = tmp_path / "runs" / "rf"
@@ -102,9 +111,14 @@ def test_a_nan_metric_fails_the_trial_and_optuna_records_it_failed(tmp_path, ray
     from optuna.storages.journal import JournalFileBackend
 
     spec = sweep(
-        tmp_path, "nan", method="bayes", run_cap=6, seed=3, base_config={"epochs": 3},
+        tmp_path,
+        "nan",
+        method="bayes",
+        run_cap=6,
+        seed=3,
+        base_config={"epochs": 3},
         parameters={"x": {"min": 0.0, "max": 1.0}, "nan_at_epoch": {"values": [2, 99]}},
-    )  # fmt: skip
+    )
     out = run(spec, ray_cluster)
     assert out.returncode == 0, out.stderr + out.stdout
     run_dir = tmp_path / "runs" / "nan"
@@ -117,7 +131,9 @@ def test_a_nan_metric_fails_the_trial_and_optuna_records_it_failed(tmp_path, ray
     assert all(t["status"] == "done" for t in healthy)
     assert data["best"]["config"]["nan_at_epoch"] == 99
 
-    study = optuna.load_study(study_name="nan", storage=JournalStorage(JournalFileBackend(str(run_dir / "optuna.journal"))))
+    study = optuna.load_study(
+        study_name="nan", storage=JournalStorage(JournalFileBackend(str(run_dir / "optuna.journal")))
+    )
     states = {round(t.params["x"], 9): t.state for t in study.trials}
     for t in diverged:
         assert states[round(t["config"]["x"], 9)] == optuna.trial.TrialState.FAIL
@@ -128,15 +144,20 @@ def test_a_nan_metric_fails_the_trial_and_optuna_records_it_failed(tmp_path, ray
 
 def test_watchdog_ends_a_hung_loop_with_an_explanation(tmp_path, ray_cluster):
     spec = sweep(
-        tmp_path, "h1", report_timeout_s=10, base_config={"epochs": 3},  # 10 s: a loaded machine's first epoch fits
+        tmp_path,
+        "h1",
+        report_timeout_s=10,
+        base_config={"epochs": 3},  # 10 s: a loaded machine's first epoch fits
         parameters={"hang_at_epoch": {"values": [2, 99]}},
-    )  # fmt: skip
+    )
     out = run(spec, ray_cluster)
     assert out.returncode == 0, out.stderr + out.stdout
     trials = {t["config"]["hang_at_epoch"]: t for t in show(tmp_path / "runs" / "h1")["trials"]}
     assert trials[99]["status"] == "done"
     assert trials[2]["status"] == "failed"
-    assert "watchdog: the train loop sent no report for 10 s (report_timeout_s) after its report #1" in trials[2]["error"]
+    assert (
+        "watchdog: the train loop sent no report for 10 s (report_timeout_s) after its report #1" in trials[2]["error"]
+    )
 
 
 def test_a_one_worker_torchtrainer_trial_runs_in_its_own_process_through_every_fault(tmp_path, ray_cluster):
@@ -151,9 +172,15 @@ def test_a_one_worker_torchtrainer_trial_runs_in_its_own_process_through_every_f
         "hangs": {"hang_at_epoch": 2},
     }
     spec = sweep(
-        tmp_path, "ip", train_loop="tests.case_loop:train", ddp_workers="torchtrainer", max_failures=1,
-        report_timeout_s=10, base_config={"epochs": 3}, parameters={"case": {"values": list(cases.values())}},
-    )  # fmt: skip
+        tmp_path,
+        "ip",
+        train_loop="tests.case_loop:train",
+        ddp_workers="torchtrainer",
+        max_failures=1,
+        report_timeout_s=10,
+        base_config={"epochs": 3},
+        parameters={"case": {"values": list(cases.values())}},
+    )
     out = run(spec, ray_cluster)
     assert out.returncode == 0, out.stderr + out.stdout
     run_dir = tmp_path / "runs" / "ip"
@@ -184,10 +211,13 @@ def test_watchdog_ends_a_rank_stuck_in_a_collective(tmp_path, ray_cluster, ddp_w
     `max_failures` retries apply."
     """
     spec = sweep(
-        tmp_path, "h2", report_timeout_s=5, ddp_workers=ddp_workers,
+        tmp_path,
+        "h2",
+        report_timeout_s=5,
+        ddp_workers=ddp_workers,
         base_config={"epochs": 3, "collective": True, "hang_at_epoch": 2, "hang_rank": 1},
         parameters={"num_gpus": {"value": 2}},
-    )  # fmt: skip
+    )
     driver = start_sweep(spec, ray_cluster)
     deadline = time.time() + 180
     while not processes(WORKERS[ddp_workers], ray_cluster):  # the title names the trial's live workers
@@ -212,9 +242,13 @@ def test_ranks_that_report_different_numbers_of_times_fail_with_an_explanation(t
     `torchtrainer`, when `report_timeout_s` is set: the ranks' records then tell the cause)."
     """
     spec = sweep(
-        tmp_path, "h3", report_timeout_s=5, base_config={"epochs": 2, "extra_report_rank": 0}, ddp_workers=ddp_workers,
+        tmp_path,
+        "h3",
+        report_timeout_s=5,
+        base_config={"epochs": 2, "extra_report_rank": 0},
+        ddp_workers=ddp_workers,
         parameters={"num_gpus": {"value": 2}},
-    )  # fmt: skip
+    )
     out = run(spec, ray_cluster)
     assert out.returncode == 1
     (trial,) = show(tmp_path / "runs" / "h3")["trials"]
@@ -226,8 +260,14 @@ def test_two_hundred_trials_all_recorded_with_flat_driver_memory(tmp_path, ray_c
     """README guarantee: "A 200-trial sweep at the cluster's concurrency records all 200 trials with
     the driver's memory flat (figures in the test's output)."
     """
-    spec = sweep(tmp_path, "load", method="random", run_cap=200, base_config={"epochs": 1},
-                 parameters={"x": {"min": 0.0, "max": 1.0}})  # fmt: skip
+    spec = sweep(
+        tmp_path,
+        "load",
+        method="random",
+        run_cap=200,
+        base_config={"epochs": 1},
+        parameters={"x": {"min": 0.0, "max": 1.0}},
+    )
     driver = start_sweep(spec, ray_cluster)
     proc = psutil.Process(driver.pid)
     trials_file = tmp_path / "runs" / "load" / TRIALS_FILE
@@ -250,6 +290,8 @@ def test_two_hundred_trials_all_recorded_with_flat_driver_memory(tmp_path, ray_c
 
     assert min(n for n, _ in samples) <= 10 and max(n for n, _ in samples) >= 150, samples  # sampled the whole sweep
     early, late = rss_at(50), rss_at(200)
-    print(f"\ndriver RSS: {rss_at(10):.0f} MiB after 10 trials, {early:.0f} after 50, {late:.0f} after 200 "
-          f"(+{late - early:.0f} MiB over the last 150); wall {samples and len(samples)} s")  # fmt: skip
+    print(
+        f"\ndriver RSS: {rss_at(10):.0f} MiB after 10 trials, {early:.0f} after 50, {late:.0f} after 200 "
+        f"(+{late - early:.0f} MiB over the last 150); wall {samples and len(samples)} s"
+    )
     assert late - early < 64, samples  # flat: no per-trial growth worth the name

@@ -37,16 +37,26 @@ def sweeps(tmp_path_factory, ray_cluster) -> Path:
     base = {"metric": {"name": "score", "goal": "minimize"}, "train_loop": LOOP}
     specs = [
         write_spec(
-            root / "a.yaml", name="a", method="grid", base_config={"epochs": 9}, max_concurrent=1,
+            root / "a.yaml",
+            name="a",
+            method="grid",
+            base_config={"epochs": 9},
+            max_concurrent=1,
             parameters={"x": {"values": XS}, "sleep": {"values": [0.0, 0.01]}},
-            scheduler={"type": "asha", "grace_period": 1, "max_t": 9, "reduction_factor": 3}, **base,
+            scheduler={"type": "asha", "grace_period": 1, "max_t": 9, "reduction_factor": 3},
+            **base,
         ),
         write_spec(
-            root / "b.yaml", name="b", method="bayes", run_cap=4, base_config={"epochs": 3},
+            root / "b.yaml",
+            name="b",
+            method="bayes",
+            run_cap=4,
+            base_config={"epochs": 3},
             parameters={"x": {"min": 0.0, "max": 1.0}, "sleep": {"values": [0.0, 0.01]}},
-            searcher={"n_startup_trials": 2}, **base,
+            searcher={"n_startup_trials": 2},
+            **base,
         ),
-    ]  # fmt: skip
+    ]
     for spec in specs:
         out = raysweep(
             "run",
@@ -134,9 +144,16 @@ def test_report_renders_in_an_offline_chromium(sweeps, tmp_path):
     with sync_playwright() as p:
         browser = p.chromium.launch(
             executable_path=browser_path,
-            args=["--no-sandbox", "--disable-gpu", "--enable-unsafe-swiftshader", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run"],
-        )  # fmt: skip
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--enable-unsafe-swiftshader",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+            ],
+        )
         try:
             for name, path in pages.items():
                 page = browser.new_page(viewport={"width": 1280, "height": 900})
@@ -185,11 +202,21 @@ def test_png_writes_every_figure(sweeps, tmp_path):
 
 def fake_run(tmp_path: Path, trials: list[dict]) -> Path:
     """A run dir as a sweep leaves it: spec.json, trials.jsonl and each trial's result.json."""
-    spec = load_spec(write_spec(
-        tmp_path / "f.yaml", name="f", method="random", run_cap=len(trials), train_loop=LOOP,
-        metric={"name": "acc", "goal": "maximize"},
-        parameters={"opt": {"values": ["sgd", "adam"]}, "bn": {"values": [True, False]}, "lr": {"min": 0.001, "max": 0.1}},
-    ))  # fmt: skip
+    spec = load_spec(
+        write_spec(
+            tmp_path / "f.yaml",
+            name="f",
+            method="random",
+            run_cap=len(trials),
+            train_loop=LOOP,
+            metric={"name": "acc", "goal": "maximize"},
+            parameters={
+                "opt": {"values": ["sgd", "adam"]},
+                "bn": {"values": [True, False]},
+                "lr": {"min": 0.001, "max": 0.1},
+            },
+        )
+    )
     run_dir = tmp_path / "runs" / "f"
     run_dir.mkdir(parents=True)
     (run_dir / "spec.json").write_text(json.dumps(spec.to_json()))
@@ -203,19 +230,32 @@ def fake_run(tmp_path: Path, trials: list[dict]) -> Path:
                 for k, a in enumerate(t["accs"])
             )
         )
-        rows.append({"trial_id": f"t{i}", "status": t.get("status", "done"), "config": t["config"], "start": 1000.0 + i,
-                     "metrics": {"acc": t["accs"][-1], "training_iteration": len(t["accs"])}, "num_workers": 1,
-                     "iterations": len(t["accs"]), "wall_s": 2.0, "trial_dir": str(trial_dir)})  # fmt: skip
+        rows.append(
+            {
+                "trial_id": f"t{i}",
+                "status": t.get("status", "done"),
+                "config": t["config"],
+                "start": 1000.0 + i,
+                "metrics": {"acc": t["accs"][-1], "training_iteration": len(t["accs"])},
+                "num_workers": 1,
+                "iterations": len(t["accs"]),
+                "wall_s": 2.0,
+                "trial_dir": str(trial_dir),
+            }
+        )
     (run_dir / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     return run_dir
 
 
 def test_categorical_and_bool_params_become_indexed_axes_and_maximize_is_respected(tmp_path):
-    run_dir = fake_run(tmp_path, [
-        {"config": {"opt": "adam", "bn": True, "lr": 0.01}, "accs": [0.5, 0.9]},
-        {"config": {"opt": "sgd", "bn": False, "lr": 0.05}, "accs": [0.4, 0.6]},
-        {"config": {"opt": "adam", "bn": False, "lr": 0.002}, "accs": [0.3, 0.7]},
-    ])  # fmt: skip
+    run_dir = fake_run(
+        tmp_path,
+        [
+            {"config": {"opt": "adam", "bn": True, "lr": 0.01}, "accs": [0.5, 0.9]},
+            {"config": {"opt": "sgd", "bn": False, "lr": 0.05}, "accs": [0.4, 0.6]},
+            {"config": {"opt": "adam", "bn": False, "lr": 0.002}, "accs": [0.3, 0.7]},
+        ],
+    )
     figs = {name: (fig, note) for name, _, fig, note in figures(load_sweep(run_dir))}
     bn, lr, opt, acc = figs["parallel"][0].data[0].dimensions  # parameters in the spec's (W&B's) order: by name
     assert (list(opt.ticktext), list(opt.values)) == (["sgd", "adam"], [1, 1, 0])  # spec order, best first
@@ -228,10 +268,13 @@ def test_categorical_and_bool_params_become_indexed_axes_and_maximize_is_respect
 
 
 def test_too_few_finished_trials_skip_importance_with_a_note(tmp_path):
-    run_dir = fake_run(tmp_path, [
-        {"config": {"opt": "adam", "bn": True, "lr": 0.01}, "accs": [0.5, 0.9]},
-        {"config": {"opt": "sgd", "bn": False, "lr": 0.05}, "accs": [0.4], "status": "running"},
-    ])  # fmt: skip
+    run_dir = fake_run(
+        tmp_path,
+        [
+            {"config": {"opt": "adam", "bn": True, "lr": 0.01}, "accs": [0.5, 0.9]},
+            {"config": {"opt": "sgd", "bn": False, "lr": 0.05}, "accs": [0.4], "status": "running"},
+        ],
+    )
     figs = {name: (fig, note) for name, _, fig, note in figures(load_sweep(run_dir))}
     assert figs["importance"][0] is None and "needs 2+ finished trials" in figs["importance"][1]
     page = build_report(run_dir, tmp_path / "r.html").read_text()
@@ -239,11 +282,14 @@ def test_too_few_finished_trials_skip_importance_with_a_note(tmp_path):
 
 
 def test_trials_that_all_score_the_same_skip_importance_with_a_note(tmp_path):
-    run_dir = fake_run(tmp_path, [
-        {"config": {"opt": "adam", "bn": True, "lr": 0.01}, "accs": [0.5]},
-        {"config": {"opt": "sgd", "bn": False, "lr": 0.05}, "accs": [0.5]},
-        {"config": {"opt": "adam", "bn": False, "lr": 0.002}, "accs": [0.5]},
-    ])  # fmt: skip
+    run_dir = fake_run(
+        tmp_path,
+        [
+            {"config": {"opt": "adam", "bn": True, "lr": 0.01}, "accs": [0.5]},
+            {"config": {"opt": "sgd", "bn": False, "lr": 0.05}, "accs": [0.5]},
+            {"config": {"opt": "adam", "bn": False, "lr": 0.002}, "accs": [0.5]},
+        ],
+    )
     fig, note = next((fig, note) for name, _, fig, note in figures(load_sweep(run_dir)) if name == "importance")
     assert fig is None and "could not rank the parameters" in note and "zero total variance" in note
 
@@ -265,5 +311,11 @@ def raysweep_env(extra: dict[str, str], *args: str):
 
     from conftest import cli_env
 
-    return subprocess.run([sys.executable, "-m", "raysweep", *args], capture_output=True, text=True, cwd=ROOT,
-                          timeout=120, env=cli_env() | extra)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "raysweep", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        env=cli_env() | extra,
+    )

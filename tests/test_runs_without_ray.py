@@ -31,7 +31,9 @@ sys.exit(code)
 
 
 def run_without_ray(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", RUN_WITHOUT, *args], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", RUN_WITHOUT, *args], capture_output=True, text=True, cwd=ROOT, timeout=300
+    )
 
 
 def test_show_and_report_need_no_ray(tmp_path: Path):
@@ -62,7 +64,9 @@ def test_raysweep_load_reads_a_run_dir_like_show_with_no_ray(tmp_path: Path):
     """``raysweep.load`` (issue 34) gives ``show --json``'s trials, a DataFrame of them and a
     trial's history, with Ray and torch not importable."""
     run_dir = write_run_dir(tmp_path, trials=5, epochs=3)
-    code = RUN_WITHOUT.split("from raysweep.cli import main")[0] + f"""
+    code = (
+        RUN_WITHOUT.split("from raysweep.cli import main")[0]
+        + f"""
 import json, raysweep
 result = raysweep.load({str(run_dir)!r})
 frame = result.dataframe()
@@ -72,6 +76,7 @@ print(json.dumps({{"trials": result.trials, "best": result.best, "rows": len(fra
 loaded = sorted({{m.split(".")[0] for m in sys.modules}} & set({BLOCKED!r}))
 print("LOADED", loaded, file=sys.stderr)
 """
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert out.returncode == 0, out.stderr
     assert "LOADED []" in out.stderr

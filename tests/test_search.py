@@ -25,10 +25,15 @@ POINTS = [1, 2, 3, 4]
 def bayes_search(tmp_path: Path, **searcher) -> OptunaSearch:
     tmp_path.mkdir(exist_ok=True)
     path = write_spec(
-        tmp_path / "b.yaml", name="b", method="bayes", metric={"name": "score", "goal": "minimize"},
-        train_loop="train_loops.smoke:train", parameters={"x": {"values": POINTS}}, run_cap=8,
+        tmp_path / "b.yaml",
+        name="b",
+        method="bayes",
+        metric={"name": "score", "goal": "minimize"},
+        train_loop="train_loops.smoke:train",
+        parameters={"x": {"values": POINTS}},
+        run_cap=8,
         searcher=searcher or {"n_startup_trials": 10},  # random draws: among 4 points, repeats come soon
-    )  # fmt: skip
+    )
     found, _ = search.build_search(load_spec(path), 8, tmp_path)
     return found
 
@@ -86,11 +91,17 @@ def test_without_skip_duplicates_the_same_draws_repeat(tmp_path):
 def test_a_searcher_stuck_on_one_point_explores_at_random(tmp_path):
     """Optuna's PartialFixedSampler proposes x=1 every time, as a converged TPE does."""
     path = write_spec(
-        tmp_path / "b.yaml", name="b", method="bayes", metric={"name": "score"}, train_loop="train_loops.smoke:train",
+        tmp_path / "b.yaml",
+        name="b",
+        method="bayes",
+        metric={"name": "score"},
+        train_loop="train_loops.smoke:train",
         parameters={"x": {"values": POINTS}},
-    )  # fmt: skip
+    )
     stuck = optuna.samplers.PartialFixedSampler({"x": 1}, optuna.samplers.TPESampler(seed=0))
-    found = search.DistinctOptunaSearch(space=optuna_space(load_spec(path)), metric="score", mode="min", sampler=stuck, seed=0)
+    found = search.DistinctOptunaSearch(
+        space=optuna_space(load_spec(path)), metric="score", mode="min", sampler=stuck, seed=0
+    )
     assert sorted(run_trials(found, 4)) == POINTS
     fails = found._ot_study.get_trials(states=(optuna.trial.TrialState.FAIL,))
     assert all(t.params == {"x": 1} for t in fails[: search.TPE_REDRAWS])  # the stuck proposals, dropped
@@ -117,16 +128,22 @@ def test_a_restored_searcher_still_skips_what_ran_before(tmp_path):
 @pytest.mark.parametrize("value", ["yes", 1])
 def test_skip_duplicates_must_be_a_bool(tmp_path, value):
     path = write_spec(
-        tmp_path / "b.yaml", method="bayes", metric={"name": "score"}, train_loop="train_loops.smoke:train",
-        parameters={"x": {"values": POINTS}}, searcher={"skip_duplicates": value},
-    )  # fmt: skip
+        tmp_path / "b.yaml",
+        method="bayes",
+        metric={"name": "score"},
+        train_loop="train_loops.smoke:train",
+        parameters={"x": {"values": POINTS}},
+        searcher={"skip_duplicates": value},
+    )
     with pytest.raises(UserError, match=rf"searcher.skip_duplicates: must be true or false, got {value!r}"):
         load_spec(path)
 
 
 def test_sampler_gp_is_optunas_gaussian_process(tmp_path):
     """raysweep.searcher.sampler: gp (W&B's bayes is a Gaussian process); TPE stays the default."""
-    assert isinstance(optuna_study(bayes_search(tmp_path / "tpe", n_startup_trials=2)).sampler, optuna.samplers.TPESampler)
+    assert isinstance(
+        optuna_study(bayes_search(tmp_path / "tpe", n_startup_trials=2)).sampler, optuna.samplers.TPESampler
+    )
     found = bayes_search(tmp_path / "gp", sampler="gp", n_startup_trials=2)
     assert isinstance(optuna_study(found).sampler, optuna.samplers.GPSampler)
     xs = run_trials(found, 4)  # past its random start-up: the GP proposes

@@ -35,9 +35,27 @@ SCONTROL = """#!/bin/bash
 
 def test_script_for_two_gpu_nodes(tmp_path):
     out = raysweep(
-        "slurm", SMOKE, "--nodes", "2", "--gpus-per-node", "4", "--cpus-per-node", "32", "--time", "2:00:00",
-        "--partition", "gpu", "--sbatch=--qos=high", "-o", str(tmp_path / "job.sbatch"), "--", "--count", "3", "--wandb", "offline",
-    )  # fmt: skip
+        "slurm",
+        SMOKE,
+        "--nodes",
+        "2",
+        "--gpus-per-node",
+        "4",
+        "--cpus-per-node",
+        "32",
+        "--time",
+        "2:00:00",
+        "--partition",
+        "gpu",
+        "--sbatch=--qos=high",
+        "-o",
+        str(tmp_path / "job.sbatch"),
+        "--",
+        "--count",
+        "3",
+        "--wandb",
+        "offline",
+    )
     assert out.returncode == 0, out.stderr
     script = (tmp_path / "job.sbatch").read_text()
     assert subprocess.run(["bash", "-n", str(tmp_path / "job.sbatch")], capture_output=True).returncode == 0
@@ -70,19 +88,28 @@ def test_script_for_two_gpu_nodes(tmp_path):
         assert expected in lines, expected
     # Jobs may share a node: no fixed port, and no `ray stop` (it ends every Ray on the node)
     assert "ray stop" not in script and "6379" not in script and "8265" not in script
-    assert 'PORT=  # the head' in script and '--dashboard-port="$DASHBOARD_PORT" --ray-client-server-port="$CLIENT_PORT"' in script
+    assert (
+        "PORT=  # the head" in script
+        and '--dashboard-port="$DASHBOARD_PORT" --ray-client-server-port="$CLIENT_PORT"' in script
+    )
     assert f"BIN=${{RAYSWEEP_BIN:-{os.path.dirname(sys.executable)}}}" in script
     assert '--resources="{\\"raysweep_slot\\": $slots}"' in script
-    assert ('RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S=0 srun --nodes=1 --ntasks=1 -w "$node" "$BIN/python" -m raysweep.slurm_node '
-            '"$BIN/ray"') in script
+    assert (
+        'RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S=0 srun --nodes=1 --ntasks=1 -w "$node" "$BIN/python" -m raysweep.slurm_node '
+        '"$BIN/ray"'
+    ) in script
     assert "~/.ray/auth_token" in script and "$HOME is\n# shared" in script
 
 
 def test_script_to_stdout_uses_the_specs_cpus_per_worker(tmp_path):
     spec = write_spec(
-        tmp_path / "half.yaml", name="half sweep", method="grid", train_loop="train_loops.smoke:train",
-        parameters={"x": {"value": 1}}, resources={"cpus_per_worker": 2},
-    )  # fmt: skip
+        tmp_path / "half.yaml",
+        name="half sweep",
+        method="grid",
+        train_loop="train_loops.smoke:train",
+        parameters={"x": {"value": 1}},
+        resources={"cpus_per_worker": 2},
+    )
     out = raysweep("slurm", str(spec))
     assert out.returncode == 0, out.stderr
     assert "#SBATCH --job-name=half-sweep" in out.stdout and "#SBATCH --nodes=1" in out.stdout
@@ -173,9 +200,20 @@ def _job_env(tmp_path: Path, shims: Path, job_id: str) -> dict[str, str]:
 def _write_job(tmp_path: Path, name: str) -> Path:
     script = tmp_path / f"{name}.sbatch"
     out = raysweep(
-        "slurm", SMOKE, "-o", str(script), "--", "--storage", str(tmp_path / name), "--wandb", "disabled",
-        "--set", "raysweep.base_config.sleep=1", "--set", "raysweep.base_config.epochs=4",
-    )  # fmt: skip
+        "slurm",
+        SMOKE,
+        "-o",
+        str(script),
+        "--",
+        "--storage",
+        str(tmp_path / name),
+        "--wandb",
+        "disabled",
+        "--set",
+        "raysweep.base_config.sleep=1",
+        "--set",
+        "raysweep.base_config.epochs=4",
+    )
     assert out.returncode == 0, out.stderr
     return script
 
@@ -199,8 +237,9 @@ def test_two_jobs_share_a_node_and_ending_one_leaves_the_other_running(tmp_path)
     jobs = {name: (_write_job(tmp_path, name), _job_env(tmp_path, shims, f"{tag}{name}")) for name in ("a", "b")}
     temp = {name: Path("/tmp") / f"raysweep-{tag}{name}" for name in jobs}
     started = {
-        name: subprocess.Popen(["bash", str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                               cwd=tmp_path)  # fmt: skip
+        name: subprocess.Popen(
+            ["bash", str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path
+        )
         for name, (script, env) in jobs.items()
     }
     try:

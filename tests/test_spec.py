@@ -41,7 +41,11 @@ def problems_of(doc: dict, strict: bool = False) -> list[str]:
         ({"values": [1, 2]}, "categorical", {"values": [1, 2]}),
         ({"min": 1, "max": 4}, "int_uniform", {"min": 1, "max": 4}),
         ({"min": 1.0, "max": 4.0}, "uniform", {"min": 1.0, "max": 4.0}),
-        ({"min": "1e-5", "max": "1e-2", "distribution": "log_uniform_values"}, "log_uniform_values", {"min": 1e-5, "max": 1e-2}),
+        (
+            {"min": "1e-5", "max": "1e-2", "distribution": "log_uniform_values"},
+            "log_uniform_values",
+            {"min": 1e-5, "max": 1e-2},
+        ),
         ({"min": 0, "max": 1, "q": 0.25, "distribution": "q_uniform"}, "q_uniform", {"min": 0, "max": 1, "q": 0.25}),
         ({"distribution": "normal"}, "normal", {"mu": 0.0, "sigma": 1.0}),
         ({"values": ["a", "b"], "probabilities": [0.25, 0.75]}, "categorical", {"probabilities": [0.25, 0.75]}),
@@ -67,7 +71,12 @@ def test_yaml_scientific_notation_is_a_number(tmp_path):
 
 def test_nested_parameters_and_dotted_names_are_the_same_path():
     base = {"arch": {"stages": [{"repeat": 1}, {"repeat": 1}]}}
-    nested = spec_of(base_config=base, parameters={"arch": {"parameters": {"stages": {"parameters": {"1": {"parameters": {"repeat": {"values": [2, 3]}}}}}}}})
+    nested = spec_of(
+        base_config=base,
+        parameters={
+            "arch": {"parameters": {"stages": {"parameters": {"1": {"parameters": {"repeat": {"values": [2, 3]}}}}}}}
+        },
+    )
     dotted = spec_of(base_config=base, parameters={"arch.stages.1.repeat": {"values": [2, 3]}})
     assert [replace(p, nest=()) for p in nested.parameters] == list(dotted.parameters)  # nest: how W&B hands them over
     config = json.loads(json.dumps(sample_points(dotted, 1)[0]))
@@ -96,20 +105,28 @@ def test_num_gpus_sizes_the_trial_and_stays_out_of_the_loops_config():
 
 def test_early_terminate_is_wandbs_hyperband_with_its_bands():
     # With max_iter W&B ignores min_iter: bands max_iter / eta^k for k = 1..s.
-    spec = spec_of(parameters={"x": {"value": 1}}, early_terminate={"type": "hyperband", "min_iter": 3, "max_iter": 10, "s": 2, "eta": 3})
+    spec = spec_of(
+        parameters={"x": {"value": 1}},
+        early_terminate={"type": "hyperband", "min_iter": 3, "max_iter": 10, "s": 2, "eta": 3},
+    )
     s = spec.scheduler
     assert (s.type, s.bands, s.max_t, s.reduction_factor, s.strict) == ("wandb_hyperband", (1, 3), None, 3, True)
     spec = spec_of(parameters={"x": {"value": 1}}, early_terminate={"type": "hyperband", "max_iter": 27, "s": 2})
     assert spec.scheduler.bands == (3, 9)
     # min_iter alone: min_iter * eta^k, unbounded (no iteration cap at all).
-    spec = spec_of(parameters={"x": {"value": 1}}, early_terminate={"type": "hyperband", "min_iter": 2, "eta": 2, "strict": False})
+    spec = spec_of(
+        parameters={"x": {"value": 1}}, early_terminate={"type": "hyperband", "min_iter": 2, "eta": 2, "strict": False}
+    )
     assert spec.scheduler.bands[:5] == (2, 4, 8, 16, 32) and len(spec.scheduler.bands) == 100
     assert spec.scheduler.strict is False and spec.scheduler.max_t is None
 
 
 def test_raysweep_scheduler_picks_rays_asha_with_early_terminates_settings():
-    spec = spec_of(parameters={"x": {"value": 1}}, early_terminate={"type": "hyperband", "min_iter": 3, "eta": 3},
-                   raysweep={"scheduler": {"type": "asha", "max_t": 27}})  # fmt: skip
+    spec = spec_of(
+        parameters={"x": {"value": 1}},
+        early_terminate={"type": "hyperband", "min_iter": 3, "eta": 3},
+        raysweep={"scheduler": {"type": "asha", "max_t": 27}},
+    )
     s = spec.scheduler
     assert (s.type, s.grace_period, s.max_t, s.reduction_factor, s.rungs) == ("asha", 3, 27, 3, [3, 9, 27])
 
@@ -117,8 +134,14 @@ def test_raysweep_scheduler_picks_rays_asha_with_early_terminates_settings():
 def test_asha_rungs_match_ray():
     from ray.tune.schedulers import ASHAScheduler
 
-    spec = spec_of(parameters={"x": {"value": 1}}, scheduler={"type": "asha", "grace_period": 1, "max_t": 30, "reduction_factor": 3})
-    ray_rungs = sorted(int(r[0]) for r in ASHAScheduler(grace_period=1, max_t=30, reduction_factor=3, metric="m", mode="min")._brackets[0]._rungs)
+    spec = spec_of(
+        parameters={"x": {"value": 1}},
+        scheduler={"type": "asha", "grace_period": 1, "max_t": 30, "reduction_factor": 3},
+    )
+    ray_rungs = sorted(
+        int(r[0])
+        for r in ASHAScheduler(grace_period=1, max_t=30, reduction_factor=3, metric="m", mode="min")._brackets[0]._rungs
+    )
     assert spec.scheduler.rungs == ray_rungs
 
 
@@ -134,27 +157,54 @@ INVALID = [
     ({"method": "grd"}, r"method: must be one of grid, random, bayes, got 'grd' \(did you mean 'grid'\?\)"),
     ({"parameters": {"x": {"distribution": "gauss"}}}, r"parameters.x.distribution: unknown distribution 'gauss'"),
     ({"parameters": {"x": {"min": 3, "max": 1}}}, r"parameters.x: min < max must hold, got min=3, max=1"),
-    ({"parameters": {"x": {"min": 1, "max": 4.0}}}, r"parameters.x: Parameter x is ambiguous, please specify bounds as both floats"),
-    ({"parameters": {"x": {"min": 0, "max": 1, "distribution": "log_uniform_values"}}}, r"parameters.x: min must be > 0"),
+    (
+        {"parameters": {"x": {"min": 1, "max": 4.0}}},
+        r"parameters.x: Parameter x is ambiguous, please specify bounds as both floats",
+    ),
+    (
+        {"parameters": {"x": {"min": 0, "max": 1, "distribution": "log_uniform_values"}}},
+        r"parameters.x: min must be > 0",
+    ),
     ({"parameters": {"x": {"values": []}}}, r"parameters.x: values must be a non-empty list"),
     ({"parameters": {"x": {"values": [1, 2], "probabilities": [1.0]}}}, r"probabilities must have one entry per value"),
     ({"parameters": {"x": {"values": [1, 2], "probabilities": [0.5, 0.6]}}}, r"probabilities must sum to 1, got 1.1"),
     ({"parameters": {"x": {"values": [1], "min": 0}}}, r"parameters.x: give either values or min/max, not both"),
-    ({"method": "grid", "parameters": {"lr": {"min": 0.1, "max": 1.0}}}, r"parameters.lr: grid search needs discrete parameters"),
+    (
+        {"method": "grid", "parameters": {"lr": {"min": 0.1, "max": 1.0}}},
+        r"parameters.lr: grid search needs discrete parameters",
+    ),
     ({"method": "bayes", "metric": None}, r"metric: required for method bayes"),
-    ({"early_terminate": {"type": "hyperband", "min_iter": 3}, "metric": None}, r"metric: required for early termination"),
-    ({"parameters": {"x": {"min": 0.0, "max": 1.0, "q": 0.5}}}, r"parameters.x: q not used by distribution uniform .*set distribution: q_uniform"),
+    (
+        {"early_terminate": {"type": "hyperband", "min_iter": 3}, "metric": None},
+        r"metric: required for early termination",
+    ),
+    (
+        {"parameters": {"x": {"min": 0.0, "max": 1.0, "q": 0.5}}},
+        r"parameters.x: q not used by distribution uniform .*set distribution: q_uniform",
+    ),
     ({"parameters": {"x": {"min": "abc", "max": 1}}}, r"parameters.x.min: must be a number, got 'abc'"),
-    ({"parameters": {"x": {"min": 0.5, "max": 1, "distribution": "int_uniform"}}}, r"min must be an integer for int_uniform"),
-    ({"parameters": {"a.0.b": {"value": 1}}}, r"parameters.a.0.b: 0 indexes a list, but a is not a list \(a list must be defined in raysweep.base_config, and this file has none\)"),
+    (
+        {"parameters": {"x": {"min": 0.5, "max": 1, "distribution": "int_uniform"}}},
+        r"min must be an integer for int_uniform",
+    ),
+    (
+        {"parameters": {"a.0.b": {"value": 1}}},
+        r"parameters.a.0.b: 0 indexes a list, but a is not a list \(a list must be defined in raysweep.base_config, and this file has none\)",
+    ),
     ({"parameters": {"x": 3}}, r"parameters.x: must be a mapping such as"),
     ({"train_loop": "not a loop"}, r"train_loop: must be module:function"),
     ({"run_cap": 0}, r"run_cap: must be an integer >= 1, got 0"),
     ({"reuse_actors": "no"}, r"reuse_actors: must be true or false, got 'no'"),
     ({"ddp_workers": "train"}, r"ddp_workers: must be one of warm, torchtrainer, got 'train'"),
     ({"resources": {"use_gpu": "maybe"}}, r"resources.use_gpu: must be one of auto, true, false"),
-    ({"wandb": {"mode": "offlin"}}, r"wandb.mode: must be one of offline, online, disabled, got 'offlin' \(did you mean 'offline'\?\)"),
-    ({"scheduler": {"type": "asha", "grace_period": 5, "max_t": 2}}, r"raysweep.scheduler: max_t >= grace_period must hold"),
+    (
+        {"wandb": {"mode": "offlin"}},
+        r"wandb.mode: must be one of offline, online, disabled, got 'offlin' \(did you mean 'offline'\?\)",
+    ),
+    (
+        {"scheduler": {"type": "asha", "grace_period": 5, "max_t": 2}},
+        r"raysweep.scheduler: max_t >= grace_period must hold",
+    ),
 ]
 
 
@@ -171,8 +221,14 @@ VIOLATIONS = [
     ({"metrc": {"name": "x"}}, r"metrc: unknown key \(did you mean 'metric'\?\)"),
     ({"metric": {"name": "x", "goal": "max"}}, r"metric.goal: must be minimize or maximize, got 'max'"),
     ({"early_terminate": {"type": "hyperbnd", "min_iter": 1}}, r"early_terminate.type: must be one of hyperband"),
-    ({"early_terminate": "hyperband"}, r"early_terminate: must be a mapping, got str 'hyperband' \(W&B's service runs the sweep but stops no run early with it\)"),
-    ({"parameters": {"x": {"distribution": "log_uniform", "min": -5, "max": 0}}}, r"parameters.x.distribution: log_uniform takes base-e exponents"),
+    (
+        {"early_terminate": "hyperband"},
+        r"early_terminate: must be a mapping, got str 'hyperband' \(W&B's service runs the sweep but stops no run early with it\)",
+    ),
+    (
+        {"parameters": {"x": {"distribution": "log_uniform", "min": -5, "max": 0}}},
+        r"parameters.x.distribution: log_uniform takes base-e exponents",
+    ),
 ]
 
 
@@ -184,7 +240,11 @@ def test_schema_violations_warn_and_run_by_default_and_are_refused_strictly(chan
     assert spec.scheduler is None if "early_terminate" in change else True  # W&B's service stops no run early
     if "metric" in change:
         assert spec.metric.mode == "min"  # W&B's engine minimizes any goal but maximize
-    for strict_doc, strict in ((doc, True), (doc | {"raysweep": {"strict": True}}, False), (doc | {"controller": {"type": "local"}}, False)):
+    for strict_doc, strict in (
+        (doc, True),
+        (doc | {"raysweep": {"strict": True}}, False),
+        (doc | {"controller": {"type": "local"}}, False),
+    ):
         assert any(__import__("re").search(message, p) for p in problems_of(strict_doc, strict)), strict_doc
 
 
@@ -209,8 +269,12 @@ def test_every_problem_is_reported_at_once():
 
 
 def test_list_index_must_exist_in_base_config():
-    problems = problems_of(BASE | {"base_config": {"arch": {"stages": [{}, {}]}}, "parameters": {"arch.stages.5.repeat": {"value": 1}}})
-    assert problems == ["parameters.arch.stages.5.repeat: index 5 is out of range: arch.stages has 2 items in raysweep.base_config"]
+    problems = problems_of(
+        BASE | {"base_config": {"arch": {"stages": [{}, {}]}}, "parameters": {"arch.stages.5.repeat": {"value": 1}}}
+    )
+    assert problems == [
+        "parameters.arch.stages.5.repeat: index 5 is out of range: arch.stages has 2 items in raysweep.base_config"
+    ]
 
 
 # --- distributions: samplers agree with the meaning, and with each other ------------------------
@@ -254,7 +318,14 @@ def optuna_draws(p: Param) -> list:
 
 def value_range(p: Param) -> tuple[float, float] | None:
     name = p.distribution
-    if name in ("uniform", "int_uniform", "q_uniform", "log_uniform_values", "q_log_uniform_values", "inv_log_uniform_values"):
+    if name in (
+        "uniform",
+        "int_uniform",
+        "q_uniform",
+        "log_uniform_values",
+        "q_log_uniform_values",
+        "inv_log_uniform_values",
+    ):
         return p.min, p.max
     if name in ("log_uniform", "q_log_uniform"):
         return math.exp(p.min), math.exp(p.max)
@@ -312,7 +383,9 @@ def test_grid_of_the_stages_space_has_256_points_in_wandbs_order():
 
 
 def test_q_uniform_grid_is_wandbs_arange():
-    p = spec_of(method="grid", parameters={"x": {"distribution": "q_uniform", "min": 0.1, "max": 1.0, "q": 0.25}}).param("x")
+    p = spec_of(
+        method="grid", parameters={"x": {"distribution": "q_uniform", "min": 0.1, "max": 1.0, "q": 0.25}}
+    ).param("x")
     assert list(p.grid_values()) == np.arange(0.1, 1.0, 0.25).tolist()
 
 
@@ -320,7 +393,9 @@ def test_q_uniform_grid_is_wandbs_arange():
 
 
 def cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "raysweep", *args], capture_output=True, text=True, cwd=cwd, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "raysweep", *args], capture_output=True, text=True, cwd=cwd, timeout=120
+    )
 
 
 def test_validate_json_schema():
@@ -331,8 +406,14 @@ def test_validate_json_schema():
     assert data["metric"] == {"name": "exact_accuracy", "goal": "maximize"}
     assert data["grid_size"] == data["trial_budget"] == 256
     assert data["parameters"]["arch.stages.0.repeat"] == {"distribution": "categorical", "values": [1, 2, 3, 4]}
-    assert data["scheduler"] == {"type": "wandb_hyperband", "grace_period": 1, "max_t": None, "reduction_factor": 3,
-                                 "rungs": [1, 3], "strict": True}  # fmt: skip
+    assert data["scheduler"] == {
+        "type": "wandb_hyperband",
+        "grace_period": 1,
+        "max_t": None,
+        "reduction_factor": 3,
+        "rungs": [1, 3],
+        "strict": True,
+    }
 
 
 def test_validate_sample_prints_nested_configs():
@@ -354,10 +435,16 @@ MALFORMED = {
     "bad_method.yaml": ("method: sweep\n", r"method: must be one of grid, random, bayes"),
     "bad_dist.yaml": ("parameters:\n  lr: {distribution: loguniform, min: 1, max: 2}\n", r"did you mean 'log_uniform'"),
     "min_max.yaml": ("parameters:\n  lr: {min: 0.1, max: 0.01}\n", r"parameters.lr: min < max must hold"),
-    "log_zero.yaml": ("parameters:\n  lr: {distribution: log_uniform_values, min: 0, max: 1}\n", r"parameters.lr: min must be > 0"),
+    "log_zero.yaml": (
+        "parameters:\n  lr: {distribution: log_uniform_values, min: 0, max: 1}\n",
+        r"parameters.lr: min must be > 0",
+    ),
     "empty_values.yaml": ("parameters:\n  bs: {values: []}\n", r"parameters.bs: values must be a non-empty list"),
     "probs.yaml": ("parameters:\n  o: {values: [a, b], probabilities: [0.9, 0.3]}\n", r"probabilities must sum to 1"),
-    "grid_cont.yaml": ("method: grid\nparameters:\n  lr: {min: 0.1, max: 0.2}\n", r"parameters.lr: grid search needs discrete"),
+    "grid_cont.yaml": (
+        "method: grid\nparameters:\n  lr: {min: 0.1, max: 0.2}\n",
+        r"parameters.lr: grid search needs discrete",
+    ),
     "bayes_nometric.yaml": ("method: bayes\nmetric: null\n", r"metric: must be a mapping"),
     "values_and_min.yaml": ("parameters:\n  x: {values: [1], max: 3}\n", r"give either values or min/max, not both"),
 }
@@ -366,7 +453,12 @@ MALFORMED = {
 @pytest.mark.parametrize("name", list(MALFORMED))
 def test_malformed_file_gives_one_clear_message_and_exit_2(tmp_path, name):
     body, message = MALFORMED[name]
-    defaults = {"method": "random", "train_loop": "train_loops.smoke:train", "metric": {"name": "loss"}, "parameters": {"x": {"value": 1}}}
+    defaults = {
+        "method": "random",
+        "train_loop": "train_loops.smoke:train",
+        "metric": {"name": "loss"},
+        "parameters": {"x": {"value": 1}},
+    }
     try:
         doc = yaml.safe_load(body)
         text = yaml.safe_dump(defaults | doc) if isinstance(doc, dict) else body
@@ -380,8 +472,15 @@ def test_malformed_file_gives_one_clear_message_and_exit_2(tmp_path, name):
 
 
 def test_a_schema_violation_is_a_warning_and_strict_refuses_it(tmp_path):
-    path = write_doc(tmp_path / "typo.yaml", {"method": "random", "train_loop": "train_loops.smoke:train", "methd": "grid",
-                                              "parameters": {"x": {"value": 1}}})  # fmt: skip
+    path = write_doc(
+        tmp_path / "typo.yaml",
+        {
+            "method": "random",
+            "train_loop": "train_loops.smoke:train",
+            "methd": "grid",
+            "parameters": {"x": {"value": 1}},
+        },
+    )
     out = cli("validate", str(path))
     assert out.returncode == 0 and "warning: methd: unknown key (did you mean 'method'?)" in out.stderr, out.stderr
     assert "validate --strict" in out.stderr and out.stderr.count("methd") == 1  # once per file
@@ -401,8 +500,15 @@ def test_missing_file_exits_2_without_traceback(tmp_path):
 
 
 def test_set_overrides_keys_of_the_file():
-    out = cli("validate", "tests/specs/stages_grid.yaml", "--json", "--set", "run_cap=5",
-              "--set", "parameters.arch.stages.0.repeat.values=[1,2]")  # fmt: skip
+    out = cli(
+        "validate",
+        "tests/specs/stages_grid.yaml",
+        "--json",
+        "--set",
+        "run_cap=5",
+        "--set",
+        "parameters.arch.stages.0.repeat.values=[1,2]",
+    )
     data = json.loads(out.stdout)
     assert data["trial_budget"] == 5 and data["grid_size"] == 128
 

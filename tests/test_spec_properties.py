@@ -22,7 +22,9 @@ scalars = st.one_of(
     st.floats(-10, 10, allow_nan=False),
     st.sampled_from(["1e-3", "abc", "", "0.5", "-2"]),
 )
-numbers = st.one_of(st.integers(-3, 20), st.floats(-3, 20, allow_nan=False, allow_infinity=False), st.sampled_from(["1e-2", "x"]))
+numbers = st.one_of(
+    st.integers(-3, 20), st.floats(-3, 20, allow_nan=False, allow_infinity=False), st.sampled_from(["1e-2", "x"])
+)
 values = st.lists(st.one_of(scalars, st.lists(st.integers(0, 3), max_size=2)), max_size=4)
 
 param_entry = st.fixed_dictionaries(
@@ -43,6 +45,7 @@ param_entry = st.fixed_dictionaries(
 names = st.sampled_from(["lr", "bs", "arch.depth", "num_gpus", "a.0", "x/y", "opt"])
 parameters = st.one_of(st.dictionaries(names, param_entry, max_size=4), scalars)
 
+
 @st.composite
 def good_param(draw):
     """A parameter entry that is usually valid: bounds ordered, positives positive."""
@@ -53,7 +56,9 @@ def good_param(draw):
     if dist == "constant":
         entry["value"] = draw(scalars)
     elif dist == "categorical":
-        entry["values"] = draw(st.lists(st.one_of(scalars, st.lists(st.integers(0, 3), max_size=2)), min_size=1, max_size=4))
+        entry["values"] = draw(
+            st.lists(st.one_of(scalars, st.lists(st.integers(0, 3), max_size=2)), min_size=1, max_size=4)
+        )
     elif dist in ("normal", "q_normal", "log_normal", "q_log_normal"):
         entry |= {"mu": draw(st.floats(-1, 1)), "sigma": draw(st.floats(0.01, 1))}
     else:
@@ -68,28 +73,52 @@ good_specs = st.fixed_dictionaries(
         "train_loop": st.just("train_loops.smoke:train"),
         "method": st.sampled_from(["grid", "random", "bayes"]),
         "metric": st.just({"name": "score"}),
-        "parameters": st.dictionaries(st.sampled_from(["lr", "bs", "opt.wd", "num_gpus"]), good_param(), min_size=1, max_size=3),
+        "parameters": st.dictionaries(
+            st.sampled_from(["lr", "bs", "opt.wd", "num_gpus"]), good_param(), min_size=1, max_size=3
+        ),
     },
-    optional={"early_terminate": st.just({"type": "hyperband", "min_iter": 1, "max_iter": 9}), "seed": st.integers(0, 9)},
+    optional={
+        "early_terminate": st.just({"type": "hyperband", "min_iter": 1, "max_iter": 9}),
+        "seed": st.integers(0, 9),
+    },
 )
 
 junk_specs = st.fixed_dictionaries(
     {"train_loop": st.sampled_from(["train_loops.smoke:train", "bad loop"])},
     optional={
         "method": st.sampled_from(["grid", "random", "bayes", "grd", None]),
-        "metric": st.one_of(st.fixed_dictionaries({"name": st.sampled_from(["loss", ""])}, optional={"goal": st.sampled_from(["minimize", "maximize", "up"])}), scalars),
+        "metric": st.one_of(
+            st.fixed_dictionaries(
+                {"name": st.sampled_from(["loss", ""])},
+                optional={"goal": st.sampled_from(["minimize", "maximize", "up"])},
+            ),
+            scalars,
+        ),
         "parameters": parameters,
         "early_terminate": st.one_of(
-            st.fixed_dictionaries({"type": st.sampled_from(["hyperband", "asha"])}, optional={"min_iter": numbers, "max_iter": numbers, "s": numbers, "eta": numbers}),
+            st.fixed_dictionaries(
+                {"type": st.sampled_from(["hyperband", "asha"])},
+                optional={"min_iter": numbers, "max_iter": numbers, "s": numbers, "eta": numbers},
+            ),
             scalars,
         ),
         "run_cap": numbers,
         "seed": numbers,
-        "scheduler": st.one_of(st.fixed_dictionaries({}, optional={"type": st.sampled_from(["asha", "fifo", "hyperband", "x"]), "max_t": numbers, "grace_period": numbers}), scalars),
+        "scheduler": st.one_of(
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "type": st.sampled_from(["asha", "fifo", "hyperband", "x"]),
+                    "max_t": numbers,
+                    "grace_period": numbers,
+                },
+            ),
+            scalars,
+        ),
         "base_config": st.one_of(st.just({"a": [1, 2]}), scalars),
         "wat": scalars,
     },
-)  # fmt: skip
+)
 
 
 specs = st.one_of(good_specs, junk_specs)
@@ -121,8 +150,13 @@ def valid_param(draw):
     """A parameter entry valid by construction (random and bayes search)."""
     kind = draw(st.sampled_from(["uniform", "int_uniform", "log_uniform_values", "normal", "categorical", "constant"]))
     if kind == "categorical":
-        return {"values": draw(st.lists(st.one_of(st.integers(-3, 3), st.sampled_from(["a", "b"]), st.booleans()),
-                                         min_size=1, max_size=4))}  # fmt: skip
+        return {
+            "values": draw(
+                st.lists(
+                    st.one_of(st.integers(-3, 3), st.sampled_from(["a", "b"]), st.booleans()), min_size=1, max_size=4
+                )
+            )
+        }
     if kind == "constant":
         return {"value": draw(st.one_of(st.integers(-3, 3), st.sampled_from(["a", "b"])))}
     if kind == "normal":
@@ -139,10 +173,15 @@ valid_specs = st.fixed_dictionaries(
         "raysweep": st.just({"train_loop": "train_loops.smoke:train"}),
         "method": st.sampled_from(["random", "bayes"]),
         "metric": st.fixed_dictionaries({"name": st.just("score"), "goal": st.sampled_from(["minimize", "maximize"])}),
-        "parameters": st.dictionaries(st.sampled_from(["lr", "bs", "opt.wd", "x"]), valid_param(), min_size=1, max_size=4),
+        "parameters": st.dictionaries(
+            st.sampled_from(["lr", "bs", "opt.wd", "x"]), valid_param(), min_size=1, max_size=4
+        ),
     },
-    optional={"early_terminate": st.just({"type": "hyperband", "min_iter": 1}), "seed": st.integers(0, 9),
-              "run_cap": st.integers(1, 50)},  # fmt: skip
+    optional={
+        "early_terminate": st.just({"type": "hyperband", "min_iter": 1}),
+        "seed": st.integers(0, 9),
+        "run_cap": st.integers(1, 50),
+    },
 )
 
 
@@ -155,7 +194,9 @@ def test_a_spec_valid_by_construction_is_accepted(doc):
     assert not [n for n in spec.notes if n.startswith("warning")], spec.notes
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 @given(st.one_of(specs, valid_specs))
 def test_the_validate_command_never_shows_a_traceback(tmp_path, capsys, doc):
     """README: "A spec is validated in full before any cluster starts; every problem is listed at once,

@@ -32,7 +32,9 @@ from raysweep.spec.wandb_keys import COMMAND_MACROS, MACRO
 ROOT = Path(__file__).resolve().parents[1]
 # Our own files, plus real ones steering may keep in shared/wandb_files (tests/wandb_audit.py
 # audits any dir of sweep files the same way).
-FILES = sorted((ROOT / "tests" / "wandb_files").glob("*.yaml")) + sorted((ROOT.parent / "shared" / "wandb_files").glob("*.y*ml"))
+FILES = sorted((ROOT / "tests" / "wandb_files").glob("*.yaml")) + sorted(
+    (ROOT.parent / "shared" / "wandb_files").glob("*.y*ml")
+)
 
 
 def ours_accepts(doc: dict, strict: bool = False) -> tuple[bool, list[str]]:
@@ -65,36 +67,73 @@ def program_sweep(**doc) -> dict:
 
 VERDICTS = [
     program_sweep(method="random", parameters={"lr": {"min": 0.0, "max": 1.0}}),
-    program_sweep(method="grid", parameters={"a": {"values": [1, 2]}, "b": {"values": [1, 2], "probabilities": [0.5, 0.5]}}),
+    program_sweep(
+        method="grid", parameters={"a": {"values": [1, 2]}, "b": {"values": [1, 2], "probabilities": [0.5, 0.5]}}
+    ),
     program_sweep(method="grid", parameters={"lr": {"min": 0.0, "max": 1.0}}),
-    program_sweep(method="grid", parameters={"a": {"min": 1, "max": 4}, "q": {"distribution": "q_uniform", "min": 0, "max": 1, "q": 0.3}}),
+    program_sweep(
+        method="grid",
+        parameters={"a": {"min": 1, "max": 4}, "q": {"distribution": "q_uniform", "min": 0, "max": 1, "q": 0.3}},
+    ),
     program_sweep(method="random", parameters={"a": {"min": 3, "max": 1}}),
     program_sweep(method="random", parameters={"a": {"values": [1, 2], "probabilities": [0.5, 0.6]}}),
     program_sweep(method="random", parameters={"a": {"distribution": "gauss"}}),
     program_sweep(method="sweep", parameters={"a": {"value": 1}}),
     program_sweep(method="random", parameters={"a": {"value": 1}}, metrc={"name": "x"}),
     program_sweep(method="random", parameters={"a": {"value": 1}}, metric={"name": "x", "goal": "max"}),
-    program_sweep(method="random", parameters={"a": {"value": 1}}, metric={"name": "x"}, early_terminate={"type": "hyperband", "min_iter": 3}),
-    program_sweep(method="random", parameters={"a": {"value": 1}}, metric={"name": "x"}, early_terminate={"type": "hyperband", "max_iter": 27}),
-    program_sweep(method="random", parameters={"a": {"value": 1}}, metric={"name": "x"},
-                  early_terminate={"type": "hyperband", "max_iter": 27, "s": 2, "eta": 3, "strict": False}),
-    program_sweep(method="random", parameters={"a": {"value": 1}}, metric={"name": "x"}, early_terminate={"type": "hyperband", "min_iter": 0}),
+    program_sweep(
+        method="random",
+        parameters={"a": {"value": 1}},
+        metric={"name": "x"},
+        early_terminate={"type": "hyperband", "min_iter": 3},
+    ),
+    program_sweep(
+        method="random",
+        parameters={"a": {"value": 1}},
+        metric={"name": "x"},
+        early_terminate={"type": "hyperband", "max_iter": 27},
+    ),
+    program_sweep(
+        method="random",
+        parameters={"a": {"value": 1}},
+        metric={"name": "x"},
+        early_terminate={"type": "hyperband", "max_iter": 27, "s": 2, "eta": 3, "strict": False},
+    ),
+    program_sweep(
+        method="random",
+        parameters={"a": {"value": 1}},
+        metric={"name": "x"},
+        early_terminate={"type": "hyperband", "min_iter": 0},
+    ),
     # The Hydra example of W&B's docs and the stages sweep of the project's origin: opaque names.
-    program_sweep(method="grid", parameters={"optimizer": {"value": "adam"}, "optimizer.config.learning_rate": {"values": [0.1, 0.01]}}),
-    program_sweep(method="grid", parameters={"arch.stages.0.repeat": {"values": [1, 2]}, "arch.stages.1.repeat": {"values": [1, 2]}},
-                  command=["${env}", "${interpreter}", "${program}", "${args_no_hyphens}"]),
+    program_sweep(
+        method="grid",
+        parameters={"optimizer": {"value": "adam"}, "optimizer.config.learning_rate": {"values": [0.1, 0.01]}},
+    ),
+    program_sweep(
+        method="grid",
+        parameters={"arch.stages.0.repeat": {"values": [1, 2]}, "arch.stages.1.repeat": {"values": [1, 2]}},
+        command=["${env}", "${interpreter}", "${program}", "${args_no_hyphens}"],
+    ),
     program_sweep(method="random", parameters={"a": {"value": 1}}, controller={"type": "local"}),
     program_sweep(method="random", parameters={"a": {"value": 1}}, run_cap=0),
-    program_sweep(method="random", parameters={"a": {"value": 1}}, metric={"name": "x", "impute_while_running": "false"}),
-    program_sweep(method="random", parameters={"n": {"parameters": {"lr": {"min": 0.0, "max": 1.0}, "bs": {"values": [1, 2]}}}}),
+    program_sweep(
+        method="random", parameters={"a": {"value": 1}}, metric={"name": "x", "impute_while_running": "false"}
+    ),
+    program_sweep(
+        method="random", parameters={"n": {"parameters": {"lr": {"min": 0.0, "max": 1.0}, "bs": {"values": [1, 2]}}}}
+    ),
     program_sweep(method="random", parameters={"a": {"value": 1}}, scheduler={"engine": "optuna"}),
     program_sweep(method="random", parameters={}),
     program_sweep(method="random", parameters={"lr": {"distribution": "log_uniform", "min": -11, "max": -2}}),
     program_sweep(method="random", parameters={"lr": {"distribution": "q_log_uniform", "min": 0, "max": 3}}),
     program_sweep(method="random", parameters={"lr": {"distribution": "inv_log_uniform_values", "min": 0.1, "max": 3}}),
     program_sweep(method="random", parameters={"b": {"distribution": "beta", "a": 2, "b": 3}}),
-    program_sweep(method="random", parameters={"a": {"value": 1}},
-                  command=["${env}", "python", "-m", "scripts.train", "${args_no_hyphens}", "hydra.run.dir=out/${now:%H%M}"]),
+    program_sweep(
+        method="random",
+        parameters={"a": {"value": 1}},
+        command=["${env}", "python", "-m", "scripts.train", "${args_no_hyphens}", "hydra.run.dir=out/${now:%H%M}"],
+    ),
     program_sweep(method="random", parameters={"a": {"value": 1}}, metric={"name": "m", "impute": "best"}),
     program_sweep(method="random", parameters={"a": {"min": 0, "max": 1.5}}),  # wandb's client: "is ambiguous"
     program_sweep(method="random", parameters={"a": {"min": 0, "max": 1.5, "distribution": "uniform"}}),
@@ -115,10 +154,15 @@ def test_verdict_agrees_with_wandb(wandb_oracle, doc):
 # --- grids: the same points, in the same order, with the same types -------------------------------
 
 scalars = st.one_of(
-    st.integers(-3, 3), st.sampled_from([0.5, 1.0, 2.0, -1.5]), st.booleans(), st.sampled_from(["a", "b", "1e-5"]),
+    st.integers(-3, 3),
+    st.sampled_from([0.5, 1.0, 2.0, -1.5]),
+    st.booleans(),
+    st.sampled_from(["a", "b", "1e-5"]),
 )
 values = st.one_of(scalars, st.dictionaries(st.sampled_from(["k", "j"]), st.integers(0, 2), min_size=1, max_size=2))
-names = st.text(alphabet="abcxy_.", min_size=1, max_size=4).filter(lambda n: n[0] not in "." and ".." not in n and not n.endswith("."))
+names = st.text(alphabet="abcxy_.", min_size=1, max_size=4).filter(
+    lambda n: n[0] not in "." and ".." not in n and not n.endswith(".")
+)
 
 
 @st.composite
@@ -132,15 +176,21 @@ def grid_param(draw):
         low = draw(st.integers(-3, 3))
         return {"min": low, "max": low + draw(st.integers(1, 4))}
     low = draw(st.sampled_from([0, 0.1, 1, -0.5]))
-    return {"distribution": "q_uniform", "min": low, "max": low + draw(st.sampled_from([1, 2.5, 3])),
-            "q": draw(st.sampled_from([1, 0.25, 0.5, 2, 0.3]))}  # fmt: skip
+    return {
+        "distribution": "q_uniform",
+        "min": low,
+        "max": low + draw(st.sampled_from([1, 2.5, 3])),
+        "q": draw(st.sampled_from([1, 0.25, 0.5, 2, 0.3])),
+    }
 
 
 @st.composite
 def grid_params(draw):
     params = draw(st.dictionaries(names, grid_param(), min_size=1, max_size=4))
     if draw(st.booleans()):  # a nested block beside the flat names
-        params["zz"] = {"parameters": draw(st.dictionaries(st.sampled_from(["y", "b"]), grid_param(), min_size=1, max_size=2))}
+        params["zz"] = {
+            "parameters": draw(st.dictionaries(st.sampled_from(["y", "b"]), grid_param(), min_size=1, max_size=2))
+        }
     return params
 
 
@@ -168,8 +218,11 @@ def test_grid_points_and_order_agree_with_wandb(wandb_oracle, params):
 
 
 def test_equal_values_collapse_and_run_cap_takes_wandbs_first_points(wandb_oracle):
-    doc = program_sweep(method="grid", run_cap=5, parameters={
-        "b": {"values": [1, 1.0, {"x": 1, "y": 2}, {"y": 2, "x": 1}, "1"]}, "a": {"values": [True, 1]}})  # fmt: skip
+    doc = program_sweep(
+        method="grid",
+        run_cap=5,
+        parameters={"b": {"values": [1, 1.0, {"x": 1, "y": 2}, {"y": 2, "x": 1}, "1"]}, "a": {"values": [True, 1]}},
+    )
     theirs = wandb_oracle.ask("grid", config=doc, limit=5)["points"]
     spec = parse_spec(doc)
     assert spec.grid_size == 2 * 3
@@ -251,26 +304,40 @@ class _Trial:
         self.trial_id = trial_id
 
 
-streams = st.lists(st.lists(st.sampled_from([1.0, 2.0, 3.0, 4.0, 5.0, 2.5]), min_size=1, max_size=9), min_size=2, max_size=6)
+streams = st.lists(
+    st.lists(st.sampled_from([1.0, 2.0, 3.0, 4.0, 5.0, 2.5]), min_size=1, max_size=9), min_size=2, max_size=6
+)
 early = st.one_of(
     st.fixed_dictionaries({"min_iter": st.integers(1, 3), "eta": st.sampled_from([2, 3]), "strict": st.booleans()}),
-    st.fixed_dictionaries({"max_iter": st.integers(3, 9), "s": st.integers(1, 3), "eta": st.sampled_from([2, 3]),
-                           "strict": st.booleans()}),  # fmt: skip
+    st.fixed_dictionaries(
+        {"max_iter": st.integers(3, 9), "s": st.integers(1, 3), "eta": st.sampled_from([2, 3]), "strict": st.booleans()}
+    ),
 )
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(histories=streams, et=early, goal=st.sampled_from(["minimize", "maximize"]), order=st.randoms(use_true_random=False))
+@given(
+    histories=streams, et=early, goal=st.sampled_from(["minimize", "maximize"]), order=st.randoms(use_true_random=False)
+)
 def test_hyperband_stops_the_runs_wandb_stops(wandb_oracle, histories, et, goal, order):
     """Reports arrive interleaved; after each, raysweep decides for the reporting run and W&B's
     engine is asked about every run in the same state; they must agree on the reporting run."""
-    doc = program_sweep(method="random", parameters={"a": {"value": 1}}, metric={"name": "m", "goal": goal},
-                        early_terminate={"type": "hyperband"} | et)  # fmt: skip
+    doc = program_sweep(
+        method="random",
+        parameters={"a": {"value": 1}},
+        metric={"name": "m", "goal": goal},
+        early_terminate={"type": "hyperband"} | et,
+    )
     spec = parse_spec(doc)
     if spec.scheduler is None:
         return
-    scheduler = WandbHyperband(spec.scheduler.bands, spec.scheduler.reduction_factor, spec.scheduler.strict,
-                               metric="m", mode="max" if goal == "maximize" else "min")  # fmt: skip
+    scheduler = WandbHyperband(
+        spec.scheduler.bands,
+        spec.scheduler.reduction_factor,
+        spec.scheduler.strict,
+        metric="m",
+        mode="max" if goal == "maximize" else "min",
+    )
     events = [i for i, h in enumerate(histories) for _ in h]
     order.shuffle(events)
     seen = [0] * len(histories)
@@ -379,23 +446,59 @@ def _no_band(doc: dict) -> bool:
 # shows it, and the verdicts it gives under W&B's service ("cloud", raysweep's default) or its
 # local controller ("strict").
 DIFFERENCES = {
-    "scientific_notation": ("`1e-5` is a number", lambda raw, doc: _strings_as_numbers(raw.get("parameters")), ("cloud", "strict")),
+    "scientific_notation": (
+        "`1e-5` is a number",
+        lambda raw, doc: _strings_as_numbers(raw.get("parameters")),
+        ("cloud", "strict"),
+    ),
     "non_finite": ("NaN and infinity in a spec are refused", lambda raw, doc: _non_finite(raw), ("cloud",)),
-    "no_band": ("A hyperband whose `max_iter`, `s` and `eta` give no band", lambda raw, doc: _no_band(doc), ("strict",)),
-    "nothing_to_run": ("A file with nothing to run", lambda raw, doc: not ({"program", "raysweep", "train_loop"} & set(doc))
-                       and all("${program}" in str(c) for c in doc.get("command") or ["${program}"]), ("cloud", "strict")),
-    "impute_bayes": ("`metric.impute` and `metric.impute_while_running`", lambda raw, doc: doc.get("method") == "bayes"
-                     and isinstance(doc.get("metric"), dict) and bool({"impute", "impute_while_running"} & set(doc["metric"])),
-                     ("cloud", "strict")),
-    "launch_keys": ("`controller` is ignored; W&B Launch's", lambda raw, doc: bool({"job", "image_uri", "metrics"} & set(doc))
-                    or (isinstance(doc.get("scheduler"), dict) and "engine" in doc["scheduler"]), ("cloud",)),
-    "unknown_macro": ("A `command` chunk that is a whole unknown macro", lambda raw, doc: any(
-        (m := MACRO.fullmatch(str(c))) and m.group(1) not in COMMAND_MACROS and not m.group(1).startswith("envvar:")
-        for c in doc.get("command") or []), ("cloud", "strict")),
+    "no_band": (
+        "A hyperband whose `max_iter`, `s` and `eta` give no band",
+        lambda raw, doc: _no_band(doc),
+        ("strict",),
+    ),
+    "nothing_to_run": (
+        "A file with nothing to run",
+        lambda raw, doc: (
+            not ({"program", "raysweep", "train_loop"} & set(doc))
+            and all("${program}" in str(c) for c in doc.get("command") or ["${program}"])
+        ),
+        ("cloud", "strict"),
+    ),
+    "impute_bayes": (
+        "`metric.impute` and `metric.impute_while_running`",
+        lambda raw, doc: (
+            doc.get("method") == "bayes"
+            and isinstance(doc.get("metric"), dict)
+            and bool({"impute", "impute_while_running"} & set(doc["metric"]))
+        ),
+        ("cloud", "strict"),
+    ),
+    "launch_keys": (
+        "`controller` is ignored; W&B Launch's",
+        lambda raw, doc: (
+            bool({"job", "image_uri", "metrics"} & set(doc))
+            or (isinstance(doc.get("scheduler"), dict) and "engine" in doc["scheduler"])
+        ),
+        ("cloud",),
+    ),
+    "unknown_macro": (
+        "A `command` chunk that is a whole unknown macro",
+        lambda raw, doc: any(
+            (m := MACRO.fullmatch(str(c))) and m.group(1) not in COMMAND_MACROS and not m.group(1).startswith("envvar:")
+            for c in doc.get("command") or []
+        ),
+        ("cloud", "strict"),
+    ),
     "run_cap_zero": ("`run_cap: 0` is refused", lambda raw, doc: doc.get("run_cap") == 0, ("cloud",)),
-    "probabilities_sum": ("`probabilities` that do not sum to 1", lambda raw, doc: any(
-        isinstance(p.get("probabilities"), list) and not math.isclose(sum(p["probabilities"]), 1.0, abs_tol=1e-6)
-        for p in _params(doc)), ("cloud",)),
+    "probabilities_sum": (
+        "`probabilities` that do not sum to 1",
+        lambda raw, doc: any(
+            isinstance(p.get("probabilities"), list) and not math.isclose(sum(p["probabilities"]), 1.0, abs_tol=1e-6)
+            for p in _params(doc)
+        ),
+        ("cloud",),
+    ),
     # Behaviour, not verdicts: the test that checks each.
     "hyperband_per_report": ("W&B's server applies hyperband to every running run", None, ()),
     "sweep_id": ("Runs carry no W&B sweep id", None, ()),
@@ -415,15 +518,30 @@ def differences_in(raw: dict, doc: dict, strict: bool) -> list[str]:
 EXAMPLES = {
     "scientific_notation": ("method: random\nprogram: t.py\nparameters:\n  lr: {min: 1e-5, max: 1e-2}\n", True),
     "non_finite": ("method: random\nprogram: t.py\nparameters:\n  x: {values: [.nan, 1]}\n", False),
-    "no_band": ("method: random\nprogram: t.py\nmetric: {name: m}\nparameters:\n  x: {value: 1}\n"
-                "early_terminate: {type: hyperband, max_iter: 2, s: 1}\n", False),
+    "no_band": (
+        "method: random\nprogram: t.py\nmetric: {name: m}\nparameters:\n  x: {value: 1}\n"
+        "early_terminate: {type: hyperband, max_iter: 2, s: 1}\n",
+        False,
+    ),
     "nothing_to_run": ("method: random\nparameters:\n  x: {value: 1}\n", False),
-    "impute_bayes": ("method: bayes\nprogram: t.py\nmetric: {name: m, impute: worst}\nparameters:\n  x: {min: 0.0, max: 1.0}\n", False),
-    "launch_keys": ("method: random\nprogram: t.py\nparameters:\n  x: {value: 1}\nscheduler: {engine: optuna}\n", False),
-    "unknown_macro": ("method: random\nprogram: t.py\ncommand: [python, '${program}', '${args_no_hyphen}']\n"
-                      "parameters:\n  x: {value: 1}\n", False),
+    "impute_bayes": (
+        "method: bayes\nprogram: t.py\nmetric: {name: m, impute: worst}\nparameters:\n  x: {min: 0.0, max: 1.0}\n",
+        False,
+    ),
+    "launch_keys": (
+        "method: random\nprogram: t.py\nparameters:\n  x: {value: 1}\nscheduler: {engine: optuna}\n",
+        False,
+    ),
+    "unknown_macro": (
+        "method: random\nprogram: t.py\ncommand: [python, '${program}', '${args_no_hyphen}']\n"
+        "parameters:\n  x: {value: 1}\n",
+        False,
+    ),
     "run_cap_zero": ("method: random\nprogram: t.py\nrun_cap: 0\nparameters:\n  x: {value: 1}\n", False),
-    "probabilities_sum": ("method: random\nprogram: t.py\nparameters:\n  x: {values: [1, 2], probabilities: [0.5, 0.6]}\n", False),
+    "probabilities_sum": (
+        "method: random\nprogram: t.py\nparameters:\n  x: {values: [1, 2], probabilities: [0.5, 0.6]}\n",
+        False,
+    ),
 }
 
 
@@ -455,13 +573,17 @@ def test_every_readme_difference_has_a_test_and_every_test_a_bullet():
         assert sum(b.startswith(phrase) for b in bullets) == 1, f"{name}: no README bullet begins {phrase!r}"
         assert name in EXAMPLES or name in BEHAVIOUR_TESTS, name
     for bullet in bullets:
-        assert any(bullet.startswith(phrase) for phrase, _, _ in DIFFERENCES.values()), f"README bullet with no test: {bullet[:60]!r}"
+        assert any(bullet.startswith(phrase) for phrase, _, _ in DIFFERENCES.values()), (
+            f"README bullet with no test: {bullet[:60]!r}"
+        )
     tests = (ROOT / "tests" / "test_wandb_oracle.py").read_text() + (ROOT / "tests" / "test_program.py").read_text()
     for test in BEHAVIOUR_TESTS.values():
         assert f"def {test}(" in tests, test
 
 
 def test_q_uniform_default_q_is_wandbs_float():
-    p = parse_spec(program_sweep(method="random", parameters={"x": {"distribution": "q_uniform", "min": 0, "max": 3}})).parameters[0]
+    p = parse_spec(
+        program_sweep(method="random", parameters={"x": {"distribution": "q_uniform", "min": 0, "max": 3}})
+    ).parameters[0]
     assert isinstance(p, Param) and p.q == 1.0 and isinstance(p.sample(np.random.default_rng(0)), float)
     assert not math.isnan(p.q)

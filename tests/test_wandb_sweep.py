@@ -43,10 +43,13 @@ KINDS = {  # how a sweep's trials run -> (its spec's keys, the function's style)
 
 
 @pytest.mark.parametrize("kind", list(KINDS))
-@pytest.mark.parametrize("workers, pooled, runner", [(1, False, "in_process"), (2, True, "warm"), (2, False, "torchtrainer")])
+@pytest.mark.parametrize(
+    "workers, pooled, runner", [(1, False, "in_process"), (2, True, "warm"), (2, False, "torchtrainer")]
+)
 @pytest.mark.parametrize("sweep_id", [None, "sw123"])
-def test_every_run_of_every_rank_names_the_wandb_sweep_and_no_other(tmp_path, monkeypatch, kind, workers, pooled, runner,
-                                                                    sweep_id):  # fmt: skip
+def test_every_run_of_every_rank_names_the_wandb_sweep_and_no_other(
+    tmp_path, monkeypatch, kind, workers, pooled, runner, sweep_id
+):
     """Under every runner, for a train_loop (the driver logs each trial's run), a ``program:``
     script and a W&B-style function (each rank's ``wandb.init``, from its environment): the run
     names the sweep W&B created, and none when W&B created none (offline, or W&B refused), not
@@ -65,8 +68,12 @@ def test_every_run_of_every_rank_names_the_wandb_sweep_and_no_other(tmp_path, mo
     sweep = Sweep(spec, capacity, str(tmp_path), "s", str(tmp_path), "online", wandb_sweep_id=sweep_id)
     job = build_job(sweep, {"x": 1, "num_gpus": workers}, "t1", str(tmp_path / "t1"), pooled)
     assert job.runner == runner
-    callbacks = _callbacks(spec, RunSettings(name="s", budget=1, wandb="online"), False,
-                           None if sweep_id is None else wandb_sweep.WandbSweep(sweep_id, "e", "p", "url"))  # fmt: skip
+    callbacks = _callbacks(
+        spec,
+        RunSettings(name="s", budget=1, wandb="online"),
+        False,
+        None if sweep_id is None else wandb_sweep.WandbSweep(sweep_id, "e", "p", "url"),
+    )
     if kind == "train_loop":
         (runs,) = callbacks
         assert runs.sweep_id == sweep_id
@@ -83,15 +90,25 @@ def _env(server: FakeWandb | None) -> dict[str, str]:
 
 
 def _raysweep(server: FakeWandb | None, *args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "raysweep", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, env=_env(server), timeout=600)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "raysweep", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=_env(server),
+        timeout=600,
+    )
 
 
 def _spec(tmp_path: Path, name: str, base_config: dict | None = None) -> Path:
     return write_spec(
-        tmp_path / f"{name}.yaml", name=name, method="grid", metric={"name": "score", "goal": "minimize"},
-        parameters={"x": {"values": [0.1, 0.5]}}, raysweep={"train_loop": LOOP, "base_config": base_config or {"epochs": 2}},
-    )  # fmt: skip
+        tmp_path / f"{name}.yaml",
+        name=name,
+        method="grid",
+        metric={"name": "score", "goal": "minimize"},
+        parameters={"x": {"values": [0.1, 0.5]}},
+        raysweep={"train_loop": LOOP, "base_config": base_config or {"epochs": 2}},
+    )
 
 
 def _created(server: FakeWandb) -> list[dict]:
@@ -123,10 +140,25 @@ def test_an_online_sweep_is_a_locally_controlled_wandb_sweep_that_every_run_join
     spec = _spec(tmp_path, "on", base_config={"epochs": 3, "sleep": 1.0})
     run_dir = tmp_path / "runs" / "on"
     driver = subprocess.Popen(
-        [sys.executable, "-m", "raysweep", "run", str(spec), "--address", ray_cluster, "--storage", str(tmp_path / "runs"),
-         "--wandb", "online"],
-        cwd=ROOT, env=_env(wandb_server), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "raysweep",
+            "run",
+            str(spec),
+            "--address",
+            ray_cluster,
+            "--storage",
+            str(tmp_path / "runs"),
+            "--wandb",
+            "online",
+        ],
+        cwd=ROOT,
+        env=_env(wandb_server),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     wait_for_iterations(driver, run_dir / TRIALS_FILE, 1)
     driver.send_signal(signal.SIGINT)
     out, err = driver.communicate(timeout=120)
@@ -155,11 +187,15 @@ def test_a_sweep_wandb_refuses_is_said_once_and_the_runs_go_on_then_resume_attac
     wandb_server.refuse_sweeps = True
     spec = _spec(tmp_path, "refused")
     run_dir = tmp_path / "runs" / "refused"
-    out = _raysweep(wandb_server, "run", spec, "--address", ray_cluster, "--storage", tmp_path / "runs", "--wandb", "online")
+    out = _raysweep(
+        wandb_server, "run", spec, "--address", ray_cluster, "--storage", tmp_path / "runs", "--wandb", "online"
+    )
     assert out.returncode == 0, out.stderr + out.stdout
     said = [line for line in out.stderr.splitlines() if line.startswith("W&B:")]
-    assert said == ["W&B: could not create a sweep: input: permission denied: this user cannot create sweeps in the project; "
-                    "each trial's run still logs, in group refused, but on no sweep page"]  # fmt: skip
+    assert said == [
+        "W&B: could not create a sweep: input: permission denied: this user cannot create sweeps in the project; "
+        "each trial's run still logs, in group refused, but on no sweep page"
+    ]
     assert not wandb_server.sweeps and not (run_dir / "wandb_sweep.txt").exists()
     trial_ids = {t["trial_id"] for t in show(run_dir)["trials"]}
     assert _run_upserts(wandb_server) == {trial_id: set() for trial_id in trial_ids}  # never an id W&B did not give
@@ -181,9 +217,13 @@ def test_every_rank_of_a_program_trial_that_calls_wandb_init_joins_the_sweep(tmp
 
     shutil.copy(ROOT / "tests" / "programs" / "ddp_wandb.py", tmp_path / "ddp_wandb.py")
     spec = write_spec(
-        tmp_path / "p.yaml", name="prog", program="ddp_wandb.py", method="grid", metric={"name": "score", "goal": "minimize"},
+        tmp_path / "p.yaml",
+        name="prog",
+        program="ddp_wandb.py",
+        method="grid",
+        metric={"name": "score", "goal": "minimize"},
         parameters={"lr": {"values": [0.3]}, "epochs": {"value": 2}, "num_gpus": {"value": 2}},
-    )  # fmt: skip
+    )
     out = _raysweep(wandb_server, "run", spec.name, "--storage", "runs", "--wandb", "online", cwd=tmp_path)
     assert out.returncode == 0, out.stderr + out.stdout
     (sweep,) = wandb_server.sweeps.values()
@@ -215,14 +255,17 @@ def test_publish_syncs_an_offline_sweep_onto_a_new_wandb_sweep_and_again_adds_on
     assert out.returncode == 2 and out.stderr == (
         f"raysweep: could not log in to W&B: Failed to verify credentials with {wandb_server.url}: "
         "user is not logged in; nothing was uploaded\n"
-    )  # fmt: skip
+    )
     assert not (run_dir / "wandb_sweep.txt").exists() and not list(run_dir.glob("*/wandb/offline-run-*/*.synced"))
 
     wandb_server.refuse_key = False
     out = _raysweep(wandb_server, "publish", run_dir)
     assert out.returncode == 0, out.stderr + out.stdout
     (sweep,) = wandb_server.sweeps.values()
-    assert out.stdout == f"published 2 runs to W&B sweep {wandb_server.url}/{wandb_server.entity}/raysweep/sweeps/{sweep['name']}\n"
+    assert (
+        out.stdout
+        == f"published 2 runs to W&B sweep {wandb_server.url}/{wandb_server.entity}/raysweep/sweeps/{sweep['name']}\n"
+    )
     assert set(sweep["runs"]) == trial_ids and sweep["state"] == "FINISHED"
     assert set(_run_upserts(wandb_server)) == trial_ids
     assert all(len([h for h in wandb_server.runs[t]["history"] if "score" in h]) == 2 for t in trial_ids)

@@ -25,13 +25,20 @@ LOOP = "tests.warm_loop:train"
 
 
 def sweep(tmp_path: Path, name: str, **doc) -> Path:
-    base = {"name": name, "metric": {"name": "score", "goal": "minimize"}, "train_loop": LOOP, "method": "grid",
-            "max_concurrent": 1}  # fmt: skip
+    base = {
+        "name": name,
+        "metric": {"name": "score", "goal": "minimize"},
+        "train_loop": LOOP,
+        "method": "grid",
+        "max_concurrent": 1,
+    }
     return write_spec(tmp_path / f"{name}.yaml", **(base | doc))
 
 
 def run(spec: Path, cluster: str) -> tuple[subprocess.CompletedProcess, list[dict]]:
-    out = raysweep("run", str(spec), "--address", cluster, "--storage", str(spec.parent / "runs"), "--wandb", "disabled")
+    out = raysweep(
+        "run", str(spec), "--address", cluster, "--storage", str(spec.parent / "runs"), "--wandb", "disabled"
+    )
     rows = read_trials(spec.parent / "runs" / spec.stem / TRIALS_FILE)
     return out, sorted(rows, key=lambda r: r["trial_id"])
 
@@ -48,9 +55,13 @@ def test_a_scheduler_stops_two_worker_trials_and_the_next_trial_gets_their_slots
     a worker group per trial."""
     xs = [0.3, 0.32, 2.0, 0.31]  # good trials first: ASHA stops the poor one at the first rung
     spec = sweep(
-        tmp_path, "w1", base_config={"epochs": 3}, parameters={"x": {"values": xs}, "num_gpus": {"value": 2}},
-        scheduler={"type": "asha", "grace_period": 1, "max_t": 3, "reduction_factor": 3}, ddp_workers=ddp_workers,
-    )  # fmt: skip
+        tmp_path,
+        "w1",
+        base_config={"epochs": 3},
+        parameters={"x": {"values": xs}, "num_gpus": {"value": 2}},
+        scheduler={"type": "asha", "grace_period": 1, "max_t": 3, "reduction_factor": 3},
+        ddp_workers=ddp_workers,
+    )
     out, rows = run(spec, ray_cluster)
     assert out.returncode == 0, out.stderr + out.stdout
     by_x = {r["config"]["x"]: r for r in rows}
@@ -71,8 +82,14 @@ def test_a_scheduler_stops_two_worker_trials_and_the_next_trial_gets_their_slots
 def test_tune_reuses_a_trials_process_for_the_next_trial_unless_told_not_to(tmp_path, ray_cluster, reuse_actors):
     """What ``engine.sweep._reuse_actors`` decides (test_engine.py) is what Tune does: 1-worker
     trials under torchtrainer run in the Tune trial's own process, which runs the next trial too."""
-    spec = sweep(tmp_path, "w0", ddp_workers="torchtrainer", reuse_actors=reuse_actors, base_config={"epochs": 1},
-                 parameters={"x": {"values": [0.1, 0.2, 0.3]}})  # fmt: skip
+    spec = sweep(
+        tmp_path,
+        "w0",
+        ddp_workers="torchtrainer",
+        reuse_actors=reuse_actors,
+        base_config={"epochs": 1},
+        parameters={"x": {"values": [0.1, 0.2, 0.3]}},
+    )
     out, rows = run(spec, ray_cluster)
     assert out.returncode == 0, out.stderr + out.stdout
     assert [r["status"] for r in rows] == ["done"] * 3
@@ -83,8 +100,13 @@ def test_tune_reuses_a_trials_process_for_the_next_trial_unless_told_not_to(tmp_
 @pytest.mark.parametrize("ddp_workers", ["warm", "torchtrainer"])
 def test_a_failing_rank_fails_its_trial_at_once_and_the_next_trial_gets_new_workers(tmp_path, ray_cluster, ddp_workers):
     # rank 0 waits for rank 1 in an all-reduce that never comes: the trial must not wait for rank 0
-    spec = sweep(tmp_path, "w2", base_config={"epochs": 2}, ddp_workers=ddp_workers,
-                 parameters={"fail_rank": {"values": [1, -1]}, "num_gpus": {"value": 2}})  # fmt: skip
+    spec = sweep(
+        tmp_path,
+        "w2",
+        base_config={"epochs": 2},
+        ddp_workers=ddp_workers,
+        parameters={"fail_rank": {"values": [1, -1]}, "num_gpus": {"value": 2}},
+    )
     out, rows = run(spec, ray_cluster)
     assert out.returncode == 0, out.stderr + out.stdout
     failed, ok = sorted(rows, key=lambda r: r["config"]["fail_rank"], reverse=True)
@@ -96,8 +118,13 @@ def test_a_failing_rank_fails_its_trial_at_once_and_the_next_trial_gets_new_work
 
 
 def test_trials_of_every_size_borrow_the_same_warm_workers(tmp_path, ray_cluster):
-    spec = sweep(tmp_path, "w4", max_concurrent=2, base_config={"epochs": 2},
-                 parameters={"x": {"values": [0.1, 0.2]}, "num_gpus": {"values": [1, 2]}})  # fmt: skip
+    spec = sweep(
+        tmp_path,
+        "w4",
+        max_concurrent=2,
+        base_config={"epochs": 2},
+        parameters={"x": {"values": [0.1, 0.2]}, "num_gpus": {"values": [1, 2]}},
+    )
     out, rows = run(spec, ray_cluster)
     assert out.returncode == 0, out.stderr + out.stdout
     assert sorted(r["num_workers"] for r in rows) == [1, 1, 2, 2]
@@ -108,8 +135,14 @@ def test_trials_of_every_size_borrow_the_same_warm_workers(tmp_path, ray_cluster
 
 @pytest.mark.parametrize(("ddp_workers", "marker"), [("warm", "DDPWorker"), ("torchtrainer", "RayTrainWorker")])
 def test_workers_of_a_trial_process_that_died_are_ended_not_lent_again(tmp_path, ray_cluster, ddp_workers, marker):
-    spec = sweep(tmp_path, "w5", max_failures=1, base_config={"epochs": 6, "sleep": 1.5}, ddp_workers=ddp_workers,
-                 parameters={"x": {"value": 0.3}, "num_gpus": {"value": 2}})  # fmt: skip
+    spec = sweep(
+        tmp_path,
+        "w5",
+        max_failures=1,
+        base_config={"epochs": 6, "sleep": 1.5},
+        ddp_workers=ddp_workers,
+        parameters={"x": {"value": 0.3}, "num_gpus": {"value": 2}},
+    )
     driver = start_sweep(spec, ray_cluster)
     trials_file = tmp_path / "runs" / "w5" / TRIALS_FILE
     wait_for_iterations(driver, trials_file, 2)  # epochs 1-2 reported, and checkpointed
@@ -134,8 +167,10 @@ def test_workers_of_a_trial_process_that_died_are_ended_not_lent_again(tmp_path,
 
 def driver_script(cluster: str, body: str) -> subprocess.CompletedProcess:
     """``body`` run as its own Ray driver on ``cluster`` (Ray reads token authentication at import)."""
-    code = "import ray, time\n" f"ray.init(address={cluster!r}, logging_level='ERROR')\n" + body
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=cli_env(), cwd=ROOT)
+    code = f"import ray, time\nray.init(address={cluster!r}, logging_level='ERROR')\n" + body
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=cli_env(), cwd=ROOT
+    )
 
 
 def test_a_rank_whose_device_cannot_be_set_fails_its_trial_instead_of_hanging(ray_cluster):
@@ -148,7 +183,9 @@ def test_a_rank_whose_device_cannot_be_set_fails_its_trial_instead_of_hanging(ra
     the pool never does: one CUDA context per worker) fails its trial with the sentence and breaks
     the lease; the trial never waits for a report.
     """
-    out = driver_script(ray_cluster, """
+    out = driver_script(
+        ray_cluster,
+        """
 import threading
 from raysweep.trial import gang
 from raysweep.trial.pool import Lease
@@ -165,13 +202,16 @@ for gpu in ("0", "1"):  # the first pins the worker to GPU 0 (the loop ends at o
     thread.join(120)
     print("AFTER", gpu, len(outcome), lease.broken)
 print("OUTCOME", repr(outcome[0])[:600] if outcome else "")
-""")
+""",
+    )
     assert "AFTER 0 0 False" in out.stdout and "AFTER 1 1 True" in out.stdout, out.stdout + out.stderr
     assert "serves GPU '0' and cannot take GPU '1'" in out.stdout, out.stdout
 
 
 def test_an_idle_worker_that_died_is_not_lent(ray_cluster):
-    out = driver_script(ray_cluster, """
+    out = driver_script(
+        ray_cluster,
+        """
 from raysweep.trial.pool import WorkerPool
 node = ray.get_runtime_context().get_node_id()
 pool = WorkerPool.remote()
@@ -183,5 +223,6 @@ ray.kill(workers[0])  # dies while idle in the pool
 time.sleep(1)
 _, again = ray.get(pool.lend.remote(node, 2, None))
 print("PINGS", ray.get([w.ping.remote() for w in again], timeout=120))
-""")
+""",
+    )
     assert "PINGS [True, True]" in out.stdout, out.stdout + out.stderr

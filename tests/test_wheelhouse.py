@@ -28,5 +28,7 @@ def test_raysweep_installs_from_the_wheelhouse_alone_beside_its_torch(tmp_path):
     run(venv / "bin" / "pip", "install", "-q", "--no-index", "--find-links", house, "raysweep")
     out = run(venv / "bin" / "raysweep", "validate", ROOT / "search_spaces" / "smoke.yaml", cwd=tmp_path)
     assert "smoke" in out.stdout
-    imported = run(venv / "bin" / "python", "-c", "import raysweep, ray, optuna, wandb; print(raysweep.__file__)", cwd=tmp_path)
+    imported = run(
+        venv / "bin" / "python", "-c", "import raysweep, ray, optuna, wandb; print(raysweep.__file__)", cwd=tmp_path
+    )
     assert str(venv) in imported.stdout  # the installed wheel, not this checkout

@@ -43,7 +43,10 @@ def audit(path: Path, oracle: WandbOracle) -> tuple[bool, str]:
         if ok != theirs["ok"]:
             found = differences_in(raw, ours_doc, strict)
             if not found:
-                return False, f"{op}: W&B {theirs['ok']} ({'; '.join(theirs['errors'])}), raysweep {ok} ({'; '.join(problems)})"
+                return (
+                    False,
+                    f"{op}: W&B {theirs['ok']} ({'; '.join(theirs['errors'])}), raysweep {ok} ({'; '.join(problems)})",
+                )
             said.append(f"{op}: differs as README says ({', '.join(found)})")
         else:
             said.append(f"{op}: both {'run' if ok else 'refuse'}")
@@ -52,7 +55,9 @@ def audit(path: Path, oracle: WandbOracle) -> tuple[bool, str]:
         same_input = json.loads(json.dumps({k: v for k, v in ours_doc.items() if k != "raysweep"}))
         answer = oracle.ask("grid", config=same_input, limit=500)
         points = grid_points(spec, len(answer["points"]))
-        same = [json.dumps(p, sort_keys=True) for p in points] == [json.dumps(p, sort_keys=True) for p in answer["points"]]
+        same = [json.dumps(p, sort_keys=True) for p in points] == [
+            json.dumps(p, sort_keys=True) for p in answer["points"]
+        ]
         shaped = [json.dumps(wandb_config(spec, p), sort_keys=True) for p in points]
         if not same or shaped != [json.dumps(c, sort_keys=True) for c in answer["configs"]]:
             return False, "grid points differ"

@@ -100,7 +100,10 @@ def grid(config: dict, limit: int) -> dict:
         if run is None:
             break
         runs.append(run)
-    return {"points": [_plain(_flat(r.config)) for r in runs], "configs": [_plain({k: v["value"] for k, v in r.config.items()}) for r in runs]}
+    return {
+        "points": [_plain(_flat(r.config)) for r in runs],
+        "configs": [_plain({k: v["value"] for k, v in r.config.items()}) for r in runs],
+    }
 
 
 def grid_size(config: dict) -> dict:
@@ -138,8 +141,7 @@ def sample(config: dict, n: int, seed: int) -> dict:
 def hyperband(config: dict, runs: list[dict]) -> dict:
     metric = config["metric"]["name"]
     sweep_runs = [
-        SweepRun(name=r["name"], state=RunState(r["state"]), history=[{metric: v} for v in r["history"]])
-        for r in runs
+        SweepRun(name=r["name"], state=RunState(r["state"]), history=[{metric: v} for v in r["history"]]) for r in runs
     ]
     return {"stop": sorted(r.name for r in stop_runs(config, sweep_runs))}
 
@@ -149,10 +151,15 @@ def propose(config: dict, runs: list[dict], seed: int | None) -> dict:
         random.seed(seed)
         np.random.seed(seed)
     sweep_runs = [
-        SweepRun(name=r["name"], state=RunState(r["state"]), config={k: {"value": v} for k, v in r["config"].items()},
-                 history=r.get("history", []), summary_metrics=(r.get("history") or [{}])[-1])
+        SweepRun(
+            name=r["name"],
+            state=RunState(r["state"]),
+            config={k: {"value": v} for k, v in r["config"].items()},
+            history=r.get("history", []),
+            summary_metrics=(r.get("history") or [{}])[-1],
+        )
         for r in runs
-    ]  # fmt: skip
+    ]
     run = next_run(config, sweep_runs)
     return {"point": None if run is None else _plain({k: v["value"] for k, v in run.config.items()})}
 

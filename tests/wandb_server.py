@@ -62,8 +62,17 @@ class FakeWandb:
             return {"createRunFiles": {"runID": variables["run"], "uploadHeaders": [], "files": files}}
         if operation in ("Sweep", "SweepWithRuns", "GetSweepState", "SweepState"):
             sweep = self.sweeps.get(variables.get("sweep") or variables.get("name") or "")
-            found = None if sweep is None else {"id": sweep["id"], "name": sweep["name"], "state": sweep["state"],
-                                                 "config": sweep["config"], "runs": {"edges": []}}  # fmt: skip
+            found = (
+                None
+                if sweep is None
+                else {
+                    "id": sweep["id"],
+                    "name": sweep["name"],
+                    "state": sweep["state"],
+                    "config": sweep["config"],
+                    "runs": {"edges": []},
+                }
+            )
             return {"project": {**project_obj, "sweep": found}}
         if operation == "OrganizationCoreWeaveOrganizationID":
             return {"entity": {"organization": None}}
@@ -76,7 +85,13 @@ class FakeWandb:
         sweep = by_id.get(variables.get("id") or "")
         if sweep is None:
             name = f"sw{len(self.sweeps) + 1:06d}"
-            sweep = {"id": f"id-{name}", "name": name, "state": "RUNNING", "config": variables.get("config"), "runs": []}
+            sweep = {
+                "id": f"id-{name}",
+                "name": name,
+                "state": "RUNNING",
+                "config": variables.get("config"),
+                "runs": [],
+            }
             self.sweeps[name] = sweep
         if variables.get("state"):
             sweep["state"] = variables["state"]
@@ -98,21 +113,35 @@ class FakeWandb:
             if variables.get(key) is not None:
                 run[key] = variables[key]
         return {
-            "id": f"run-{name}", "name": name, "displayName": variables.get("displayName") or name,
-            "description": "", "config": variables.get("config") or "{}", "sweepName": run["sweep"],
-            "project": project_obj, "historyLineCount": len(run["history"]),
-        }  # fmt: skip
+            "id": f"run-{name}",
+            "name": name,
+            "displayName": variables.get("displayName") or name,
+            "description": "",
+            "config": variables.get("config") or "{}",
+            "sweepName": run["sweep"],
+            "project": project_obj,
+            "historyLineCount": len(run["history"]),
+        }
 
     def _resume_status(self, variables: dict[str, Any]) -> dict[str, Any] | None:
         run = self.runs.get(variables.get("name") or "")
         if run is None:
             return None
         return {
-            "id": f"run-{variables['name']}", "name": variables["name"], "displayName": variables["name"],
-            "config": "{}", "summaryMetrics": "{}", "logLineCount": 0, "historyLineCount": len(run["history"]),
-            "eventsLineCount": 0, "historyTail": "[]", "eventsTail": "[]", "wandbConfig": "{}", "sweepName": run["sweep"],
+            "id": f"run-{variables['name']}",
+            "name": variables["name"],
+            "displayName": variables["name"],
+            "config": "{}",
+            "summaryMetrics": "{}",
+            "logLineCount": 0,
+            "historyLineCount": len(run["history"]),
+            "eventsLineCount": 0,
+            "historyTail": "[]",
+            "eventsTail": "[]",
+            "wandbConfig": "{}",
+            "sweepName": run["sweep"],
             "tags": [],
-        }  # fmt: skip
+        }
 
     def file_stream(self, run_name: str, body: dict[str, Any]) -> None:
         run = self.runs.setdefault(run_name, {"sweep": None, "history": [], "upserts": 0})

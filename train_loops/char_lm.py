@@ -160,9 +160,13 @@ def train(config: dict) -> None:
             "samples_per_sec": ddp.throughput(n_samples, time.perf_counter() - t0),
         }
         ddp.report_epoch(
-            metrics, model=model, optimizer=optimizer, epoch=epoch,
-            checkpoint_every=cfg.checkpoint_every, last_epoch=cfg.epochs,
-        )  # fmt: skip
+            metrics,
+            model=model,
+            optimizer=optimizer,
+            epoch=epoch,
+            checkpoint_every=cfg.checkpoint_every,
+            last_epoch=cfg.epochs,
+        )
 
 
 if __name__ == "__main__":

@@ -107,9 +107,13 @@ def train(config: dict) -> None:
             "samples_per_sec": ddp.throughput(n_samples, seconds),
         }
         ddp.report_epoch(
-            metrics, model=model, optimizer=optimizer, epoch=epoch,
-            checkpoint_every=cfg.checkpoint_every, last_epoch=cfg.epochs,
-        )  # fmt: skip
+            metrics,
+            model=model,
+            optimizer=optimizer,
+            epoch=epoch,
+            checkpoint_every=cfg.checkpoint_every,
+            last_epoch=cfg.epochs,
+        )
 
 
 if __name__ == "__main__":

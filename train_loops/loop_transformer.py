@@ -192,6 +192,10 @@ def train(config: dict) -> None:
             **evaluate(ddp.unwrap(model), val, ctx.device, cfg),
         }
         ddp.report_epoch(
-            metrics, model=model, optimizer=optimizer, epoch=epoch,
-            checkpoint_every=cfg.checkpoint_every, last_epoch=cfg.epochs,
-        )  # fmt: skip
+            metrics,
+            model=model,
+            optimizer=optimizer,
+            epoch=epoch,
+            checkpoint_every=cfg.checkpoint_every,
+            last_epoch=cfg.epochs,
+        )

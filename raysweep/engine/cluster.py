@@ -219,8 +219,14 @@ def measure(use_gpu: str | bool, cpus_per_worker: float, gpus_per_worker: float 
     else:
         slots = tuple(slots_for(n["Resources"], gpu, cpus_per_worker, gpus_per_worker) for n in nodes)
     hosts = [(n["NodeID"], s) for n, s in zip(nodes, slots, strict=True) if s > 0]
-    capacity = Capacity(tuple(s for _, s in hosts), gpu, cpus_per_worker, managed, tuple(n for n, _ in hosts),
-                        gpus_per_worker if gpu else 1.0)  # fmt: skip
+    capacity = Capacity(
+        tuple(s for _, s in hosts),
+        gpu,
+        cpus_per_worker,
+        managed,
+        tuple(n for n, _ in hosts),
+        gpus_per_worker if gpu else 1.0,
+    )
     if capacity.total == 0:
         raise UserError(f"the Ray cluster has no room for a single worker ({cpus_per_worker} CPU each)")
     return capacity

@@ -81,9 +81,13 @@ def handled(run_dir: Path, exit_at_once: bool = True) -> Iterator[Signals]:
             _exit_now(f"interrupted again; exiting now (continue the sweep with: {hints.command('resume', run_dir)})")
         signals.received.append(signum)
         if not signals.ray_started:
-            _exit_now(f"interrupted while Ray was starting; no trial had run (start the sweep with: {hints.command('resume', run_dir)})")
+            _exit_now(
+                f"interrupted while Ray was starting; no trial had run (start the sweep with: {hints.command('resume', run_dir)})"
+            )
         if signals.tune_listens:  # SIGTERM: Tune's handler ends the run as on Ctrl-C
-            sys.stderr.write("\nraysweep: stopping the sweep and saving its state (press Ctrl-C again to exit at once)\n")
+            sys.stderr.write(
+                "\nraysweep: stopping the sweep and saving its state (press Ctrl-C again to exit at once)\n"
+            )
             os.kill(os.getpid(), signal.SIGINT)
         else:
             sys.stderr.write(
@@ -91,7 +95,9 @@ def handled(run_dir: Path, exit_at_once: bool = True) -> Iterator[Signals]:
                 "(a second or two; press Ctrl-C again to exit at once)\n"
             )
 
-    if threading.current_thread() is not threading.main_thread():  # raysweep.run from a thread: Python allows no handler
+    if (
+        threading.current_thread() is not threading.main_thread()
+    ):  # raysweep.run from a thread: Python allows no handler
         yield signals
         return
     previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}

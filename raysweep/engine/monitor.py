@@ -45,7 +45,9 @@ class SweepMonitor(Callback):
         self.last_print = 0.0
         self.first_error: str | None = None
         self.ended: list[str] = [r["status"] for r in self.rows.values() if r.get("status") in ENDED]
-        self.best_seen: tuple[float, dict[str, Any]] | None = None  # the live line's best: any report's, never worse later
+        self.best_seen: tuple[float, dict[str, Any]] | None = (
+            None  # the live line's best: any report's, never worse later
+        )
         self._reconciled = not self.rows  # a fresh sweep has nothing left over
 
     # --- bookkeeping ---
@@ -111,7 +113,9 @@ class SweepMonitor(Callback):
         self._print(trials, force=True)
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        self._end(trials, trial, TrialStatus.STOPPED if trial.trial_id in self.stopped_by_scheduler else TrialStatus.DONE)
+        self._end(
+            trials, trial, TrialStatus.STOPPED if trial.trial_id in self.stopped_by_scheduler else TrialStatus.DONE
+        )
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         self._end(trials, trial, TrialStatus.FAILED, _error_text(trial))

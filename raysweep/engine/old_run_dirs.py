@@ -16,8 +16,12 @@ import types
 MOVED = {
     "raysweep.engine.search": ("raysweep.search.searchers", "raysweep.search.schedulers"),
     "raysweep.engine.hyperband": ("raysweep.search.hyperband",),
-    "raysweep.engine.progress": ("raysweep.engine.monitor", "raysweep.engine.result_log", "raysweep.search.stoppers",
-                                 "raysweep.runs.files"),  # fmt: skip
+    "raysweep.engine.progress": (
+        "raysweep.engine.monitor",
+        "raysweep.engine.result_log",
+        "raysweep.search.stoppers",
+        "raysweep.runs.files",
+    ),
     "raysweep.engine.trainable": ("raysweep.trial.tune_trial", "raysweep.engine.trainable", "raysweep.trial.job"),
     "raysweep.engine.results": ("raysweep.runs.show",),
     "raysweep.engine.gang": ("raysweep.trial.gang",),

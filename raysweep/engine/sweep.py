@@ -88,7 +88,9 @@ def _sweep_name(spec: SweepSpec, name: str | None) -> str:
     if clean.strip("."):
         return clean
     if name is not None:  # "." and ".." would put the run dir beside or above --storage
-        raise UserError(f"--name {name!r}: a sweep's name is a directory under --storage; use letters, digits, '-', '_' or '.'")
+        raise UserError(
+            f"--name {name!r}: a sweep's name is a directory under --storage; use letters, digits, '-', '_' or '.'"
+        )
     return "sweep"
 
 
@@ -107,7 +109,9 @@ def new_run_dir(storage: str | os.PathLike, name: str) -> Path:
     if run_dir.parent != root:
         raise UserError(f"--name {name!r} would leave --storage {storage}; pick a plain name")
     if (run_dir / SPEC_FILE).exists():
-        raise UserError(f"{run_dir} already holds a sweep: continue it with `{hints.command('resume', run_dir)}`, or pick another --name")
+        raise UserError(
+            f"{run_dir} already holds a sweep: continue it with `{hints.command('resume', run_dir)}`, or pick another --name"
+        )
     return run_dir
 
 
@@ -141,7 +145,9 @@ def _check_entry_point(spec: SweepSpec) -> None:
         return
     if spec.runs_program:
         if spec.program is not None and spec.command_uses_program and not Path(spec.program).is_file():
-            raise UserError(f"program: {spec.program!r} is not a file (it is resolved from {os.getcwd()}, as wandb agent does)")
+            raise UserError(
+                f"program: {spec.program!r} is not a file (it is resolved from {os.getcwd()}, as wandb agent does)"
+            )
         return
     try:
         import_loop(spec.train_loop)
@@ -159,7 +165,9 @@ def _setup_logging(run_dir: Path) -> None:
     logging.getLogger("raysweep").setLevel(logging.INFO)
 
 
-def _callbacks(spec: SweepSpec, settings: RunSettings, resuming: bool, on_wandb: wandb_sweep.WandbSweep | None) -> list[Any]:
+def _callbacks(
+    spec: SweepSpec, settings: RunSettings, resuming: bool, on_wandb: wandb_sweep.WandbSweep | None
+) -> list[Any]:
     if settings.wandb == "disabled" or spec.calls_wandb_init:  # a script (a W&B-style function) logs its own W&B run
         return []
     group = spec.wandb.group or settings.name
@@ -182,8 +190,10 @@ def _run(spec: SweepSpec, settings: RunSettings, run_dir: Path, restore: bool, f
         monitor.interrupted()
         if on_wandb:
             wandb_sweep.set_state(on_wandb, wandb_sweep.PAUSED)
-        print(f"\nsweep {settings.name} interrupted; its state is saved. Continue it with: {hints.command('resume', run_dir)}",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"\nsweep {settings.name} interrupted; its state is saved. Continue it with: {hints.command('resume', run_dir)}",
+            file=sys.stderr,
+        )
         return 130
     if on_wandb:
         wandb_sweep.set_state(on_wandb, wandb_sweep.FINISHED)
@@ -191,9 +201,14 @@ def _run(spec: SweepSpec, settings: RunSettings, run_dir: Path, restore: bool, f
 
 
 def _start(
-    spec: SweepSpec, settings: RunSettings, run_dir: Path, restore: bool, signals: interrupt.Signals,
-    function: Callable | None, on_wandb: wandb_sweep.WandbSweep | None,
-) -> tuple[tune.Tuner, SweepMonitor, list[Any]]:  # fmt: skip
+    spec: SweepSpec,
+    settings: RunSettings,
+    run_dir: Path,
+    restore: bool,
+    signals: interrupt.Signals,
+    function: Callable | None,
+    on_wandb: wandb_sweep.WandbSweep | None,
+) -> tuple[tune.Tuner, SweepMonitor, list[Any]]:
     """Ray, the worker pool and the Tuner (restored from the run dir with ``restore``); ``function``:
     raysweep.run's, bound into every trial; ``on_wandb``: the W&B sweep every trial's run joins."""
     # No Tune CSV and TensorBoard loggers: a second and third copy of result.json (ResultLog)
@@ -202,10 +217,13 @@ def _start(
     # read with `raysweep show/report` and W&B.
     os.environ["TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"] = "1"
     capacity = start_or_connect(
-        settings.address, spec.resources.use_gpu, spec.resources.cpus_per_worker,
-        gpus=settings.gpus, dashboard_host=settings.dashboard_host,
+        settings.address,
+        spec.resources.use_gpu,
+        spec.resources.cpus_per_worker,
+        gpus=settings.gpus,
+        dashboard_host=settings.dashboard_host,
         gpus_per_worker=spec.resources.gpus_per_worker,
-    )  # fmt: skip
+    )
     interrupt.ray_is_up(signals)
     budget = settings.budget
     sizes = spec.trial_sizes
@@ -235,8 +253,16 @@ def _start(
     worker_pool = None
     if spec.ddp_workers == Runner.WARM and (max(sizes) > 1 or not spec.runs_program):
         worker_pool = start_pool(dict(zip(capacity.node_ids, capacity.slots_per_node, strict=True)))
-    sweep = Sweep(spec, capacity, str(run_dir), settings.name, settings.workdir, settings.wandb, function,
-                  wandb_sweep_id=on_wandb.id if on_wandb else None)  # fmt: skip
+    sweep = Sweep(
+        spec,
+        capacity,
+        str(run_dir),
+        settings.name,
+        settings.workdir,
+        settings.wandb,
+        function,
+        wandb_sweep_id=on_wandb.id if on_wandb else None,
+    )
     trainable = make_trainable(sweep, worker_pool)
     monitor = SweepMonitor(spec, run_dir, budget, quiet=settings.quiet)
     stoppers = [InitialFailureStopper(functools.partial(monitor.initial_failures, spec.max_initial_failures))]
@@ -293,9 +319,13 @@ def _left_unfinished(results: Any, monitor: SweepMonitor, stoppers: list[Any], b
 
 
 def _finish(
-    spec: SweepSpec, settings: RunSettings, run_dir: Path, monitor: SweepMonitor, wall_s: float,
+    spec: SweepSpec,
+    settings: RunSettings,
+    run_dir: Path,
+    monitor: SweepMonitor,
+    wall_s: float,
     on_wandb: wandb_sweep.WandbSweep | None,
-) -> int:  # fmt: skip
+) -> int:
     rows = list(monitor.rows.values())
     failed = [r for r in rows if r.get("status") == TrialStatus.FAILED]
     ok = [r for r in rows if r.get("status") in FINISHED]
@@ -304,13 +334,17 @@ def _finish(
     print(f"sweep {settings.name} finished in {wall_s:.0f} s: {len(ok)} finished, {len(failed)} failed")
     best = monitor.best()
     if best:
-        print(f"best {spec.metric.name} = {best['metrics'][spec.metric.name]:.6g} from trial {best['trial_id']}: {best['config']}")
+        print(
+            f"best {spec.metric.name} = {best['metrics'][spec.metric.name]:.6g} from trial {best['trial_id']}: {best['config']}"
+        )
     print(f"results: {hints.command('show', run_dir)}")
     if on_wandb:
         print(f"W&B sweep: {on_wandb.url}")
     if settings.wandb == "offline":
-        print(f"W&B offline runs: wandb sync {run_dir}/*/wandb/offline-run-*, or as a W&B sweep: "
-              f"{hints.command('publish', run_dir)}")  # fmt: skip
+        print(
+            f"W&B offline runs: wandb sync {run_dir}/*/wandb/offline-run-*, or as a W&B sweep: "
+            f"{hints.command('publish', run_dir)}"
+        )
     if monitor.initial_failures(spec.max_initial_failures):
         print(
             f"the sweep's first {spec.max_initial_failures} trials all failed, so it was stopped "
@@ -357,13 +391,23 @@ def run_sweep(
     name = _sweep_name(spec, name)
     if resume_existing and (Path(storage).resolve() / name / SPEC_FILE).exists():
         print(f"sweep {name}: its run dir exists; continuing it (raysweep resume)")
-        return resume_sweep(name, storage=storage, address=address, quiet=quiet, function=function, exit_at_once=exit_at_once)
+        return resume_sweep(
+            name, storage=storage, address=address, quiet=quiet, function=function, exit_at_once=exit_at_once
+        )
     run_dir = new_run_dir(storage, name)
     mode = wandb_mode or spec.wandb.mode or ("online" if wandb_sweep.key_configured() else "offline")
-    settings = RunSettings(name=name, budget=budget, wandb=mode, address=address,
-                           max_concurrent=max_concurrent or spec.max_concurrent, quiet=quiet, gpus=gpus,
-                           dashboard_host=dashboard_host, function=function_name(function),
-                           exit_at_once=exit_at_once)  # fmt: skip
+    settings = RunSettings(
+        name=name,
+        budget=budget,
+        wandb=mode,
+        address=address,
+        max_concurrent=max_concurrent or spec.max_concurrent,
+        quiet=quiet,
+        gpus=gpus,
+        dashboard_host=dashboard_host,
+        function=function_name(function),
+        exit_at_once=exit_at_once,
+    )
     created = not run_dir.exists()
     run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     run_dir.chmod(0o700)
@@ -381,9 +425,14 @@ def run_sweep(
 
 
 def resume_sweep(
-    run: str | os.PathLike, storage: str | os.PathLike = "raysweep_runs", address: str | None = None,
-    quiet: bool = False, retry_failed: bool = False, function: Callable | None = None, exit_at_once: bool = True,
-) -> int:  # fmt: skip
+    run: str | os.PathLike,
+    storage: str | os.PathLike = "raysweep_runs",
+    address: str | None = None,
+    quiet: bool = False,
+    retry_failed: bool = False,
+    function: Callable | None = None,
+    exit_at_once: bool = True,
+) -> int:
     """Continue an interrupted sweep: finished and failed trials stay, unfinished ones continue
     (``retry_failed``: failed ones run again too, from their last checkpoint). A sweep of a
     Python function needs it again: a run dir stores no code."""

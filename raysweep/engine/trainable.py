@@ -21,6 +21,8 @@ def make_trainable(sweep: Sweep, worker_pool: Any) -> Any:
             workers = 1  # the trial itself raises the explanation
         pooled = worker_pool is not None
         trainer = choose_runner(sweep.spec, workers, pooled) == Runner.TORCHTRAINER
-        return tune.PlacementGroupFactory(trial_bundle(workers, sweep.capacity, pooled, trainer), strategy="STRICT_PACK")
+        return tune.PlacementGroupFactory(
+            trial_bundle(workers, sweep.capacity, pooled, trainer), strategy="STRICT_PACK"
+        )
 
     return tune.with_resources(tune.with_parameters(run_trial, sweep=sweep, worker_pool=worker_pool), resources)

@@ -34,7 +34,9 @@ TO_CONFIG = ("trial_id", "experiment_tag", "node_ip", "hostname", "pid")  # fact
 def loggable(result: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """A Tune result as one W&B history row (numbers, nested keys joined by ``/``) and the run's facts."""
     row, facts = {}, {}
-    kept = {key: value for key, value in result.items() if key not in NOT_LOGGED}  # the trial's whole config unflattened
+    kept = {
+        key: value for key, value in result.items() if key not in NOT_LOGGED
+    }  # the trial's whole config unflattened
     for key, value in flatten_dict(kept, delimiter="/").items():
         if key in TO_CONFIG:
             facts[key] = value
@@ -69,7 +71,9 @@ class WandbRuns(LoggerCallback):
     def setup(self, *args: Any, **kwargs: Any) -> None:
         os.environ.setdefault("WANDB_SILENT", "true")
         self._queue = queue.Queue()
-        self._thread = threading.Thread(target=self._write, args=(self._queue, self.sweep_id), name="raysweep-wandb", daemon=True)
+        self._thread = threading.Thread(
+            target=self._write, args=(self._queue, self.sweep_id), name="raysweep-wandb", daemon=True
+        )
         self._thread.start()
 
     def log_trial_start(self, trial: Any) -> None:
@@ -78,9 +82,13 @@ class WandbRuns(LoggerCallback):
         Path(trial.path).mkdir(parents=True, exist_ok=True)
         again = self.resuming or trial.trial_id in self._started
         init = {
-            **self.init_kwargs, "id": trial.trial_id, "name": str(trial), "dir": trial.path,
-            "config": {**trial.config, "trial_log_path": trial.path}, "resume": "allow" if again else None,
-        }  # fmt: skip
+            **self.init_kwargs,
+            "id": trial.trial_id,
+            "name": str(trial),
+            "dir": trial.path,
+            "config": {**trial.config, "trial_log_path": trial.path},
+            "resume": "allow" if again else None,
+        }
         self._open.add(trial.trial_id)
         self._queue.put(("start", trial.trial_id, init))
         if self.resuming and trial.trial_id not in self._started:
@@ -151,7 +159,9 @@ class WandbRuns(LoggerCallback):
                 logger.exception("W&B %s of trial %s failed", kind, trial_id)
                 if kind not in warned:
                     warned.add(kind)
-                    print(f"W&B: {kind} of trial {trial_id}'s run failed ({e}); the run dir keeps every result",
-                          file=sys.stderr)  # fmt: skip
+                    print(
+                        f"W&B: {kind} of trial {trial_id}'s run failed ({e}); the run dir keeps every result",
+                        file=sys.stderr,
+                    )
                 if kind == "start":
                     runs.pop(trial_id, None)

@@ -56,12 +56,24 @@ def parallel_figure(sweep: dict[str, Any]) -> tuple[Any, str]:
             dims.append({"label": name, "values": values})
         else:  # categorical or bool: an index per choice, in the spec's order where it has one
             choices = _choices(sweep["spec"], name, values)
-            dims.append({"label": name, "values": [choices.index(_label(v)) for v in values],
-                         "tickvals": list(range(len(choices))), "ticktext": choices, "range": [0, max(len(choices) - 1, 1)]})  # fmt: skip
+            dims.append(
+                {
+                    "label": name,
+                    "values": [choices.index(_label(v)) for v in values],
+                    "tickvals": list(range(len(choices))),
+                    "ticktext": choices,
+                    "range": [0, max(len(choices) - 1, 1)],
+                }
+            )
     values = [t["metric"] for t in scored]
     dims.append({"label": metric, "values": values})
-    line = {"color": values, "colorscale": "Viridis", "reversescale": sweep["goal"] == "minimize", "showscale": True,
-            "colorbar": {"title": {"text": metric}}}  # fmt: skip
+    line = {
+        "color": values,
+        "colorscale": "Viridis",
+        "reversescale": sweep["goal"] == "minimize",
+        "showscale": True,
+        "colorbar": {"title": {"text": metric}},
+    }
     fig = go.Figure(go.Parcoords(dimensions=dims, line=line, labelangle=-15 if len(dims) > 5 else 0))
     fig.update_layout(height=460, margin={"l": 80, "t": 90, "b": 40})
     note = f"{len(scored)} trials with a metric; brighter lines are better ({sweep['goal']})."
@@ -100,8 +112,17 @@ def importance_figure(sweep: dict[str, Any]) -> tuple[Any, str]:
         return None, f"Skipped: Optuna could not rank the parameters ({e})."
     names = list(importances)[::-1]  # most important on top
     values = [importances[n] for n in names]
-    fig = go.Figure(go.Bar(x=values, y=names, orientation="h", marker_color="#4c78a8", text=[f"{v:.3f}" for v in values],
-                           textposition="outside", cliponaxis=False))  # fmt: skip
+    fig = go.Figure(
+        go.Bar(
+            x=values,
+            y=names,
+            orientation="h",
+            marker_color="#4c78a8",
+            text=[f"{v:.3f}" for v in values],
+            textposition="outside",
+            cliponaxis=False,
+        )
+    )
     fig.update_layout(
         height=140 + 40 * len(names),
         xaxis={"title": "importance (fANOVA, sums to 1)", "range": [0, 1.08]},
@@ -132,8 +153,12 @@ def _study(sweep: dict[str, Any]) -> tuple[Any, str]:
     study = optuna.create_study(direction=sweep["goal"])
     dists = {name: _distribution(sweep["spec"], name, [t["config"].get(name) for t in finished]) for name in params}
     for t in finished:
-        values = {n: _label(t["config"].get(n)) if isinstance(d, optuna.distributions.CategoricalDistribution) else t["config"].get(n)
-                  for n, d in dists.items()}  # fmt: skip
+        values = {
+            n: _label(t["config"].get(n))
+            if isinstance(d, optuna.distributions.CategoricalDistribution)
+            else t["config"].get(n)
+            for n, d in dists.items()
+        }
         study.add_trial(optuna.trial.create_trial(params=values, distributions=dists, value=t["metric"]))
     return study, "a study built from the finished trials"
 
@@ -159,16 +184,25 @@ def curves_figure(sweep: dict[str, Any]) -> tuple[Any, str]:
     fig = go.Figure()
     stopped_x, stopped_y, stopped_text = [], [], []
     for t in sweep["trials"]:
-        points = [(r["training_iteration"], r[metric]) for r in sweep["histories"].get(t["trial_id"], [])
-                  if metric and finite_number(r.get(metric)) and "training_iteration" in r]  # fmt: skip
+        points = [
+            (r["training_iteration"], r[metric])
+            for r in sweep["histories"].get(t["trial_id"], [])
+            if metric and finite_number(r.get(metric)) and "training_iteration" in r
+        ]
         if not points:
             continue
         config = ", ".join(f"{k}={short(v)}" for k, v in t["config"].items())
-        fig.add_trace(go.Scatter(
-            x=[p[0] for p in points], y=[p[1] for p in points], mode="lines+markers", marker={"size": 5},
-            name=f"{t['trial_id']} ({config})"[:60], legendgroup="trials",
-            hovertemplate=f"{t['trial_id']} [{t['status']}]<br>{html.escape(config)}<br>iteration %{{x}}: %{{y:.4g}}<extra></extra>",
-        ))  # fmt: skip
+        fig.add_trace(
+            go.Scatter(
+                x=[p[0] for p in points],
+                y=[p[1] for p in points],
+                mode="lines+markers",
+                marker={"size": 5},
+                name=f"{t['trial_id']} ({config})"[:60],
+                legendgroup="trials",
+                hovertemplate=f"{t['trial_id']} [{t['status']}]<br>{html.escape(config)}<br>iteration %{{x}}: %{{y:.4g}}<extra></extra>",
+            )
+        )
         if t["status"] == TrialStatus.STOPPED:
             stopped_x.append(points[-1][0])
             stopped_y.append(points[-1][1])
@@ -176,11 +210,17 @@ def curves_figure(sweep: dict[str, Any]) -> tuple[Any, str]:
     if not fig.data:
         return None, "No learning curves yet: no trial's result.json holds the metric."
     if stopped_x:
-        fig.add_trace(go.Scatter(
-            x=stopped_x, y=stopped_y, text=stopped_text, mode="markers", name=STOP_MARK,
-            marker={"symbol": "x", "size": 13, "color": "#d62728", "line": {"width": 1, "color": "#7f0000"}},
-            hovertemplate="%{text} stopped at iteration %{x}<extra></extra>",
-        ))  # fmt: skip
+        fig.add_trace(
+            go.Scatter(
+                x=stopped_x,
+                y=stopped_y,
+                text=stopped_text,
+                mode="markers",
+                name=STOP_MARK,
+                marker={"symbol": "x", "size": 13, "color": "#d62728", "line": {"width": 1, "color": "#7f0000"}},
+                hovertemplate="%{text} stopped at iteration %{x}<extra></extra>",
+            )
+        )
     sched = sweep["spec"].scheduler
     rungs = sched.rungs if sched is not None else []
     for r in rungs:
@@ -189,9 +229,13 @@ def curves_figure(sweep: dict[str, Any]) -> tuple[Any, str]:
         )
     many = len(fig.data) > 16
     fig.update_layout(
-        height=480, xaxis_title="training_iteration", yaxis_title=metric, showlegend=not many,
-        legend={"font": {"size": 11}}, margin={"t": 60},
-    )  # fmt: skip
+        height=480,
+        xaxis_title="training_iteration",
+        yaxis_title=metric,
+        showlegend=not many,
+        legend={"font": {"size": 11}},
+        margin={"t": 60},
+    )
     if many:  # keep the stop marker's meaning visible without a legend of every trial
         fig.update_traces(showlegend=False)
     note = f"Every trial's {metric} per report"
@@ -229,11 +273,22 @@ def best_so_far_figure(sweep: dict[str, Any]) -> tuple[Any, str]:
         best = value if best is None else (max(best, value) if maximize else min(best, value))
         xs.append(at)
         ys.append(best)
-    fig = go.Figure([
-        go.Scatter(x=[e[0] for e in events], y=[e[1] for e in events], text=[e[2] for e in events], mode="markers",
-                   name="each report", marker={"size": 5, "color": "#bbb"}, hovertemplate="%{text}: %{y:.4g} at %{x:.1f}s<extra></extra>"),
-        go.Scatter(x=xs, y=ys, mode="lines", line={"shape": "hv", "width": 3, "color": "#2ca02c"}, name="best so far"),
-    ])  # fmt: skip
+    fig = go.Figure(
+        [
+            go.Scatter(
+                x=[e[0] for e in events],
+                y=[e[1] for e in events],
+                text=[e[2] for e in events],
+                mode="markers",
+                name="each report",
+                marker={"size": 5, "color": "#bbb"},
+                hovertemplate="%{text}: %{y:.4g} at %{x:.1f}s<extra></extra>",
+            ),
+            go.Scatter(
+                x=xs, y=ys, mode="lines", line={"shape": "hv", "width": 3, "color": "#2ca02c"}, name="best so far"
+            ),
+        ]
+    )
     fig.update_layout(height=420, xaxis_title="wall time since the sweep started (s)", yaxis_title=metric)
     return fig, f"The best {metric} reported by any trial so far ({sweep['goal']}), against wall time."
 
@@ -244,7 +299,9 @@ def throughput_figure(sweep: dict[str, Any]) -> tuple[Any, str]:
     workers, speeds, ids = [], [], []
     for t in sweep["trials"]:
         values = sorted(
-            r["samples_per_sec"] for r in sweep["histories"].get(t["trial_id"], []) if finite_number(r.get("samples_per_sec"))
+            r["samples_per_sec"]
+            for r in sweep["histories"].get(t["trial_id"], [])
+            if finite_number(r.get("samples_per_sec"))
         )
         if values:
             workers.append(int(t["num_workers"] or 1))
@@ -252,9 +309,22 @@ def throughput_figure(sweep: dict[str, Any]) -> tuple[Any, str]:
             ids.append(t["trial_id"])
     if not speeds:
         return None, "Skipped: the train loop does not report samples_per_sec."
-    fig = go.Figure(go.Box(x=workers, y=speeds, text=ids, boxpoints="all", jitter=0.3, pointpos=0, width=0.5, whiskerwidth=0.3,
-                           marker={"color": "#9467bd", "size": 7}, fillcolor="rgba(148,103,189,0.15)", name="trials",
-                           hovertemplate="%{text}: %{y:.4g} samples/s<extra></extra>"))  # fmt: skip
+    fig = go.Figure(
+        go.Box(
+            x=workers,
+            y=speeds,
+            text=ids,
+            boxpoints="all",
+            jitter=0.3,
+            pointpos=0,
+            width=0.5,
+            whiskerwidth=0.3,
+            marker={"color": "#9467bd", "size": 7},
+            fillcolor="rgba(148,103,189,0.15)",
+            name="trials",
+            hovertemplate="%{text}: %{y:.4g} samples/s<extra></extra>",
+        )
+    )
     spread = max(speeds) / max(min(speeds), 1e-12)
     fig.update_layout(
         height=400,

@@ -28,13 +28,26 @@ WATCHDOG_FILE = "watchdog.txt"  # why the watchdog ended a trial, in its dir
 WANDB_SWEEP_FILE = "wandb_sweep.txt"  # the W&B sweep's id and URL, as JSON (not *.json: see TRIALS_FILE)
 
 
-
 # Keys Tune adds to every result itself: the rest are what the loop reported.
-TUNE_KEYS = frozenset({
-    "training_iteration", "trial_id", "timestamp", "date", "time_since_restore", "iterations_since_restore",
-    "time_this_iter_s", "time_total_s", "pid", "hostname", "node_ip", "done", "checkpoint_dir_name", "config",
-    "should_checkpoint",
-})  # fmt: skip
+TUNE_KEYS = frozenset(
+    {
+        "training_iteration",
+        "trial_id",
+        "timestamp",
+        "date",
+        "time_since_restore",
+        "iterations_since_restore",
+        "time_this_iter_s",
+        "time_total_s",
+        "pid",
+        "hostname",
+        "node_ip",
+        "done",
+        "checkpoint_dir_name",
+        "config",
+        "should_checkpoint",
+    }
+)
 
 
 def read_spec(run_dir: Path) -> SweepSpec:

@@ -44,8 +44,7 @@ def publish(run_dir: Path) -> int:
     if not ids:
         raise UserError(f"{run_dir} holds no W&B runs to publish (the sweep ran with W&B {settings.get('wandb')})")
     if not wandb_sweep.key_configured():
-        raise UserError("publish uploads to W&B, and no W&B key is configured: run `wandb login` "
-                        "or set WANDB_API_KEY")  # fmt: skip
+        raise UserError("publish uploads to W&B, and no W&B key is configured: run `wandb login` or set WANDB_API_KEY")
     try:
         default_entity = wandb_sweep.check_reachable()  # first: wandb sync waits minutes for a server that is down
         entity = spec.wandb.entity or default_entity
@@ -100,9 +99,12 @@ def _sync(runs: dict[str, list[Path]], project: str, entity: str) -> tuple[set[s
         subprocess.run([*command, str(path)], capture_output=True, text=True, env=env)
     unreadable = [path for path in dirs if not _synced(path)]
     if unreadable:
-        print(f"W&B: wandb could not read {len(unreadable)} offline run dir(s), cut short by a driver that was killed; "
-              "what each held is on W&B only where a later start of its trial logged it again:\n  "
-              + "\n  ".join(map(str, unreadable)), file=sys.stderr)  # fmt: skip
+        print(
+            f"W&B: wandb could not read {len(unreadable)} offline run dir(s), cut short by a driver that was killed; "
+            "what each held is on W&B only where a later start of its trial logged it again:\n  "
+            + "\n  ".join(map(str, unreadable)),
+            file=sys.stderr,
+        )
     return {run_id for run_id, paths in runs.items() if any(map(_synced, paths))}, None
 
 

@@ -79,7 +79,9 @@ def summary_html(sweep: dict[str, Any]) -> str:
     status = ", ".join(f"{counts[s]} {s}" for s in STATES if counts[s]) or "no trials yet"
     starts = [r["start"] for r in sweep["rows"].values() if finite_number(r.get("start"))]
     ends = [
-        r.get("end") or r["start"] + (r.get("wall_s") or 0) for r in sweep["rows"].values() if finite_number(r.get("start"))
+        r.get("end") or r["start"] + (r.get("wall_s") or 0)
+        for r in sweep["rows"].values()
+        if finite_number(r.get("start"))
     ]
     items = [
         ("sweep", f"{sweep['name']} ({spec.method})"),

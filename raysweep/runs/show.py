@@ -18,7 +18,9 @@ def resolve_run_dir(run: str | os.PathLike, storage: str | os.PathLike = "rayswe
     for candidate in (Path(run), Path(storage) / str(run)):
         if (candidate / SPEC_FILE).exists():
             return candidate.resolve()
-    raise UserError(f"no sweep found at {run!r} (looked for {run}/{SPEC_FILE} and {Path(storage) / str(run)}/{SPEC_FILE})")
+    raise UserError(
+        f"no sweep found at {run!r} (looked for {run}/{SPEC_FILE} and {Path(storage) / str(run)}/{SPEC_FILE})"
+    )
 
 
 def load_results(run_dir: Path) -> dict[str, Any]:
@@ -64,10 +66,17 @@ def _columns(data: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     params = list(dict.fromkeys(k for t in data["trials"] for k in t["config"]))
     header = ["trial_id", "status", *params, data["metric"] or "metric", "iterations", "num_workers", "wall_s"]
     rows = [
-        [t["trial_id"], t["status"], *(_cell(t["config"].get(p)) for p in params), _cell(t["metric"]),
-         _cell(t["iterations"]), _cell(t["num_workers"]), _cell(t["wall_s"])]
+        [
+            t["trial_id"],
+            t["status"],
+            *(_cell(t["config"].get(p)) for p in params),
+            _cell(t["metric"]),
+            _cell(t["iterations"]),
+            _cell(t["num_workers"]),
+            _cell(t["wall_s"]),
+        ]
         for t in data["trials"]
-    ]  # fmt: skip
+    ]
     return header, rows
 
 

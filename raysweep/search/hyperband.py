@@ -25,8 +25,9 @@ from typing import Any
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
 
-def should_stop(history: Sequence[float], bands: Sequence[int], band_values: Sequence[Sequence[float]], eta: float,
-                strict: bool) -> bool:  # fmt: skip
+def should_stop(
+    history: Sequence[float], bands: Sequence[int], band_values: Sequence[Sequence[float]], eta: float, strict: bool
+) -> bool:
     """W&B's decision for one running run; ``history`` and ``band_values`` are lower-is-better,
     ``band_values[i]`` holds every run's value at ``bands[i]``, sorted."""
     closest = -1
@@ -45,8 +46,9 @@ def should_stop(history: Sequence[float], bands: Sequence[int], band_values: Seq
 class WandbHyperband(FIFOScheduler):
     """Stops trials by W&B's hyperband rule; ``stopped`` names them (``show`` says "stopped")."""
 
-    def __init__(self, bands: Sequence[int], eta: float, strict: bool = True, metric: str | None = None,
-                 mode: str | None = None):  # fmt: skip
+    def __init__(
+        self, bands: Sequence[int], eta: float, strict: bool = True, metric: str | None = None, mode: str | None = None
+    ):
         super().__init__()
         self.bands, self.eta, self.strict = tuple(bands), eta, strict
         self._metric, self._mode = metric, mode

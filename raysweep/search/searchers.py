@@ -131,8 +131,14 @@ def _bayes(spec: SweepSpec, budget: int, run_dir: Path, max_concurrent: int | No
             constant_liar=spec.searcher.constant_liar,  # parallel trials don't all pick the same point
         )
     storage = JournalStorage(JournalFileBackend(str(run_dir / OPTUNA_JOURNAL)))
-    common = {"space": optuna_space(spec), "metric": spec.metric.name, "mode": spec.metric.mode, "sampler": sampler,
-              "storage": storage, "study_name": spec.name or "raysweep"}
+    common = {
+        "space": optuna_space(spec),
+        "metric": spec.metric.name,
+        "mode": spec.metric.mode,
+        "sampler": sampler,
+        "storage": storage,
+        "study_name": spec.name or "raysweep",
+    }
     search = DistinctOptunaSearch(seed=spec.seed, **common) if spec.searcher.skip_duplicates else OptunaSearch(**common)
     if max_concurrent:
         search = ConcurrencyLimiter(search, max_concurrent=max_concurrent)

@@ -26,9 +26,7 @@ def unknown_keys(block: Mapping, allowed: Iterable[str], where: str, problems: l
     for key in block:
         if key not in allowed:
             prefix = f"{where}." if where else ""
-            problems.append(
-                f"{prefix}{key}: unknown key{did_you_mean(key, allowed)}; valid keys: {', '.join(allowed)}"
-            )
+            problems.append(f"{prefix}{key}: unknown key{did_you_mean(key, allowed)}; valid keys: {', '.join(allowed)}")
 
 
 def number(value: Any) -> Any:
@@ -106,7 +104,9 @@ def walk_size(value: Any, limit: int, where: str, problems: list[str]) -> None:
         node, ancestors = stack.pop()
         seen += 1
         if seen > limit:
-            problems.append(f"{where}: more than {limit:,} values once YAML aliases are expanded; refusing to expand it")
+            problems.append(
+                f"{where}: more than {limit:,} values once YAML aliases are expanded; refusing to expand it"
+            )
             return
         if isinstance(node, (dict, list)):
             if id(node) in ancestors:
@@ -132,6 +132,8 @@ def gpu_share(value: Any, where: str, problems: list[str]) -> float | None:
     """A worker's GPUs: a share of one, in (0, 1], or a whole number of them."""
     value = number(value)
     if not is_number(value) or value <= 0 or (value > 1 and value != int(value)):
-        problems.append(f"{where}: must be a number in (0, 1] (a share of one GPU) or a whole number of GPUs, got {value!r}")
+        problems.append(
+            f"{where}: must be a number in (0, 1] (a share of one GPU) or a whole number of GPUs, got {value!r}"
+        )
         return None
     return value

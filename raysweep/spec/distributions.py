@@ -160,8 +160,7 @@ def _categorical_check(p: Param) -> list[str]:
     problems = []
     if len(p.probabilities) != len(p.values):
         problems.append(
-            f"probabilities must have one entry per value: {len(p.values)} values, "
-            f"{len(p.probabilities)} probabilities"
+            f"probabilities must have one entry per value: {len(p.values)} values, {len(p.probabilities)} probabilities"
         )
     if any(not isinstance(x, (int, float)) or isinstance(x, bool) or x < 0 for x in p.probabilities):
         problems.append(f"probabilities must be numbers >= 0, got {list(p.probabilities)}")
@@ -217,7 +216,11 @@ def _categorical() -> Distribution:
 
 def _int_uniform() -> Distribution:
     def check(p: Param) -> list[str]:
-        bad = [f"{k} must be an integer for int_uniform, got {getattr(p, k)}" for k in ("min", "max") if not is_int(getattr(p, k))]
+        bad = [
+            f"{k} must be an integer for int_uniform, got {getattr(p, k)}"
+            for k in ("min", "max")
+            if not is_int(getattr(p, k))
+        ]
         return bad or _min_lt_max(p)
 
     def tune(p: Param, seed: int) -> Any:

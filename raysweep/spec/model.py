@@ -213,10 +213,22 @@ class SweepSpec:
         """Rebuild the spec a run dir recorded (``resume`` uses this)."""
         data = dict(data)
         params = tuple(
-            Param(name=n, **{k: tuple(v) if isinstance(v, list) and k in ("values", "probabilities", "nest") else v for k, v in d.items()})
+            Param(
+                name=n,
+                **{
+                    k: tuple(v) if isinstance(v, list) and k in ("values", "probabilities", "nest") else v
+                    for k, v in d.items()
+                },
+            )
             for n, d in data.pop("parameters").items()
         )
-        nested = {"metric": Metric, "scheduler": Scheduler, "resources": Resources, "searcher": Searcher, "wandb": WandbSettings}
+        nested = {
+            "metric": Metric,
+            "scheduler": Scheduler,
+            "resources": Resources,
+            "searcher": Searcher,
+            "wandb": WandbSettings,
+        }
         for key, kind in nested.items():
             if data.get(key) is not None:
                 data[key] = kind(**{k: tuple(v) if isinstance(v, list) else v for k, v in data[key].items()})

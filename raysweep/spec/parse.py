@@ -115,10 +115,12 @@ def _parse_param(name: str, entry: dict, problems: list[str], nest: tuple[str, .
         return None
 
     if dist in EXPONENT_LAWS:  # W&B's schema flags these (sweeps' PARAM_DEPRECATION_MAP); its engine runs them
-        problems.append(SchemaViolation(
-            f"{where}.distribution: {dist} takes base-e exponents as min/max (e^{fields.get('min')} to "
-            f"e^{fields.get('max')}); W&B's schema flags it: use {dist}_values to give the limits themselves"
-        ))  # fmt: skip
+        problems.append(
+            SchemaViolation(
+                f"{where}.distribution: {dist} takes base-e exponents as min/max (e^{fields.get('min')} to "
+                f"e^{fields.get('max')}); W&B's schema flags it: use {dist}_values to give the limits themselves"
+            )
+        )
     law = DISTRIBUTIONS[dist]
     allowed = law.required + law.optional
     stray = [k for k in fields if k not in allowed]
@@ -189,7 +191,11 @@ def _check_paths(params: list[Param], base_config: dict, has_base_config: bool, 
         try:
             config_keys.apply_overrides(base_config, {name: None})
         except KeyError as e:
-            where = "in raysweep.base_config" if has_base_config else "(a list must be defined in raysweep.base_config, and this file has none)"
+            where = (
+                "in raysweep.base_config"
+                if has_base_config
+                else "(a list must be defined in raysweep.base_config, and this file has none)"
+            )
             problems.append(f"parameters.{name}: {e.args[0]} {where}")
 
 
@@ -279,7 +285,9 @@ def _local_controller(doc: dict) -> bool:
     return isinstance(controller, dict) and controller.get("type") == "local"
 
 
-def load_spec(path: str | Path, overrides: Iterable[str] = (), strict: bool = False, function: str | None = None) -> SweepSpec:
+def load_spec(
+    path: str | Path, overrides: Iterable[str] = (), strict: bool = False, function: str | None = None
+) -> SweepSpec:
     """Read, override (``--set key.path=value``) and validate a sweep file."""
     doc = read_yaml(path)
     problems: list[str] = []
@@ -293,7 +301,7 @@ def load_spec(path: str | Path, overrides: Iterable[str] = (), strict: bool = Fa
 
 def parse_spec(
     doc: Any, source: str | None = None, base_dir: Path = Path(), strict: bool = False, function: str | None = None
-) -> SweepSpec:  # fmt: skip
+) -> SweepSpec:
     """Validate a loaded document; raise one ``SpecError`` listing every problem. ``function``:
     the trials run a Python function of that style (``SweepSpec.function``) instead of the
     document's program or train_loop.
@@ -353,7 +361,9 @@ def parse_spec(
                     f"int_uniform, q_uniform), got {p.distribution}"
                 )
             elif p.probabilities is not None:
-                problems.append(f"parameters.{p.name}: probabilities can't be used with grid search (W&B refuses them too)")
+                problems.append(
+                    f"parameters.{p.name}: probabilities can't be used with grid search (W&B refuses them too)"
+                )
     if metric is None and "metric" not in doc:
         if method == "bayes":
             problems.append("metric: required for method bayes (Optuna needs a metric name and goal)")
@@ -392,30 +402,41 @@ def parse_spec(
     resources = Resources()
     if "resources" in own:
         resources = parse_block(
-            own["resources"], "raysweep.resources", Resources,
-            {"cpus_per_worker": positive, "gpus_per_worker": gpu_share,
-             "use_gpu": lambda v, w, pr: choice(v, USE_GPU, w, pr)},
+            own["resources"],
+            "raysweep.resources",
+            Resources,
+            {
+                "cpus_per_worker": positive,
+                "gpus_per_worker": gpu_share,
+                "use_gpu": lambda v, w, pr: choice(v, USE_GPU, w, pr),
+            },
             problems,
-        )  # fmt: skip
+        )
     searcher = Searcher()
     if "searcher" in own:
         searcher = parse_block(
-            own["searcher"], "raysweep.searcher", Searcher,
-            {"sampler": lambda v, w, pr: choice(v, SAMPLERS, w, pr),
-             "n_startup_trials": lambda v, w, pr: int_at_least(v, 0, w, pr), "constant_liar": boolean,
-             "skip_duplicates": boolean},
+            own["searcher"],
+            "raysweep.searcher",
+            Searcher,
+            {
+                "sampler": lambda v, w, pr: choice(v, SAMPLERS, w, pr),
+                "n_startup_trials": lambda v, w, pr: int_at_least(v, 0, w, pr),
+                "constant_liar": boolean,
+                "skip_duplicates": boolean,
+            },
             problems,
-        )  # fmt: skip
+        )
     if sizes_known:  # the size parameter's values are whole numbers >= 1
         _check_packing(resources, size_param, num_gpus, problems)
     wandb = WandbSettings(project=doc.get("project"), entity=doc.get("entity"))
     if "wandb" in own:
         block = parse_block(
-            own["wandb"], "raysweep.wandb", WandbSettings,
-            {"project": text, "entity": text, "group": text,
-             "mode": lambda v, w, pr: choice(v, WANDB_MODES, w, pr)},
+            own["wandb"],
+            "raysweep.wandb",
+            WandbSettings,
+            {"project": text, "entity": text, "group": text, "mode": lambda v, w, pr: choice(v, WANDB_MODES, w, pr)},
             problems,
-        )  # fmt: skip
+        )
         wandb = replace(block, project=block.project or wandb.project, entity=block.entity or wandb.entity)
 
     strict = strict or own.get("strict") is True or _local_controller(doc)

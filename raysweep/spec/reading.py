@@ -15,6 +15,7 @@ from raysweep.spec.wandb_keys import RAYSWEEP_KEYS
 class _SweepLoader(yaml.SafeLoader):
     """SafeLoader that also reads ``1e-5`` as a float (YAML 1.1 wants ``1.0e-5``)."""
 
+
 _SweepLoader.add_implicit_resolver(
     "tag:yaml.org,2002:float",
     re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
@@ -81,6 +82,6 @@ def apply_set(doc: dict, item: str, problems: list[str]) -> None:
             node = node.setdefault(parts[0], {}) if isinstance(node, dict) else None
             parts = parts[1:]
         if not isinstance(node, dict):
-            problems.append(f"--set {key}: {'.'.join(key.split('.')[:-len(parts)])} is not a mapping")
+            problems.append(f"--set {key}: {'.'.join(key.split('.')[: -len(parts)])} is not a mapping")
             return
     node[parts[0]] = value

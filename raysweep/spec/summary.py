@@ -43,7 +43,12 @@ def summary_text(spec: SweepSpec, count: int | None = None) -> str:
     lines = [
         f"sweep     {spec.name or '(unnamed)'}" + (f" — {spec.description.strip()}" if spec.description else ""),
         f"runs      {spec.train_loop or (f'a {spec.function}-style Python function' if spec.function else spec.program)}",
-        f"method    {spec.method}" + (f" (Optuna {'a Gaussian process' if spec.searcher.sampler == 'gp' else 'TPE'})" if spec.method == "bayes" else ""),
+        f"method    {spec.method}"
+        + (
+            f" (Optuna {'a Gaussian process' if spec.searcher.sampler == 'gp' else 'TPE'})"
+            if spec.method == "bayes"
+            else ""
+        ),
         f"metric    {metric['name']} ({metric['goal']})" if metric else "metric    none",
         "parameters",
     ]

@@ -24,16 +24,43 @@ from raysweep.spec.model import GOALS, Metric, Scheduler, wandb_bands
 
 # W&B's sweep keys (its schema, sweeps/config/schema.json); raysweep's own live under `raysweep:`.
 WANDB_KEYS = (
-    "program", "method", "metric", "parameters", "early_terminate", "command", "run_cap", "name",
-    "description", "project", "entity", "controller", "scheduler", "apiVersion", "kind", "job", "image_uri",
+    "program",
+    "method",
+    "metric",
+    "parameters",
+    "early_terminate",
+    "command",
+    "run_cap",
+    "name",
+    "description",
+    "project",
+    "entity",
+    "controller",
+    "scheduler",
+    "apiVersion",
+    "kind",
+    "job",
+    "image_uri",
     "metrics",
-)  # fmt: skip
+)
 
 RAYSWEEP_KEYS = (
-    "train_loop", "base_config", "num_gpus", "scheduler", "searcher", "max_concurrent", "resources",
-    "max_failures", "max_initial_failures", "report_timeout_s", "reuse_actors", "ddp_workers", "wandb", "seed",
+    "train_loop",
+    "base_config",
+    "num_gpus",
+    "scheduler",
+    "searcher",
+    "max_concurrent",
+    "resources",
+    "max_failures",
+    "max_initial_failures",
+    "report_timeout_s",
+    "reuse_actors",
+    "ddp_workers",
+    "wandb",
+    "seed",
     "strict",
-)  # fmt: skip
+)
 
 # W&B Launch keys: a Launch job runs somewhere W&B decides; raysweep runs the program or command here.
 LAUNCH_KEYS = ("job", "image_uri")
@@ -41,9 +68,18 @@ LAUNCH_KEYS = ("job", "image_uri")
 
 # W&B's command macros (wandb/sdk/launch/sweeps/utils.py), plus ${envvar:NAME}
 COMMAND_MACROS = (
-    "env", "interpreter", "program", "args", "args_no_hyphens", "args_no_boolean_flags", "args_json",
-    "args_json_file", "args_no_equals", "args_append_hydra", "args_override_hydra",
-)  # fmt: skip
+    "env",
+    "interpreter",
+    "program",
+    "args",
+    "args_no_hyphens",
+    "args_no_boolean_flags",
+    "args_json",
+    "args_json_file",
+    "args_no_equals",
+    "args_append_hydra",
+    "args_override_hydra",
+)
 
 MACRO = re.compile(r"^\$\{([^}]*)\}$")  # a whole chunk: W&B's agent replaces only those (and ${envvar:...})
 
@@ -89,7 +125,9 @@ def check_wandb_only_keys(doc: dict, problems: list[str], notes: list[str]) -> N
                 "not a Launch job"
             )
     if "metrics" in doc:
-        problems.append("metrics: multi-objective sweeps need W&B's method: custom, which raysweep does not have; use metric")
+        problems.append(
+            "metrics: multi-objective sweeps need W&B's method: custom, which raysweep does not have; use metric"
+        )
     controller = doc.get("controller")
     if controller is not None and mapping(controller, "controller", problems) is not None:
         unknown_keys(controller, ("type",), "controller", problems)
@@ -107,10 +145,12 @@ def parse_metric(value: Any, method: str | None, problems: list[str]) -> Metric 
     name = text(value.get("name"), "metric.name", problems)
     goal = value.get("goal", "minimize")
     if goal not in GOALS:  # W&B's engine minimizes any goal but "maximize"
-        problems.append(SchemaViolation(
-            f"metric.goal: must be minimize or maximize, got {goal!r}{did_you_mean(str(goal), GOALS)} "
-            "(W&B's service minimizes any other goal)"
-        ))  # fmt: skip
+        problems.append(
+            SchemaViolation(
+                f"metric.goal: must be minimize or maximize, got {goal!r}{did_you_mean(str(goal), GOALS)} "
+                "(W&B's service minimizes any other goal)"
+            )
+        )
         goal = "minimize"
     target = value.get("target")
     if target is not None:
@@ -124,7 +164,9 @@ def parse_metric(value: Any, method: str | None, problems: list[str]) -> Metric 
             "failed trial out of its model instead of giving it a value; remove the key"
         )
     running = value.get("impute_while_running", "false")
-    if "impute_while_running" in value and choice(running, IMPUTE + ("false",), "metric.impute_while_running", problems):
+    if "impute_while_running" in value and choice(
+        running, IMPUTE + ("false",), "metric.impute_while_running", problems
+    ):
         if running != "false" and method == "bayes":
             problems.append(
                 f"metric.impute_while_running: {running!r} is not honoured: Optuna's TPE models only finished "
@@ -174,8 +216,9 @@ def _parse_early_terminate(early: Any, problems: list[str]) -> tuple[Scheduler |
         )
         return None, {}
     lent = {"reduction_factor": eta, "grace_period": bands[0]} | ({"max_t": max_iter} if max_iter else {})
-    return Scheduler("wandb_hyperband", grace_period=bands[0], reduction_factor=eta, bands=tuple(bands),
-                     strict=strict is not False), lent  # fmt: skip
+    return Scheduler(
+        "wandb_hyperband", grace_period=bands[0], reduction_factor=eta, bands=tuple(bands), strict=strict is not False
+    ), lent
 
 
 def check_command(command: Any, problems: list[str]) -> list[str] | None:

@@ -197,7 +197,9 @@ class ProgramBackend(Backend):
 
     def __init__(self) -> None:
         path = os.environ[METRICS_FILE_ENV]
-        super().__init__(os.path.dirname(os.path.dirname(path)), os.environ.get(METRIC_ENV) or None)  # <trial>/metrics/<file>
+        super().__init__(
+            os.path.dirname(os.path.dirname(path)), os.environ.get(METRIC_ENV) or None
+        )  # <trial>/metrics/<file>
         self.path = path
 
     def context(self) -> TrialContext:
@@ -205,8 +207,9 @@ class ProgramBackend(Backend):
 
         local_rank = int(os.environ.get("LOCAL_RANK", 0))  # the torchrun variables raysweep set for this worker
         device = torch.device(f"cuda:{local_rank}" if torch.cuda.is_available() else "cpu")
-        return TrialContext(int(os.environ.get("RANK", 0)), local_rank, int(os.environ.get("WORLD_SIZE", 1)), device,
-                            self.trial_dir)  # fmt: skip
+        return TrialContext(
+            int(os.environ.get("RANK", 0)), local_rank, int(os.environ.get("WORLD_SIZE", 1)), device, self.trial_dir
+        )
 
     def report(self, metrics: dict[str, Any], checkpoint: str | None) -> None:
         with open(self.path, "a") as f:

@@ -32,7 +32,9 @@ def pin(gpu: str, pinned: str | None) -> str:
     worker only to trials of its GPU.
     """
     if pinned is not None and pinned != gpu:
-        raise RuntimeError(f"this warm worker serves GPU {pinned!r} and cannot take GPU {gpu!r} (one CUDA context each)")
+        raise RuntimeError(
+            f"this warm worker serves GPU {pinned!r} and cannot take GPU {gpu!r} (one CUDA context each)"
+        )
     os.environ[ENV] = gpu
     return "cuda:0"
 

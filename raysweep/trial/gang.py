@@ -49,8 +49,16 @@ class RankReports(RuntimeError):
 class RankLink:
     """The worker side of the round trip (the loop's warm backend reports through it)."""
 
-    def __init__(self, rank: int, world_size: int, device: str, gpus: list[str] | None, checkpoint_dir: str | None,
-                 outbox: queue.Queue, inbox: queue.Queue):  # fmt: skip
+    def __init__(
+        self,
+        rank: int,
+        world_size: int,
+        device: str,
+        gpus: list[str] | None,
+        checkpoint_dir: str | None,
+        outbox: queue.Queue,
+        inbox: queue.Queue,
+    ):
         self.rank, self.world_size, self.device, self.checkpoint_dir = rank, world_size, device, checkpoint_dir
         self.gpus = gpus  # the group's GPUs, as Ray names them (a script's CUDA_VISIBLE_DEVICES)
         self.outbox, self.inbox = outbox, inbox
@@ -84,24 +92,38 @@ class DDPWorker:
         """This worker's node address and a free port on it (rank 0's become the group's master)."""
         return ray.util.get_node_ip_address(), free_port()
 
-    def run(self, fn: Callable[..., None], args: Any, rank: int, world_size: int, master: tuple[str, int],
-            group_backend: str | None, checkpoint_dir: str | None, gpus: list[str] | None, threads: int) -> None:  # fmt: skip
+    def run(
+        self,
+        fn: Callable[..., None],
+        args: Any,
+        rank: int,
+        world_size: int,
+        master: tuple[str, int],
+        group_backend: str | None,
+        checkpoint_dir: str | None,
+        gpus: list[str] | None,
+        threads: int,
+    ) -> None:
         """Run ``fn(args, link, master)`` as ``rank``; its end (or error) is the last report."""
         import torch
         import torch.distributed as dist
 
         try:  # everything, device choice included: an error must reach the trial, never leave it waiting
             gpu = gpus[rank] if gpus else None
-            link = RankLink(rank, world_size, _use_device(gpu, threads, self._gpu), gpus, checkpoint_dir,
-                            self._outbox, self._inbox)  # fmt: skip
+            link = RankLink(
+                rank, world_size, _use_device(gpu, threads, self._gpu), gpus, checkpoint_dir, self._outbox, self._inbox
+            )
             self._gpu = gpu or self._gpu
             if group_backend == "nccl" and not torch.cuda.is_available():
                 group_backend = "gloo"  # GPUs Ray advertises that CUDA cannot see (placement tests)
             if group_backend:
                 dist.init_process_group(
-                    group_backend, init_method=f"tcp://{master[0]}:{master[1]}", rank=rank,
-                    world_size=world_size, timeout=GROUP_TIMEOUT,
-                )  # fmt: skip
+                    group_backend,
+                    init_method=f"tcp://{master[0]}:{master[1]}",
+                    rank=rank,
+                    world_size=world_size,
+                    timeout=GROUP_TIMEOUT,
+                )
             fn(args, link, master)
             self._outbox.put(("done",))
         except TrialStopped:
@@ -163,7 +185,10 @@ def run(
     stopping = False
     try:
         master = ray.get(workers[0].node.remote())  # raises if the worker died while it waited
-        runs = [w.run.remote(fn, args, r, size, master, group_backend, checkpoint_dir, gpus, threads) for r, w in enumerate(workers)]
+        runs = [
+            w.run.remote(fn, args, r, size, master, group_backend, checkpoint_dir, gpus, threads)
+            for r, w in enumerate(workers)
+        ]
         reports = 0
         while True:
             items = _next_reports(workers, runs)
@@ -174,7 +199,9 @@ def run(
             if "done" in kinds:
                 raise RankReports(ended_early_text([r for r, k in enumerate(kinds) if k == "done"], size, reports))
             try:
-                on_report(mean_over_ranks([item[1] for item in items]), next((item[2] for item in items if item[2]), None))
+                on_report(
+                    mean_over_ranks([item[1] for item in items]), next((item[2] for item in items if item[2]), None)
+                )
             except BaseException:  # stopped by the scheduler, or a report Tune refused
                 stopping = True
                 _stop(lease, runs)

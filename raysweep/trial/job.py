@@ -108,14 +108,23 @@ def build_job(sweep: Sweep, flat_config: dict[str, Any], trial_id: str, staging_
     trial_dir = trial_files_dir(staging_dir, sweep.run_dir)
     runner = choose_runner(spec, workers, pooled)
     common = {
-        "trial_id": trial_id, "trial_dir": trial_dir, "world_size": workers, "runner": runner,
-        "metric": spec.metric.name if spec.metric else None, "report_timeout_s": spec.report_timeout_s,
-        "capacity": capacity, "max_failures": spec.max_failures,
-    }  # fmt: skip
+        "trial_id": trial_id,
+        "trial_dir": trial_dir,
+        "world_size": workers,
+        "runner": runner,
+        "metric": spec.metric.name if spec.metric else None,
+        "report_timeout_s": spec.report_timeout_s,
+        "capacity": capacity,
+        "max_failures": spec.max_failures,
+    }
     if spec.function == "wandb":
-        return TrialJob(function=sweep.function, wandb_function=_program_launch(sweep, flat_config, trial_dir, trial_id), **common)
+        return TrialJob(
+            function=sweep.function, wandb_function=_program_launch(sweep, flat_config, trial_dir, trial_id), **common
+        )
     if not spec.runs_program:
-        return TrialJob(train_loop=spec.train_loop, function=sweep.function, config=trial_config(spec, flat_config), **common)
+        return TrialJob(
+            train_loop=spec.train_loop, function=sweep.function, config=trial_config(spec, flat_config), **common
+        )
     return TrialJob(program=_program_launch(sweep, flat_config, trial_dir, trial_id), **common).new_attempt()
 
 
@@ -135,11 +144,18 @@ def _program_launch(sweep: Sweep, flat_config: dict[str, Any], trial_dir: str, t
     params = wandb_config(spec, flat_config)  # what wandb agent would hand the script
     yaml_path, json_path = write_param_files(Path(trial_dir), trial_id, params)
     return ProgramLaunch(
-        program=spec.program, command=spec.command, params=params, param_file=str(yaml_path),
-        args_json_file=str(json_path), workdir=sweep.workdir, wandb_mode=sweep.wandb_mode,
-        project=spec.wandb.project_name, entity=spec.wandb.entity, group=spec.wandb.group or sweep.name,
+        program=spec.program,
+        command=spec.command,
+        params=params,
+        param_file=str(yaml_path),
+        args_json_file=str(json_path),
+        workdir=sweep.workdir,
+        wandb_mode=sweep.wandb_mode,
+        project=spec.wandb.project_name,
+        entity=spec.wandb.entity,
+        group=spec.wandb.group or sweep.name,
         sweep_id=sweep.wandb_sweep_id,
-    )  # fmt: skip
+    )
 
 
 def trial_files_dir(staging_dir: str, run_dir: str) -> str:

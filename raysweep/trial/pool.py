@@ -128,7 +128,9 @@ def _alive(workers: list[Any]) -> list[Any]:
 
 
 def _new_worker(node_id: str) -> Any:
-    return DDPWorker.options(num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)).remote()
+    return DDPWorker.options(
+        num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)
+    ).remote()
 
 
 def _end(workers: list[Any]) -> None:

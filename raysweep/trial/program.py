@@ -85,7 +85,9 @@ def write_param_files(trial_dir: Path, trial_id: str, params: Mapping[str, Any])
     return yaml_path, json_path
 
 
-def script_env(job: TrialJob, rank: int, local_rank: int, master: tuple[str, int], visible_devices: str | None = None) -> dict[str, str]:
+def script_env(
+    job: TrialJob, rank: int, local_rank: int, master: tuple[str, int], visible_devices: str | None = None
+) -> dict[str, str]:
     """torchrun's variables, W&B's sweep variables, and where metrics go."""
     trial_dir, world_size = Path(job.trial_dir), job.world_size
     hook = str(Path(__file__).with_name("program_hook"))
@@ -203,8 +205,11 @@ def run_program(
     with open(trial_dir / f"stdout.rank{rank}.log", "ab") as out, open(stderr_path, "ab") as err:
         proc = subprocess.Popen(
             [sys.executable, "-m", "raysweep.trial.supervise", str(GRACE_S), str(os.getpid()), "--", *argv],
-            cwd=launch.workdir, env=env, stdout=out, stderr=err,
-        )  # fmt: skip
+            cwd=launch.workdir,
+            env=env,
+            stdout=out,
+            stderr=err,
+        )
     metrics = RankZeroMetrics(metrics_file(trial_dir, job.attempt, 0), metric)
     timeout = job.report_timeout_s
     last_progress = time.monotonic()

@@ -42,8 +42,14 @@ def import_loop(path: str) -> Callable[[dict], Any]:
     return loop
 
 
-def run(job: TrialJob, backend: Backend, rank: int, local_rank: int, master: tuple[str, int] | None = None,
-        visible_devices: str | None = None) -> None:  # fmt: skip
+def run(
+    job: TrialJob,
+    backend: Backend,
+    rank: int,
+    local_rank: int,
+    master: tuple[str, int] | None = None,
+    visible_devices: str | None = None,
+) -> None:
     """Run the trial's loop, function or script as ``rank`` of ``job.world_size`` on ``backend``."""
     if job.program is not None:
         trial.use(backend)

@@ -99,8 +99,16 @@ def run_warm(job: TrialJob, sweep: Sweep, worker_pool: Any) -> None:
     lease = pool.borrow(worker_pool, job.world_size, gpus)
     try:
         with restored.as_directory() if restored else contextlib.nullcontext() as checkpoint_dir:
-            gang.run(lease, rank.on_warm_worker, job, job.group_backend, checkpoint_dir, gpus,
-                     max(1, int(capacity.cpus_per_worker)), forward)  # fmt: skip
+            gang.run(
+                lease,
+                rank.on_warm_worker,
+                job,
+                job.group_backend,
+                checkpoint_dir,
+                gpus,
+                max(1, int(capacity.cpus_per_worker)),
+                forward,
+            )
     finally:
         pool.give_back(worker_pool, lease)
 
@@ -113,14 +121,17 @@ def run_torchtrainer(job: TrialJob, sweep: Sweep, worker_pool: Any) -> None:
 
     capacity = job.capacity
     node_id = ray.get_runtime_context().get_node_id()
-    reports = Queue(maxsize=1, actor_options={"num_cpus": 0})  # a report waits until Tune has it, as Ray's callback does
+    reports = Queue(
+        maxsize=1, actor_options={"num_cpus": 0}
+    )  # a report waits until Tune has it, as Ray's callback does
     trainer = TorchTrainer(
         rank.on_train_worker,
         train_loop_config=replace(job, restored_checkpoint=_restored_train_checkpoint()),
         scaling_config=ScalingConfig(
             num_workers=job.world_size,
             use_gpu=capacity.use_gpu,
-            resources_per_worker={"CPU": capacity.cpus_per_worker} | ({"GPU": capacity.gpus_per_worker} if capacity.use_gpu else {}),
+            resources_per_worker={"CPU": capacity.cpus_per_worker}
+            | ({"GPU": capacity.gpus_per_worker} if capacity.use_gpu else {}),
             placement_strategy="STRICT_PACK",
             label_selector={"ray.io/node-id": node_id},  # the node whose slots this trial holds
         ),

@@ -50,8 +50,14 @@ def main(cfg: Config) -> None:
         json.dump(sys.argv[1:], f)
     extra = sum(stage.repeat - 1 for stage in cfg.arch.stages)  # 0 with the default stages
     for epoch in range(1, cfg.epochs + 1):
-        raysweep.report({"score": (cfg.lr - 0.3) ** 2 + cfg.model.depth + extra + 1.0 / epoch, "depth": cfg.model.depth,
-                         "repeats": extra, "epoch": epoch})  # fmt: skip
+        raysweep.report(
+            {
+                "score": (cfg.lr - 0.3) ** 2 + cfg.model.depth + extra + 1.0 / epoch,
+                "depth": cfg.model.depth,
+                "repeats": extra,
+                "epoch": epoch,
+            }
+        )
 
 
 if __name__ == "__main__":

@@ -23,7 +23,9 @@ _TARGETS = {"wandb.sdk.wandb_run": "Run", "wandb.sdk.lib.noop_run": "NoopRun"}
 
 def _load_numbers():
     """``wandb_log.numbers``, loaded by path: importing the raysweep package here would slow every script's start."""
-    spec = importlib.util.spec_from_file_location("_raysweep_wandb_log", os.path.join(os.path.dirname(_HERE), "wandb_log.py"))
+    spec = importlib.util.spec_from_file_location(
+        "_raysweep_wandb_log", os.path.join(os.path.dirname(_HERE), "wandb_log.py")
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.numbers
