@@ -140,35 +140,3 @@ def test_private_api_names_its_uses(name: str):
     assert f"``{name}``" in private_api.__doc__
     users = [p for p in (ROOT / "raysweep").rglob("*.py") if p.name != "private_api.py" and f"{name}(" in p.read_text()]
     assert users, f"no module uses private_api.{name}"
-
-
-def test_a_run_dir_from_before_the_relayering_unpickles_its_classes_at_their_new_homes():
-    """Tune pickled the searcher, scheduler, callbacks and the spec under their old module paths;
-    ``resume`` of such a run dir (checked by hand: an interrupted sweep of 17293db finished) needs them."""
-    import pickle
-
-    from raysweep.engine import old_run_dirs
-    from raysweep.engine.monitor import SweepMonitor
-    from raysweep.engine.result_log import ResultLog
-    from raysweep.engine.wandb_logging import WandbRuns
-    from raysweep.search.hyperband import WandbHyperband
-    from raysweep.search.schedulers import RecordingASHA
-    from raysweep.search.searchers import DistinctOptunaSearch, GridSearch
-    from raysweep.search.stoppers import TargetStopper
-    from raysweep.spec.model import SweepSpec
-
-    old_run_dirs.register()
-    moved = {
-        ("raysweep.engine.search", "GridSearch"): GridSearch,
-        ("raysweep.engine.search", "DistinctOptunaSearch"): DistinctOptunaSearch,
-        ("raysweep.engine.search", "RecordingASHA"): RecordingASHA,
-        ("raysweep.engine.hyperband", "WandbHyperband"): WandbHyperband,
-        ("raysweep.engine.progress", "SweepMonitor"): SweepMonitor,
-        ("raysweep.engine.progress", "ResultLog"): ResultLog,
-        ("raysweep.engine.progress", "TargetStopper"): TargetStopper,
-        ("raysweep.spec.loader", "SweepSpec"): SweepSpec,
-        ("raysweep.engine.wandb_logging", "SweepWandbCallback"): WandbRuns,  # Ray's W&B callback, subclassed
-        ("raysweep.private_api", "SweepWandbCallback"): WandbRuns,
-    }
-    for (module, name), cls in moved.items():
-        assert pickle.loads(f"c{module}\n{name}\n.".encode()) is cls, f"{module}.{name}"

@@ -85,3 +85,29 @@ print("LOADED", loaded, file=sys.stderr)
     assert data["trials"] == json.loads(json.dumps(shown["trials"], default=str)) and data["best"] == shown["best"]
     assert data["rows"] == 5 and {"trial_id", "status", "iterations", "wall_s"} <= set(data["columns"])
     assert data["history"] == 3
+
+
+def test_resume_refuses_a_run_dir_of_another_format_in_one_sentence_and_show_still_reads_it(tmp_path: Path):
+    """Tune pickled the searcher, scheduler and callbacks under the module paths of the raysweep
+    that wrote the run dir: one whose format differs is refused before anything starts."""
+    from raysweep.engine.sweep import RunSettings
+    from raysweep.runs.files import RUN_DIR_FORMAT, SETTINGS_FILE
+
+    run_dir = write_run_dir(tmp_path, trials=2, epochs=2)
+    saved = RunSettings(name=run_dir.name, budget=2, wandb="disabled").to_json()
+    assert saved["format"] == RUN_DIR_FORMAT  # what run writes
+    for written, shown in (({}, 0), ({"format": RUN_DIR_FORMAT + 1}, RUN_DIR_FORMAT + 1)):
+        settings = {k: v for k, v in saved.items() if k != "format"} | written
+        (run_dir / SETTINGS_FILE).write_text(json.dumps(settings))
+        out = subprocess.run(
+            [sys.executable, "-m", "raysweep", "resume", str(run_dir)],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=300,
+        )
+        assert out.returncode == 2 and out.stderr == (
+            f"raysweep: {run_dir} holds a sweep in run-dir format {shown}, and this raysweep resumes format "
+            f"{RUN_DIR_FORMAT}: resume it with the raysweep that started it (show and report still read it)\n"
+        )
+        assert run_without_ray("show", str(run_dir)).returncode == 0

@@ -25,7 +25,7 @@ from ray import tune
 from ray.tune.stopper import CombinedStopper
 
 from raysweep import hints, wandb_sweep
-from raysweep.engine import interrupt, old_run_dirs
+from raysweep.engine import interrupt
 from raysweep.engine.cluster import dashboard_url, start_or_connect
 from raysweep.engine.monitor import SweepMonitor
 from raysweep.engine.result_log import ResultLog
@@ -36,9 +36,11 @@ from raysweep.placement import Capacity, concurrency_limit
 from raysweep.private_api import restored_config
 from raysweep.runs.files import (
     OPTUNA_JOURNAL,
+    RUN_DIR_FORMAT,
     SETTINGS_FILE,
     SPEC_FILE,
     TRIALS_FILE,
+    check_format,
     read_settings,
     read_spec,
     read_trials,
@@ -75,7 +77,8 @@ class RunSettings:
     exit_at_once: bool = True  # a second Ctrl-C ends the process (the CLI) or raises KeyboardInterrupt (not saved)
 
     def to_json(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if k not in ("retry_failed", "exit_at_once")}
+        saved = {k: v for k, v in asdict(self).items() if k not in ("retry_failed", "exit_at_once")}
+        return {"format": RUN_DIR_FORMAT, **saved}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RunSettings:
@@ -437,7 +440,7 @@ def resume_sweep(
     (``retry_failed``: failed ones run again too, from their last checkpoint). A sweep of a
     Python function needs it again: a run dir stores no code."""
     run_dir = resolve_run_dir(run, storage)
-    old_run_dirs.register()  # a run dir from before the re-layering pickled the old module paths
+    check_format(run_dir)
     spec = read_spec(run_dir)
     settings = RunSettings.from_json(read_settings(run_dir))
     settings = replace(settings, quiet=quiet, retry_failed=retry_failed, exit_at_once=exit_at_once)
