@@ -9,8 +9,8 @@ one fails there by name, not deep inside a sweep.
 * Optuna search: Ray's ``OptunaSearch`` keeps the Optuna trials it has open and its study
   privately; ``search.searchers.DistinctOptunaSearch`` reads both (``optuna_trials``, ``optuna_study``).
 * GPUs: the driver counts this machine's GPUs as Ray will (``local_gpu_count``), with Ray's
-  accelerator manager rather than ``torch.cuda.device_count()``: importing torch costs the
-  driver ~1 s of its start, for a number Ray's detection already gives.
+  accelerator manager rather than ``torch.cuda.device_count()``: importing torch would slow the
+  driver's start, for a number Ray's detection already gives.
 * W&B sweeps: wandb's public API creates a sweep (``wandb.sweep``) but neither sets its state
   nor adds runs to one that exists; its CLI does both (``wandb sweep --stop``, ``--update -R``)
   through these (``set_sweep_state``, ``add_prior_runs``).

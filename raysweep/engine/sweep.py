@@ -130,9 +130,8 @@ def _check_feasible(sizes: set[int], capacity: Capacity) -> None:
 
 
 def _reuse_actors(spec: SweepSpec, sizes: set[int]) -> bool:
-    """Run trials one after another in the same Tune actor (a trial on warm workers then costs
-    ~0.1 s of overhead, not the ~3 s of a new Tune actor: bench/), where a stopped trial ends at
-    its report.
+    """Run trials one after another in the same Tune actor (a trial on warm workers then starts
+    no new Tune actor: docs/benchmarks.md), where a stopped trial ends at its report.
 
     A stopped ``TorchTrainer.fit()`` (``ddp_workers: torchtrainer``) and a script keep running
     in the old trial's thread until their process ends, so those sweeps get a fresh actor per trial.
@@ -214,10 +213,9 @@ def _start(
 ) -> tuple[tune.Tuner, SweepMonitor, list[Any]]:
     """Ray, the worker pool and the Tuner (restored from the run dir with ``restore``); ``function``:
     raysweep.run's, bound into every trial; ``on_wandb``: the W&B sweep every trial's run joins."""
-    # No Tune CSV and TensorBoard loggers: a second and third copy of result.json (ResultLog)
-    # written by the driver, the TensorBoard one at ~1 ms per result and ~0.9 ms per ended
-    # trial (ResultLog: ~0.2 ms), and it kept every ended trial's writer in memory. Runs are
-    # read with `raysweep show/report` and W&B.
+    # No Tune CSV and TensorBoard loggers: a second and third copy of result.json (ResultLog),
+    # written by the driver on Tune's loop, and the TensorBoard one kept every ended trial's
+    # writer in memory. Runs are read with `raysweep show/report` and W&B.
     os.environ["TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"] = "1"
     capacity = start_or_connect(
         settings.address,

@@ -1,8 +1,7 @@
 """W&B logging of every trial, offline by default: one run per trial, written by the driver.
 
 Ray's ``WandbLoggerCallback`` starts two actors per trial (a logging actor and its queue), two
-Python processes that each import wandb: ~3.5 CPU-seconds per trial, and 2.5 s of a 2-core
-sweep's start. wandb holds several runs in one process (``reinit="create_new"``, one wandb-core
+Python processes that each import wandb, per trial (the cost is in docs/benchmarks.md). wandb holds several runs in one process (``reinit="create_new"``, one wandb-core
 service for all), so the driver writes them itself, on one thread of its own: Tune's loop only
 queues each result, since ``wandb.init`` online is a network call. With no actor, the API key is
 never in a ``runtime_env`` (Ray writes those to its session logs): wandb reads it from the

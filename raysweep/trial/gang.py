@@ -2,7 +2,7 @@
 
 The workers are the sweep's (``pool.py``): started once per node, lent to each trial, so a trial
 costs one new ``torch.distributed`` group instead of a Ray Train controller plus N worker
-processes that each import torch (12-17 s per 2-worker trial on 2 cores: docs/benchmarks.md).
+processes that each import torch (docs/benchmarks.md).
 
 Every report is a round trip: each rank hands its metrics to the trial and waits; the trial
 forwards the mean over ranks to Tune, then tells every rank to go on or to stop. All ranks
@@ -81,7 +81,7 @@ class DDPWorker:
     def __init__(self) -> None:
         import torch  # noqa: F401  (the import is most of a cold worker's start-up)
 
-        # The first optimizer a loop builds imports torch._dynamo (2 s on 2 cores): import it now,
+        # The first optimizer a loop builds imports torch._dynamo (seconds): import it now,
         # while the worker waits for its first trial (a loop that needs it first waits for it).
         threading.Thread(target=importlib.import_module, args=("torch._dynamo",), daemon=True).start()
         self._outbox: queue.Queue = queue.Queue()  # reports, then "done" or "error", to the trial

@@ -1,7 +1,7 @@
 """The sweep's warm DDP workers: started once per node, lent to every trial, whatever its size.
 
 Starting a worker is most of a short trial's cost: a Ray worker process, then torch and
-torch._dynamo imported (4-5 s on 2 cores). So the driver starts one pool per sweep, and the
+torch._dynamo imported (docs/benchmarks.md). So the driver starts one pool per sweep, and the
 pool starts each node's workers (as many as the node has worker slots) while Tune is still
 starting. A trial borrows as many workers as it has ranks, on its own node, and gives them back
 when it ends: 1-worker and 2-worker trials run on the same processes, and a trial of a new size
@@ -162,8 +162,8 @@ def give_back(pool: Any, lease: Lease) -> None:
 
 def _ask(method: Any, *args: Any) -> Any:
     """Call the pool, waiting while Ray restarts it: the driver's node can be a node that dies
-    (a driver attaches to any raylet of its machine), and every trial that asked the pool during
-    its restart used to fail at once. A lend that ran but whose answer was lost is ended with
+    (a driver attaches to any raylet of its machine), and a trial that asks the pool during its
+    restart must not fail for it. A lend that ran but whose answer was lost is ended with
     its trial's placement group (``_end_abandoned``)."""
     deadline = time.monotonic() + POOL_RESTART_WAIT_S
     while True:
