@@ -148,3 +148,14 @@ def test_sampler_gp_is_optunas_gaussian_process(tmp_path):
     assert isinstance(optuna_study(found).sampler, optuna.samplers.GPSampler)
     xs = run_trials(found, 4)  # past its random start-up: the GP proposes
     assert set(xs) <= set(POINTS) and len(xs) == 4
+
+
+def test_every_scheduler_and_searcher_the_spec_names_has_its_builder():
+    """A scheduler or searcher is added in spec/model.py (its name, how its rungs are shown) and
+    built in search/: one without the other fails here rather than in a sweep."""
+    from raysweep.search.schedulers import BUILDERS
+    from raysweep.search.searchers import SEARCHERS
+    from raysweep.spec.model import METHODS, SCHEDULER_KINDS
+
+    assert set(BUILDERS) == set(SCHEDULER_KINDS)
+    assert set(SEARCHERS) == set(METHODS)

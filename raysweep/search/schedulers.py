@@ -8,6 +8,7 @@ from ray.tune.schedulers import ASHAScheduler, FIFOScheduler, HyperBandScheduler
 
 from raysweep.search.hyperband import WandbHyperband
 from raysweep.spec import SweepSpec
+from raysweep.spec.model import Scheduler
 
 
 class StopRecorder:
@@ -35,21 +36,25 @@ class RecordingHyperBand(StopRecorder, HyperBandScheduler):
     pass
 
 
-SCHEDULERS = {
-    "asha": lambda s: RecordingASHA(
+def asha(s: Scheduler) -> RecordingASHA:
+    return RecordingASHA(
         time_attr="training_iteration", grace_period=s.grace_period, max_t=s.max_t, reduction_factor=s.reduction_factor
-    ),
-    "hyperband": lambda s: RecordingHyperBand(
-        time_attr="training_iteration", max_t=s.max_t, reduction_factor=s.reduction_factor
-    ),
-}
+    )
 
 
-SCHEDULERS["wandb_hyperband"] = lambda s: WandbHyperband(bands=s.bands, eta=s.reduction_factor, strict=s.strict)
+def hyperband(s: Scheduler) -> RecordingHyperBand:
+    return RecordingHyperBand(time_attr="training_iteration", max_t=s.max_t, reduction_factor=s.reduction_factor)
+
+
+def wandb_hyperband(s: Scheduler) -> WandbHyperband:
+    return WandbHyperband(bands=s.bands, eta=s.reduction_factor, strict=s.strict)
+
+
+BUILDERS = {"asha": asha, "hyperband": hyperband, "wandb_hyperband": wandb_hyperband}  # spec.model.SCHEDULER_KINDS
 
 
 def build_scheduler(spec: SweepSpec) -> Any:
     """One report is one iteration; FIFO when the spec asks for no early stopping."""
     if spec.scheduler is None:
         return FIFOScheduler()
-    return SCHEDULERS[spec.scheduler.type](spec.scheduler)
+    return BUILDERS[spec.scheduler.type](spec.scheduler)

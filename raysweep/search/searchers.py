@@ -64,8 +64,8 @@ class DistinctOptunaSearch(OptunaSearch):
     """Ray's ``OptunaSearch``, except that it does not run a configuration twice.
 
     TPE closes in on its best points and, in a space of a few hundred configurations, proposes
-    them again and again: 15 of 79 trials, 29% of the trial time, of a TPE run of
-    stages_bayes.yaml. Loops are seeded, so a repeat reports what the first run did. A proposal
+    them again and again (docs/benchmarks.md counts them in a TPE run of stages_bayes.yaml).
+    Loops are seeded, so a repeat reports what the first run did. A proposal
     equal to a finished or running trial's is dropped (told to Optuna as failed, which TPE leaves
     out of its model) and Optuna asked again. A converged TPE proposes the same point however
     often it is asked, so after ``TPE_REDRAWS`` repeats the next draws are random, as Ax falls

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -23,7 +23,6 @@ EXPONENT_LAWS = ("log_uniform", "inv_log_uniform", "q_log_uniform")  # W&B refus
 GOALS = ("minimize", "maximize")
 SAMPLERS = ("tpe", "gp")  # Optuna's TPESampler, GPSampler
 
-SCHEDULERS = ("asha", "hyperband", "fifo")
 
 WANDB_MODES = ("offline", "online", "disabled")
 DEFAULT_PROJECT = "raysweep"  # the W&B project of a sweep whose file names none
@@ -63,14 +62,43 @@ class Scheduler:
 
     @property
     def rungs(self) -> list[int]:
-        if self.type == "wandb_hyperband":
-            return [b for b in self.bands if b <= MAX_SHOWN_BAND]
-        rf = self.reduction_factor
-        if self.type == "asha":  # as Ray's ASHAScheduler places them
-            count = int(math.log(self.max_t / self.grace_period) / math.log(rf) + 1)
-            return [int(self.grace_period * rf**k) for k in range(count)]
-        s_max = int(math.log(self.max_t) / math.log(rf) + 1e-9)
-        return sorted({max(1, int(self.max_t / rf**k)) for k in range(1, s_max + 1)})
+        return SCHEDULER_KINDS[self.type].rungs(self)
+
+
+def _asha_rungs(s: Scheduler) -> list[int]:
+    """As Ray's ASHAScheduler places them."""
+    count = int(math.log(s.max_t / s.grace_period) / math.log(s.reduction_factor) + 1)
+    return [int(s.grace_period * s.reduction_factor**k) for k in range(count)]
+
+
+def _hyperband_rungs(s: Scheduler) -> list[int]:
+    """As Ray's HyperBandScheduler places them."""
+    s_max = int(math.log(s.max_t) / math.log(s.reduction_factor) + 1e-9)
+    return sorted({max(1, int(s.max_t / s.reduction_factor**k)) for k in range(1, s_max + 1)})
+
+
+def _wandb_rungs(s: Scheduler) -> list[int]:
+    return [b for b in s.bands if b <= MAX_SHOWN_BAND]
+
+
+@dataclass(frozen=True)
+class SchedulerKind:
+    """One early-stopping scheduler: where it compares trials (``rungs``, what ``validate`` and
+    the report show). ``in_raysweep_block``: chosen with ``raysweep.scheduler.type`` (else it
+    comes from W&B's ``early_terminate``). Its Tune scheduler is built by the function of the
+    same name in ``search/schedulers.py`` (that layer imports Ray; a test holds the two together)."""
+
+    rungs: Callable[[Scheduler], list[int]]
+    in_raysweep_block: bool = True
+
+
+# Where a scheduler is added, beside its builder in search/schedulers.py.
+SCHEDULER_KINDS = {
+    "asha": SchedulerKind(_asha_rungs),
+    "hyperband": SchedulerKind(_hyperband_rungs),
+    "wandb_hyperband": SchedulerKind(_wandb_rungs, in_raysweep_block=False),
+}
+SCHEDULERS = (*(name for name, kind in SCHEDULER_KINDS.items() if kind.in_raysweep_block), "fifo")  # fifo: none
 
 
 MAX_SHOWN_BAND = 10**6  # W&B's min_iter bands go on for 100 multiples of eta; show the reachable ones

@@ -38,6 +38,7 @@ from raysweep.spec.model import (
     EXPONENT_LAWS,
     METHODS,
     SAMPLERS,
+    SCHEDULER_KINDS,
     SCHEDULERS,
     SIZE,
     USE_GPU,
@@ -215,7 +216,7 @@ def _parse_scheduler(early: Any, block: Any, problems: list[str]) -> Scheduler |
         if not is_number(rf) or rf <= 1:
             problems.append(f"raysweep.scheduler.reduction_factor: must be a number > 1, got {rf!r}")
         settings["reduction_factor"] = rf
-    if kind not in ("asha", "hyperband") or None in settings.values():
+    if kind not in SCHEDULER_KINDS or None in settings.values():
         return None
     settings = {"grace_period": 1, "max_t": 100, "reduction_factor": 3} | settings
     if settings["max_t"] < settings["grace_period"]:
