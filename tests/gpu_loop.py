@@ -18,7 +18,7 @@ from torch import nn
 
 import raysweep
 from raysweep import ddp
-from raysweep.trial.rank import free_port
+from raysweep.trial.ports import free_port
 
 
 def train(config: dict) -> None:

@@ -15,7 +15,7 @@ from raysweep.placement import SLOT, Capacity, concurrency_limit, rank_gpus, slo
 from raysweep.search.schedulers import RecordingASHA, RecordingHyperBand
 from raysweep.search.stoppers import InitialFailureStopper, TargetStopper
 from raysweep.spec import parse_spec
-from raysweep.trial.rank import mean_over_ranks
+from raysweep.trial.metrics import mean_over_ranks
 
 CONTINUE, STOP = TrialScheduler.CONTINUE, TrialScheduler.STOP
 

@@ -57,7 +57,8 @@ def test_every_run_of_every_rank_names_the_wandb_sweep_and_no_other(
     from raysweep.engine.sweep import RunSettings, _callbacks
     from raysweep.placement import Capacity
     from raysweep.spec import parse_spec
-    from raysweep.trial.job import Sweep, build_job
+    from raysweep.trial.job import Sweep
+    from raysweep.trial.job_builder import build_job
     from raysweep.trial.program import wandb_variables
 
     monkeypatch.setenv("WANDB_SWEEP_ID", "stale")

@@ -8,7 +8,8 @@ from typing import Any
 from ray import tune
 
 from raysweep.placement import trial_bundle
-from raysweep.trial.job import Sweep, choose_runner
+from raysweep.trial.job import Sweep
+from raysweep.trial.job_builder import choose_runner
 from raysweep.trial.tune_trial import run_trial
 from raysweep.words import Runner
 

@@ -6,9 +6,11 @@ workers, on every worker of a Ray Train ``TorchTrainer``, in the Tune trial's ow
 (``run_local``). The rank's entry point installs the right backend (``backends.py``) first.
 
 The rest of this package is the per-trial and per-rank runtime, in the order a trial runs:
-``tune_trial.py`` (the Tune trainable: builds the ``TrialJob``, picks a runner), ``job.py``,
-``pool.py`` and ``gang.py`` (warm DDP workers), ``rank.py`` (each rank's entry point),
-``program.py`` and ``supervise.py`` (a ``program:`` script), ``watchdog.py``.
+``tune_trial.py`` (the Tune trainable), ``job_builder.py`` (builds the ``TrialJob``, picks a
+runner), ``job.py`` (the job, plain data), ``pool.py`` (the warm workers' pool) with ``gang.py``
+(a trial's side of its warm ranks) and ``warm_rank.py`` (a warm rank's side), ``rank.py`` (each
+rank's entry point), ``metrics.py`` (what a report must hold, the mean over ranks), ``program.py``
+and ``supervise.py`` (a ``program:`` script), ``watchdog.py``.
 """
 
 from __future__ import annotations
@@ -17,15 +19,8 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from raysweep.trial.backends import (
-    METRICS_FILE_ENV,
-    Backend,
-    LocalBackend,
-    MetricError,
-    ProgramBackend,
-    TrialContext,
-    check_metric,
-)
+from raysweep.trial.backends import METRICS_FILE_ENV, Backend, LocalBackend, ProgramBackend, TrialContext
+from raysweep.trial.metrics import MetricError, check_metric
 
 __all__ = ["MetricError", "TrialContext", "backend", "get_checkpoint", "get_context", "report", "run_local"]
 

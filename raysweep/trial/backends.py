@@ -4,17 +4,15 @@ A loop calls ``raysweep.report`` and friends the same way everywhere; the rank's
 (``rank.py``) installs the backend of the place it runs in before it calls the loop:
 
 * ``local``: plain Python, no Ray (``run_local``, for debugging and unit tests);
-* ``tune``: the Tune trial's own process, for a 1-worker trial;
-* ``gang``: a rank on the sweep's warm DDP workers (``gang.py``), each report a round trip;
-* ``train``: a worker of a Ray Train ``TorchTrainer`` (``ddp_workers: torchtrainer``);
+* ``in_process``: the Tune trial's own process, for a 1-worker trial;
+* ``warm``: a rank on the sweep's warm DDP workers (``warm_rank.py``), each report a round trip;
+* ``torchtrainer``: a worker of a Ray Train ``TorchTrainer`` (``ddp_workers: torchtrainer``);
 * ``program``: a ``program:`` script raysweep launched (its environment says so).
 """
 
 from __future__ import annotations
 
 import json
-import math
-import numbers
 import os
 import shutil
 import tempfile
@@ -27,7 +25,7 @@ from raysweep.words import Runner
 if TYPE_CHECKING:  # torch is heavy: imported only where a device is needed
     import torch
 
-    from raysweep.trial.gang import RankLink
+    from raysweep.trial.warm_rank import RankLink
 
 # Set by raysweep in the environment of a program: script; its reports go to this file.
 METRICS_FILE_ENV = "RAYSWEEP_METRICS_FILE"
@@ -222,34 +220,6 @@ def _checkpoint_at(directory: str | None) -> Any:
     from ray.train import Checkpoint
 
     return Checkpoint.from_directory(directory)
-
-
-class MetricError(ValueError):
-    """A report the sweep cannot use: its metric is missing or not a finite number."""
-
-
-def check_metric(metrics: Mapping[str, Any], metric: str | None) -> None:
-    """The spec's metric must be in every report and finite.
-
-    A missing metric would leave the scheduler blind (it never prunes, the searcher learns
-    nothing); NaN or inf would rank a diverged trial. Either fails the trial with this
-    sentence, and the searcher records the trial as failed.
-    """
-    if metric is None:
-        return
-    if metric not in metrics:
-        raise MetricError(
-            f"the sweep's metric {metric!r} (metric.name in the spec) is missing from this report; "
-            f"it reported: {', '.join(sorted(metrics)) or 'nothing'}"
-        )
-    value = metrics[metric]
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise MetricError(f"the sweep's metric {metric!r} must be a number, got {value!r} ({type(value).__name__})")
-    if not math.isfinite(value):
-        raise MetricError(
-            f"the sweep's metric {metric!r} is {value} (the trial diverged); the trial is failed so that "
-            "the searcher records it as failed instead of ranking it"
-        )
 
 
 def plain_numbers(metrics: Mapping[str, Any]) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from raysweep.trial.gang import DDPWorker
+from raysweep.trial.warm_rank import DDPWorker
 
 POOL_RESTART_WAIT_S = 120.0
 

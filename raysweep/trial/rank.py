@@ -9,12 +9,9 @@ second to its start.
 from __future__ import annotations
 
 import importlib
-import math
-import numbers
 import os
-import socket
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -22,10 +19,11 @@ from raysweep import trial
 from raysweep.trial import devices, wandb_function, watchdog
 from raysweep.trial.backends import Backend, TrainBackend, TuneBackend, WarmBackend
 from raysweep.trial.job import TrialJob
+from raysweep.trial.ports import free_port
 from raysweep.trial.program import run_program
 
 if TYPE_CHECKING:
-    from raysweep.trial.gang import RankLink
+    from raysweep.trial.warm_rank import RankLink
 
 
 def import_loop(path: str) -> Callable[[dict], Any]:
@@ -103,25 +101,3 @@ def on_train_worker(job: TrialJob) -> None:
         addr, port, attempt = broadcast_from_rank_zero(mine)
         job, master = replace(job, attempt=attempt), (addr, port)
     run(job, TrainBackend(job.trial_dir, job.metric, job.restored_checkpoint), rank, ctx.get_local_rank(), master)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("", 0))
-        return s.getsockname()[1]
-
-
-def mean_over_ranks(metrics: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """One report from every rank's: numeric metrics averaged, the rest from rank 0.
-
-    Both multi-rank runners (warm workers and TorchTrainer) turn their ranks' reports into the
-    one Tune sees here, and nowhere else."""
-    keys = [sorted(m) for m in metrics]
-    if any(k != keys[0] for k in keys):
-        detail = "; ".join(f"rank {r}: {', '.join(k)}" for r, k in enumerate(keys))
-        raise ValueError(f"ranks reported different metric names in the same report ({detail})")
-    merged = dict(metrics[0])
-    for key in merged:
-        if all(isinstance(m[key], numbers.Real) and not isinstance(m[key], bool) for m in metrics):
-            merged[key] = math.fsum(float(m[key]) for m in metrics) / len(metrics)
-    return merged

@@ -9,7 +9,7 @@ It builds the trial's ``TrialJob`` once and hands it to one of three runners:
 * ``torchtrainer``: one Ray Train ``TorchTrainer`` run (``ddp_workers: torchtrainer``).
 
 Each rank runs ``rank.py``'s entry point for where it is; its reports come back here averaged
-over ranks (``rank.mean_over_ranks``) and go to Tune.
+over ranks (``metrics.mean_over_ranks``) and go to Tune.
 """
 
 from __future__ import annotations
@@ -33,7 +33,9 @@ import raysweep.ray_env  # noqa: F401  (before Ray Train is imported: its settin
 from raysweep.placement import rank_gpus
 from raysweep.runs.files import read_explanation
 from raysweep.trial import gang, pool, rank, watchdog
-from raysweep.trial.job import InfeasibleTrial, Sweep, TrialJob, build_job
+from raysweep.trial.job import Sweep, TrialJob
+from raysweep.trial.job_builder import InfeasibleTrial, build_job
+from raysweep.trial.metrics import mean_over_ranks
 from raysweep.words import Runner
 
 __all__ = ["InfeasibleTrial", "RUNNERS", "TrialHung", "run_trial"]
@@ -52,7 +54,7 @@ class RankMeanReports(UserCallback):
         self.reports = reports
 
     def after_report(self, run_context: Any, metrics: list[dict[str, Any]], checkpoint: Any) -> None:
-        self.reports.put((rank.mean_over_ranks(metrics), checkpoint.path if checkpoint else None))
+        self.reports.put((mean_over_ranks(metrics), checkpoint.path if checkpoint else None))
 
 
 _FIT_ENDED = "fit ended"

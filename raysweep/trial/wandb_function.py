@@ -17,8 +17,8 @@ from typing import Any
 
 from raysweep import trial
 from raysweep.trial import wandb_log
-from raysweep.trial.backends import MetricError
 from raysweep.trial.job import TrialJob
+from raysweep.trial.metrics import MetricError
 from raysweep.trial.program import wandb_variables
 
 # The run classes whose ``log`` a W&B-style function calls (disabled mode's NoopRun overrides Run.log).
@@ -56,7 +56,7 @@ def call(function: Callable[[], Any], job: TrialJob, rank: int) -> None:
         failed = False
         try:
             function()
-        except Exception:  # not a scheduler's stop (gang.TrialStopped, a BaseException): that run ends with 0
+        except Exception:  # not a scheduler's stop (warm_rank.TrialStopped, a BaseException): that run ends with 0
             failed = True
             raise
         finally:

@@ -1,0 +1,99 @@
+"""A trial's ``TrialJob``, built once where the trial comes in from Tune (``build_job``), and the
+runner its ranks use (``choose_runner``, which the driver asks too, to size the placement group).
+The job itself is plain data (``job.py``); building it writes a ``program:`` trial's param files.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from raysweep.spec import SweepSpec, trial_config
+from raysweep.spec.space import wandb_config
+from raysweep.trial.job import ProgramLaunch, Sweep, TrialJob
+from raysweep.trial.program import write_param_files
+from raysweep.words import Runner
+
+# Set to 1, a 1-worker trial under ddp_workers: torchtrainer is a TorchTrainer run too, not the
+# trial's own process (the GPU suite runs Ray Train's 1-GPU path with it).
+ONE_WORKER_TORCHTRAINER_ENV = "RAYSWEEP_ONE_WORKER_TORCHTRAINER"
+
+
+class InfeasibleTrial(RuntimeError):
+    """A trial asks for more workers than any node of the cluster has."""
+
+
+def build_job(sweep: Sweep, flat_config: dict[str, Any], trial_id: str, staging_dir: str, pooled: bool) -> TrialJob:
+    """The job of the trial Tune started with ``flat_config`` (its files go in its run-dir dir);
+    ``pooled``: the sweep has warm DDP workers (else 2+-worker trials are TorchTrainer runs)."""
+    spec, capacity = sweep.spec, sweep.capacity
+    workers = spec.world_size(flat_config)
+    if workers > capacity.largest_node:
+        raise InfeasibleTrial(
+            f"num_gpus={workers} can never be placed: the cluster has {capacity.describe()}. "
+            "DDP workers of one trial run on one node."
+        )
+    trial_dir = trial_files_dir(staging_dir, sweep.run_dir)
+    runner = choose_runner(spec, workers, pooled)
+    common = {
+        "trial_id": trial_id,
+        "trial_dir": trial_dir,
+        "world_size": workers,
+        "runner": runner,
+        "metric": spec.metric.name if spec.metric else None,
+        "report_timeout_s": spec.report_timeout_s,
+        "capacity": capacity,
+        "max_failures": spec.max_failures,
+    }
+    if spec.function == "wandb":
+        return TrialJob(
+            function=sweep.function, wandb_function=_program_launch(sweep, flat_config, trial_dir, trial_id), **common
+        )
+    if not spec.runs_program:
+        return TrialJob(
+            train_loop=spec.train_loop, function=sweep.function, config=trial_config(spec, flat_config), **common
+        )
+    return TrialJob(program=_program_launch(sweep, flat_config, trial_dir, trial_id), **common).new_attempt()
+
+
+def choose_runner(spec: SweepSpec, workers: int, pooled: bool) -> Runner:
+    """How a trial of ``workers`` ranks runs (``tune_trial.RUNNERS``); the driver sizes its
+    placement group by the same answer."""
+    one_in_process = spec.runs_program or (not pooled and os.environ.get(ONE_WORKER_TORCHTRAINER_ENV) != "1")
+    if workers == 1 and one_in_process:
+        return Runner.IN_PROCESS
+    return Runner.WARM if pooled else Runner.TORCHTRAINER
+
+
+def _program_launch(sweep: Sweep, flat_config: dict[str, Any], trial_dir: str, trial_id: str) -> ProgramLaunch:
+    spec = sweep.spec
+    params = wandb_config(spec, flat_config)  # what wandb agent would hand the script
+    yaml_path, json_path = write_param_files(Path(trial_dir), trial_id, params)
+    return ProgramLaunch(
+        program=spec.program,
+        command=spec.command,
+        params=params,
+        param_file=str(yaml_path),
+        args_json_file=str(json_path),
+        workdir=sweep.workdir,
+        wandb_mode=sweep.wandb_mode,
+        project=spec.wandb.project_name,
+        entity=spec.wandb.entity,
+        group=spec.wandb.group or sweep.name,
+        sweep_id=sweep.wandb_sweep_id,
+    )
+
+
+def trial_files_dir(staging_dir: str, run_dir: str) -> str:
+    """Where a trial's own files go.
+
+    Its dir in the run dir when this node sees the run dir (the driver's node, or shared
+    storage), so they sit next to its results and W&B run from the first write and outlive
+    Ray's session; else Ray's staging dir on this node.
+    """
+    target = Path(run_dir) / Path(staging_dir).name
+    if not target.parent.is_dir():
+        return staging_dir
+    target.mkdir(parents=True, exist_ok=True)
+    return str(target)
