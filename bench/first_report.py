@@ -61,6 +61,7 @@ def main() -> int:
     stamps: dict[str, float] = {"python started": started, "bench main": T_MAIN}
 
     import raysweep.engine.sweep as sweep_module
+    from raysweep.engine.settings import RunRequest
     from raysweep.spec import parse_spec
 
     stamps["raysweep imported"] = time.time()
@@ -93,7 +94,9 @@ def main() -> int:
                 },
             }
         )
-        code = sweep_module.run_sweep(spec, name="first", storage=Path(tmp) / "runs", quiet=True, wandb_mode="offline")
+        code = sweep_module.run_sweep(
+            spec, RunRequest(name="first", storage=Path(tmp) / "runs", quiet=True, wandb="offline")
+        )
         rows = [json.loads(line) for line in events.read_text().splitlines()] if events.exists() else []
     starts = [r["t"] for r in rows if r["kind"] == "start"]
     reports = [r["t"] for r in rows if r["kind"] == "report"]

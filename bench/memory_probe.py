@@ -42,6 +42,7 @@ def main() -> None:
     p.add_argument("--trial-s", type=float, default=0.2)
     p.add_argument("--every", type=float, default=15.0)
     args = p.parse_args()
+    from raysweep.engine.settings import RunRequest
     from raysweep.engine.sweep import run_sweep
 
     doc = scale.scale_spec(args.trials)
@@ -65,7 +66,7 @@ def main() -> None:
 
     thread = threading.Thread(target=sample, daemon=True)
     thread.start()
-    run_sweep(spec, name="s", storage=workdir, wandb_mode="disabled", quiet=True)
+    run_sweep(spec, RunRequest(name="s", storage=workdir, wandb="disabled", quiet=True))
     done.set()
     thread.join()
     if len(samples) < 2:

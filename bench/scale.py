@@ -48,13 +48,14 @@ def peaks_by_tenth(timeline: list[tuple[float, float]], start: float, end: float
 
 
 def sweep(n: int) -> dict[str, Any]:
+    from raysweep.engine.settings import RunRequest
     from raysweep.engine.sweep import run_sweep
 
     workdir = Path(tempfile.mkdtemp(prefix="raysweep_bench_scale_"))
     spec, _ = systems.spec_trials(scale_spec(n))
     started = time.time()
     with RssSampler(interval_s=1.0) as rss:
-        code = run_sweep(spec, name="s", storage=workdir, wandb_mode="disabled", quiet=True)
+        code = run_sweep(spec, RunRequest(name="s", storage=workdir, wandb="disabled", quiet=True))
     ended = time.time()
     rows = systems.read_trials(workdir / "s" / systems.TRIALS_FILE)
     done = [r for r in rows if r.get("status") == "done" and r.get("iterations") == 3]

@@ -67,6 +67,7 @@ def _finish(
 
 def run_raysweep(spec_doc: dict[str, Any], loop: str, max_concurrent: int | None = None) -> dict[str, Any]:
     """raysweep's own engine on the spec (grid, its scheduler), W&B off."""
+    from raysweep.engine.settings import RunRequest
     from raysweep.engine.sweep import run_sweep
 
     workdir = Path(tempfile.mkdtemp(prefix="raysweep_bench_a_"))
@@ -76,9 +77,8 @@ def run_raysweep(spec_doc: dict[str, Any], loop: str, max_concurrent: int | None
     spec, _ = spec_trials(doc)
     started = time.time()
     with RssSampler() as rss:
-        code = run_sweep(
-            spec, name="a", storage=workdir, max_concurrent=max_concurrent, wandb_mode="disabled", quiet=True
-        )
+        request = RunRequest(name="a", storage=workdir, max_concurrent=max_concurrent, wandb="disabled", quiet=True)
+        code = run_sweep(spec, request)
     rows = read_trials(workdir / "a" / TRIALS_FILE)
     spans = [(r["start"], r["end"]) for r in rows if "end" in r]
     failed = [r.get("error", "")[-500:] for r in rows if r.get("status") == "failed"]

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from raysweep import hints
+from raysweep.engine.settings import RunRequest
 from raysweep.errors import SpecError, UserError
 from raysweep.runs.files import read_spec
 from raysweep.runs.results import SweepResult, load
@@ -69,14 +70,6 @@ def _spec(sweep: str | os.PathLike | Mapping, overrides: Iterable[str], strict: 
     return load_spec(sweep, overrides, strict=strict, function=style)
 
 
-def _check(count: int | None, max_concurrent: int | None, seed: int | None, wandb: str | None) -> None:
-    for name, value, low in (("count", count, 1), ("max_concurrent", max_concurrent, 1), ("seed", seed, 0)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < low):
-            raise UserError(f"{name} must be a whole number >= {low}, got {value!r}")
-    if wandb is not None and wandb not in WANDB_MODES:
-        raise UserError(f"wandb must be one of {', '.join(WANDB_MODES)}, got {wandb!r}")
-
-
 def _ship_by_value(function: Callable | None) -> None:
     """A function from a module of the user's project (under the current directory) is pickled
     by value like one from ``__main__``: Ray's workers may not find that module on their path."""
@@ -90,54 +83,21 @@ def _ship_by_value(function: Callable | None) -> None:
         cloudpickle.register_pickle_by_value(module)
 
 
-def start(
-    sweep: str | os.PathLike | Mapping,
-    function: Callable | None = None,
-    *,
-    exit_at_once: bool,
-    count: int | None = None,
-    name: str | None = None,
-    storage: str | os.PathLike = "raysweep_runs",
-    address: str | None = None,
-    max_concurrent: int | None = None,
-    wandb: str | None = None,
-    seed: int | None = None,
-    quiet: bool = False,
-    gpus: str | None = None,
-    dashboard_host: str | None = None,
-    resume_existing: bool = False,
-    set: Iterable[str] = (),  # the --set flag's PATH=VALUE overrides
-    strict: bool = False,
-) -> tuple[int, Path]:
+def start(sweep: str | os.PathLike | Mapping, function: Callable | None, request: RunRequest) -> tuple[int, Path]:
     """What ``raysweep run`` and ``raysweep.run`` both do; returns the exit code and the run dir."""
     from raysweep.engine.cluster import check_embedded_only, select_gpus
     from raysweep.engine.sweep import run_dir_for, run_sweep
 
-    _check(count, max_concurrent, seed, wandb)
-    spec = _spec(sweep, set, strict, function_style(function))
+    request.check()
+    spec = _spec(sweep, request.set, request.strict, function_style(function))
     for note in spec.notes:
         print(note, file=sys.stderr)
-    check_embedded_only(address, gpus, dashboard_host)
-    if gpus is not None:
-        select_gpus(gpus)  # a GPU that isn't there is an error now, not deep in a worker
+    check_embedded_only(request.address, request.gpus, request.dashboard_host)
+    if request.gpus is not None:
+        select_gpus(request.gpus)  # a GPU that isn't there is an error now, not deep in a worker
     _ship_by_value(function)
-    code = run_sweep(
-        spec,
-        count=count,
-        name=name,
-        storage=storage,
-        address=address,
-        max_concurrent=max_concurrent,
-        wandb_mode=wandb,
-        seed=seed,
-        quiet=quiet,
-        gpus=gpus,
-        dashboard_host=dashboard_host,
-        resume_existing=resume_existing,
-        function=function,
-        exit_at_once=exit_at_once,
-    )
-    return code, run_dir_for(spec, name, storage)
+    code = run_sweep(spec, request, function)
+    return code, run_dir_for(spec, request.name, request.storage)
 
 
 def run(
@@ -159,26 +119,26 @@ def run(
     strict: bool = False,
 ) -> SweepResult:
     """Run a sweep (a file's path, or a dict in the file's format) and return its results when it
-    ends. The keywords are ``raysweep run``'s flags; ``function`` replaces the file's program."""
+    ends. The keywords are ``raysweep run``'s flags (``RunRequest``); ``function`` replaces the
+    file's program."""
+    request = RunRequest(
+        count=count,
+        name=name,
+        storage=storage,
+        address=address,
+        max_concurrent=max_concurrent,
+        wandb=wandb,
+        seed=seed,
+        quiet=quiet,
+        gpus=gpus,
+        dashboard_host=dashboard_host,
+        resume_existing=resume_existing,
+        set=tuple(set),
+        strict=strict,
+        exit_at_once=False,
+    )
     with hints.from_python(getattr(function, "__qualname__", None)):
-        code, run_dir = start(
-            sweep,
-            function,
-            exit_at_once=False,
-            count=count,
-            name=name,
-            storage=storage,
-            address=address,
-            max_concurrent=max_concurrent,
-            wandb=wandb,
-            seed=seed,
-            quiet=quiet,
-            gpus=gpus,
-            dashboard_host=dashboard_host,
-            resume_existing=resume_existing,
-            set=set,
-            strict=strict,
-        )
+        code, run_dir = start(sweep, function, request)
         return _ended(code, run_dir)
 
 

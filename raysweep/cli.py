@@ -42,24 +42,13 @@ def _print_notes(spec: object) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from raysweep.api import start
+    from dataclasses import fields
 
-    code, _ = start(
-        args.spec,
-        exit_at_once=True,
-        count=args.count,
-        name=args.name,
-        storage=args.storage,
-        address=args.address,
-        max_concurrent=args.max_concurrent,
-        wandb=args.wandb,
-        seed=args.seed,
-        quiet=args.quiet,
-        gpus=args.gpus,
-        dashboard_host=args.dashboard_host,
-        resume_existing=args.resume_existing,
-        set=args.set,
-    )
+    from raysweep.api import start
+    from raysweep.engine.settings import RunRequest
+
+    flags = {f.name: getattr(args, f.name) for f in fields(RunRequest) if hasattr(args, f.name)}
+    code, _ = start(args.spec, None, RunRequest(**flags, exit_at_once=True))
     return code
 
 

@@ -16,7 +16,7 @@ import shutil
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from raysweep.engine import interrupt
 from raysweep.engine.cluster import dashboard_url, start_or_connect
 from raysweep.engine.monitor import SweepMonitor
 from raysweep.engine.result_log import ResultLog
+from raysweep.engine.settings import RunRequest, RunSettings
 from raysweep.engine.trainable import make_trainable
 from raysweep.engine.wandb_logging import WandbRuns
 from raysweep.errors import UserError
@@ -36,7 +37,6 @@ from raysweep.placement import Capacity, concurrency_limit
 from raysweep.private_api import restored_config
 from raysweep.runs.files import (
     OPTUNA_JOURNAL,
-    RUN_DIR_FORMAT,
     SETTINGS_FILE,
     SPEC_FILE,
     TRIALS_FILE,
@@ -57,32 +57,6 @@ from raysweep.trial.rank import import_loop
 from raysweep.words import FINISHED, Runner, TrialStatus
 
 log = logging.getLogger("raysweep")
-
-
-@dataclass(frozen=True)
-class RunSettings:
-    """How this sweep was started (``run.json``): what ``resume`` needs besides the spec."""
-
-    name: str
-    budget: int
-    wandb: str  # offline, online or disabled
-    address: str | None = None
-    max_concurrent: int | None = None
-    quiet: bool = False
-    gpus: str | None = None  # --gpus of the embedded Ray
-    dashboard_host: str | None = None
-    workdir: str = field(default_factory=os.getcwd)  # where program: scripts are resolved and run
-    function: str | None = None  # the name of raysweep.run's function: resume needs it passed again
-    retry_failed: bool = False  # resume --retry-failed (not saved)
-    exit_at_once: bool = True  # a second Ctrl-C ends the process (the CLI) or raises KeyboardInterrupt (not saved)
-
-    def to_json(self) -> dict[str, Any]:
-        saved = {k: v for k, v in asdict(self).items() if k not in ("retry_failed", "exit_at_once")}
-        return {"format": RUN_DIR_FORMAT, **saved}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> RunSettings:
-        return cls(**{k: v for k, v in data.items() if k in {f.name for f in fields(cls)}})
 
 
 def _sweep_name(spec: SweepSpec, name: str | None) -> str:
@@ -358,56 +332,43 @@ def _finish(
     return 0
 
 
-def run_sweep(
-    spec: SweepSpec,
-    count: int | None = None,
-    name: str | None = None,
-    storage: str | os.PathLike = "raysweep_runs",
-    address: str | None = None,
-    max_concurrent: int | None = None,
-    wandb_mode: str | None = None,
-    seed: int | None = None,
-    quiet: bool = False,
-    gpus: str | None = None,
-    dashboard_host: str | None = None,
-    resume_existing: bool = False,
-    function: Callable | None = None,
-    exit_at_once: bool = True,
-) -> int:
-    """Run a validated spec; returns the process exit code (0 ok, 1 every trial failed, 130 interrupted).
-
-    ``gpus`` (e.g. "0,1") and ``dashboard_host`` shape the embedded Ray; they need no ``address``.
-    ``resume_existing``: a run dir that already holds this sweep is resumed (a requeued SLURM job).
-    ``function``: raysweep.run's (``spec.function`` says its style). ``exit_at_once``: a second
-    Ctrl-C ends the process; else it raises KeyboardInterrupt (raysweep.run in a notebook).
+def run_sweep(spec: SweepSpec, request: RunRequest, function: Callable | None = None) -> int:
+    """Run a validated spec as ``request`` asks; returns the process exit code (0 ok, 1 every
+    trial failed, 130 interrupted). ``function``: raysweep.run's (``spec.function`` says its style).
     """
     _check_entry_point(spec)
-    if seed is not None:
-        spec = replace(spec, seed=seed)
-    budget = spec.trial_budget(count)
+    if request.seed is not None:
+        spec = replace(spec, seed=request.seed)
+    budget = spec.trial_budget(request.count)
     if budget is None:
         raise UserError(f"{spec.method} search needs a trial budget: set run_cap in the spec or pass --count N")
     if spec.method == "grid":
         budget = min(budget, spec.grid_size)
-    name = _sweep_name(spec, name)
-    if resume_existing and (Path(storage).resolve() / name / SPEC_FILE).exists():
+    name = _sweep_name(spec, request.name)
+    storage = request.storage
+    if request.resume_existing and (Path(storage).resolve() / name / SPEC_FILE).exists():
         print(f"sweep {name}: its run dir exists; continuing it (raysweep resume)")
         return resume_sweep(
-            name, storage=storage, address=address, quiet=quiet, function=function, exit_at_once=exit_at_once
+            name,
+            storage=storage,
+            address=request.address,
+            quiet=request.quiet,
+            function=function,
+            exit_at_once=request.exit_at_once,
         )
     run_dir = new_run_dir(storage, name)
-    mode = wandb_mode or spec.wandb.mode or ("online" if wandb_sweep.key_configured() else "offline")
+    mode = request.wandb or spec.wandb.mode or ("online" if wandb_sweep.key_configured() else "offline")
     settings = RunSettings(
         name=name,
         budget=budget,
         wandb=mode,
-        address=address,
-        max_concurrent=max_concurrent or spec.max_concurrent,
-        quiet=quiet,
-        gpus=gpus,
-        dashboard_host=dashboard_host,
+        address=request.address,
+        max_concurrent=request.max_concurrent or spec.max_concurrent,
+        quiet=request.quiet,
+        gpus=request.gpus,
+        dashboard_host=request.dashboard_host,
         function=function_name(function),
-        exit_at_once=exit_at_once,
+        exit_at_once=request.exit_at_once,
     )
     created = not run_dir.exists()
     run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
