@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from raysweep.errors import UserError
+from raysweep.values import safe_name
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -53,7 +54,6 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _slurm(args: argparse.Namespace) -> int:
-    import re
     import shlex
     from pathlib import Path
 
@@ -78,7 +78,7 @@ def _slurm(args: argparse.Namespace) -> int:
         time=args.time,
         partition=args.partition,
         account=args.account,
-        job_name=re.sub(r"[^\w.-]+", "-", name).strip("-") or "raysweep",
+        job_name=safe_name(name) or "raysweep",
         port=args.port,
         sbatch=tuple(args.sbatch),
     )

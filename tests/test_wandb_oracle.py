@@ -22,12 +22,13 @@ from scipy import stats
 from raysweep.errors import SpecError
 from raysweep.search.hyperband import WandbHyperband
 from raysweep.spec import grid_points, load_spec, parse_spec
-from raysweep.spec.checks import is_number, number
+from raysweep.spec.checks import number
 from raysweep.spec.model import wandb_bands
 from raysweep.spec.param import Param
 from raysweep.spec.reading import read_yaml
 from raysweep.spec.space import wandb_config
 from raysweep.spec.wandb_keys import COMMAND_MACROS, MACRO
+from raysweep.values import finite_number
 
 ROOT = Path(__file__).resolve().parents[1]
 # Our own files, plus real ones steering may keep in shared/wandb_files (tests/wandb_audit.py
@@ -413,7 +414,7 @@ def _strings_as_numbers(node: object) -> bool:
         return any(_strings_as_numbers(v) for v in node.values())
     if isinstance(node, list):
         return any(_strings_as_numbers(v) for v in node)
-    return isinstance(node, str) and is_number(number(node))
+    return isinstance(node, str) and finite_number(number(node))
 
 
 def _non_finite(node: object) -> bool:

@@ -21,9 +21,9 @@ from typing import Any
 
 from ray.tune import Callback
 
-from raysweep.runs.files import TRIALS_FILE, finite_number, read_explanation, read_trials, replace_text
+from raysweep.runs.files import TRIALS_FILE, read_explanation, read_trials, replace_text
 from raysweep.spec import SweepSpec
-from raysweep.spec.space import plain
+from raysweep.values import clock, finite_number, plain, short
 from raysweep.words import ENDED, STATES, TrialStatus
 
 
@@ -157,13 +157,13 @@ class SweepMonitor(Callback):
         counts[TrialStatus.PENDING] = sum(1 for t in trials if t.status == "PENDING")  # Tune's status
         elapsed = time.time() - self.started
         finished = sum(counts[s] for s in ENDED)
-        parts = [f"[{_clock(elapsed)}]", " · ".join(f"{counts[s]} {s}" for s in STATES), f"of {self.budget}"]
+        parts = [f"[{clock(elapsed)}]", " · ".join(f"{counts[s]} {s}" for s in STATES), f"of {self.budget}"]
         if 0 < finished < self.budget:
-            parts.append(f"ETA {_clock(elapsed / finished * (self.budget - finished))}")
+            parts.append(f"ETA {clock(elapsed / finished * (self.budget - finished))}")
         if self.best_seen:
             value, config = self.best_seen
-            params = ", ".join(f"{k}={_short(v)}" for k, v in config.items())
-            parts.append(f"| best {self.spec.metric.name}={_short(value)} ({params})")
+            params = ", ".join(f"{k}={short(v)}" for k, v in config.items())
+            parts.append(f"| best {self.spec.metric.name}={short(value)} ({params})")
         return " ".join(parts)
 
     def _print(self, trials: list, force: bool = False) -> None:
@@ -201,18 +201,6 @@ def _error_text(trial: Any) -> str:
     text = path.read_text() if path.exists() else str(getattr(trial, "error_msg", "") or "unknown error")
     lines = [ln for ln in text.strip().splitlines() if ln.strip()]
     return "\n".join(lines[-12:])
-
-
-def _clock(seconds: float) -> str:
-    m, s = divmod(int(seconds), 60)
-    h, m = divmod(m, 60)
-    return f"{h}:{m:02d}:{s:02d}" if h else f"{m:02d}:{s:02d}"
-
-
-def _short(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
 
 
 def _world_size(spec: SweepSpec, config: dict[str, Any]) -> int | None:

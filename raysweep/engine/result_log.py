@@ -7,14 +7,14 @@ Tune's own JSON logger is off (``sweep.py``); this one is built on Tune's public
 from __future__ import annotations
 
 import json
-import numbers
 import shutil
 from pathlib import Path
 from typing import Any, TextIO
 
 from ray.tune.logger import LoggerCallback
 
-from raysweep.runs.files import RESULTS_FILE, TUNE_KEYS, finite_number, replace_text
+from raysweep.runs.files import RESULTS_FILE, TUNE_KEYS, replace_text
+from raysweep.values import finite_number, json_default
 
 PARAMS_FILE = "params.json"  # the trial's flat config, where Tune's own logger put it
 
@@ -38,7 +38,7 @@ class ResultLog(LoggerCallback):
         self._close(trial)
         trial.init_local_path()
         local = Path(trial.local_path)
-        (local / PARAMS_FILE).write_text(json.dumps(trial.config, indent=2, sort_keys=True, default=_plain))
+        (local / PARAMS_FILE).write_text(json.dumps(trial.config, indent=2, sort_keys=True, default=json_default))
         stored = Path(trial.path, RESULTS_FILE)
         if _empty(local / RESULTS_FILE) and trial.checkpoint and stored.exists() and stored != local / RESULTS_FILE:
             shutil.copyfile(stored, local / RESULTS_FILE)
@@ -64,7 +64,7 @@ class ResultLog(LoggerCallback):
             self._rewind(trial, now)
         self._last[trial.trial_id] = dict(result)
         f = self._files[trial]
-        f.write(json.dumps(result, default=_plain) + "\n")
+        f.write(json.dumps(result, default=json_default) + "\n")
         f.flush()
 
     def _rewind(self, trial: Any, iteration: float) -> None:
@@ -91,15 +91,6 @@ class ResultLog(LoggerCallback):
         f = self._files.pop(trial, None)
         if f is not None:
             f.close()
-
-
-def _plain(value: Any) -> Any:
-    """JSON for what Tune's results hold besides plain values: NumPy scalars and arrays."""
-    if hasattr(value, "tolist"):
-        return value.tolist()
-    if isinstance(value, numbers.Number):
-        return float(value)
-    return str(value)
 
 
 def _empty(path: Path) -> bool:

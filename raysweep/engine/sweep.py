@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import re
 import shutil
 import sys
 import time
@@ -54,6 +53,7 @@ from raysweep.spec import SweepSpec
 from raysweep.trial.job import Sweep
 from raysweep.trial.pool import start_pool
 from raysweep.trial.rank import import_loop
+from raysweep.values import safe_name
 from raysweep.words import FINISHED, Runner, TrialStatus
 
 log = logging.getLogger("raysweep")
@@ -61,7 +61,7 @@ log = logging.getLogger("raysweep")
 
 def _sweep_name(spec: SweepSpec, name: str | None) -> str:
     raw = name or spec.name or Path(spec.source or "sweep").stem
-    clean = re.sub(r"[^\w.-]+", "-", raw).strip("-")
+    clean = safe_name(raw)
     if clean.strip("."):
         return clean
     if name is not None:  # "." and ".." would put the run dir beside or above --storage

@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from raysweep.errors import UserError
-from raysweep.runs.files import OPTUNA_JOURNAL, finite_number
+from raysweep.runs.files import OPTUNA_JOURNAL
 from raysweep.spec import SweepSpec
+from raysweep.values import finite_number, short
 from raysweep.words import FINISHED, TrialStatus
 
 STOP_MARK = "stopped by the scheduler"
@@ -17,10 +18,6 @@ STOP_MARK = "stopped by the scheduler"
 
 def _label(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
-
-
-def short(value: Any) -> str:
-    return f"{value:.4g}" if isinstance(value, float) else _label(value)
 
 
 def _varying_params(sweep: dict[str, Any], trials: list[dict[str, Any]]) -> list[str]:

@@ -10,7 +10,6 @@ for a trial the watchdog ended, ``watchdog.txt``. Tune's own experiment state si
 from __future__ import annotations
 
 import json
-import math
 import os
 from pathlib import Path
 from typing import Any
@@ -111,11 +110,6 @@ def read_results(trial_dir: str | os.PathLike | None) -> list[dict[str, Any]]:
         except json.JSONDecodeError:  # a line being written while the sweep runs
             continue
     return out
-
-
-def finite_number(x: Any) -> bool:
-    """A real number a metric can be ranked by (not a bool, NaN or inf)."""
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
 def read_explanation(trial_dir: str | os.PathLike) -> str | None:

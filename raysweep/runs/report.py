@@ -14,10 +14,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from raysweep.runs.figures import figures, short, write_pngs
-from raysweep.runs.files import TRIALS_FILE, finite_number, read_results, read_spec, read_trials
+from raysweep.runs.figures import figures, write_pngs
+from raysweep.runs.files import TRIALS_FILE, read_results, read_spec, read_trials
 from raysweep.runs.show import load_results
 from raysweep.spec import SweepSpec
+from raysweep.values import duration, finite_number, short
 from raysweep.words import STATES
 
 TOP = 10
@@ -90,7 +91,7 @@ def summary_html(sweep: dict[str, Any]) -> str:
         ("scheduler", _scheduler_text(spec)),
     ]
     if starts:
-        items.append(("ran", f"{_when(min(starts))} for {_duration(max(ends) - min(starts))}"))
+        items.append(("ran", f"{_when(min(starts))} for {duration(max(ends) - min(starts))}"))
     if best:
         config = ", ".join(f"{k}={short(v)}" for k, v in best["config"].items())
         items.append(("best", f"{sweep['metric']} = {best['metric']:.6g} (trial {best['trial_id']}: {config})"))
@@ -135,12 +136,6 @@ def _scheduler_text(spec: SweepSpec) -> str:
 
 def _when(ts: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
-
-
-def _duration(seconds: float) -> str:
-    m, s = divmod(int(round(seconds)), 60)
-    h, m = divmod(m, 60)
-    return f"{h}h {m:02d}m {s:02d}s" if h else f"{m}m {s:02d}s"
 
 
 PAGE = """<!DOCTYPE html>

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from raysweep.errors import UserError
-from raysweep.runs.files import SPEC_FILE, TRIALS_FILE, finite_number, read_spec, read_trials
+from raysweep.runs.files import SPEC_FILE, TRIALS_FILE, read_spec, read_trials
+from raysweep.values import finite_number, short
 from raysweep.words import TrialStatus
 
 
@@ -56,12 +57,6 @@ def load_results(run_dir: Path) -> dict[str, Any]:
     return {"name": run_dir.name, "metric": metric, "goal": goal, "trials": trials, "best": best}
 
 
-def _cell(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return "" if value is None else str(value)
-
-
 def _columns(data: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     params = list(dict.fromkeys(k for t in data["trials"] for k in t["config"]))
     header = ["trial_id", "status", *params, data["metric"] or "metric", "iterations", "num_workers", "wall_s"]
@@ -69,11 +64,11 @@ def _columns(data: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
         [
             t["trial_id"],
             t["status"],
-            *(_cell(t["config"].get(p)) for p in params),
-            _cell(t["metric"]),
-            _cell(t["iterations"]),
-            _cell(t["num_workers"]),
-            _cell(t["wall_s"]),
+            *(short(t["config"].get(p)) for p in params),
+            short(t["metric"]),
+            short(t["iterations"]),
+            short(t["num_workers"]),
+            short(t["wall_s"]),
         ]
         for t in data["trials"]
     ]

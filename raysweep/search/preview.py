@@ -16,7 +16,7 @@ from typing import Any
 from raysweep.errors import UserError
 from raysweep.search.searchers import build_search
 from raysweep.spec import SweepSpec, grid_points
-from raysweep.spec.space import plain
+from raysweep.values import plain
 
 
 def first_configs(spec: SweepSpec, n: int, seed: int | None = None) -> list[dict[str, Any]]:

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from ray.tune.stopper import Stopper
 
-from raysweep.runs.files import finite_number
+from raysweep.values import finite_number
 
 
 class TargetStopper(Stopper):

@@ -9,6 +9,8 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from raysweep.values import finite_number
+
 
 def did_you_mean(key: str, choices: Iterable[str]) -> str:
     close = difflib.get_close_matches(str(key), [str(c) for c in choices], n=1, cutoff=0.6)
@@ -40,10 +42,6 @@ def number(value: Any) -> Any:
     return value
 
 
-def is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def choice(value: Any, choices: tuple, where: str, problems: list[str]) -> Any:
     if value not in choices:
         names = ", ".join(str(c).lower() if isinstance(c, bool) else str(c) for c in choices)
@@ -61,7 +59,7 @@ def int_at_least(value: Any, low: int, where: str, problems: list[str]) -> int |
 
 def positive(value: Any, where: str, problems: list[str]) -> float | None:
     value = number(value)
-    if not is_number(value) or value <= 0:
+    if not finite_number(value) or value <= 0:
         problems.append(f"{where}: must be a number > 0, got {value!r}")
         return None
     return value
@@ -131,7 +129,7 @@ def non_finite(value: Any, where: str, problems: list[str]) -> None:
 def gpu_share(value: Any, where: str, problems: list[str]) -> float | None:
     """A worker's GPUs: a share of one, in (0, 1], or a whole number of them."""
     value = number(value)
-    if not is_number(value) or value <= 0 or (value > 1 and value != int(value)):
+    if not finite_number(value) or value <= 0 or (value > 1 and value != int(value)):
         problems.append(
             f"{where}: must be a number in (0, 1] (a share of one GPU) or a whole number of GPUs, got {value!r}"
         )

@@ -22,7 +22,6 @@ from raysweep.spec.checks import (
     did_you_mean,
     gpu_share,
     int_at_least,
-    is_number,
     mapping,
     non_finite,
     number,
@@ -61,6 +60,7 @@ from raysweep.spec.wandb_keys import (
     parse_metric,
     split_raysweep_block,
 )
+from raysweep.values import finite_number
 from raysweep.words import Runner
 
 
@@ -77,7 +77,7 @@ def _parse_param(name: str, entry: dict, problems: list[str], nest: tuple[str, .
     for key in NUMERIC_FIELDS:
         if key in fields:
             fields[key] = number(fields[key])
-            if not is_number(fields[key]):
+            if not finite_number(fields[key]):
                 problems.append(f"{where}.{key}: must be a number, got {fields[key]!r}")
                 return None
     for key in ("values", "probabilities"):
@@ -213,7 +213,7 @@ def _parse_scheduler(early: Any, block: Any, problems: list[str]) -> Scheduler |
             settings[key] = int_at_least(block[key], 1, f"raysweep.scheduler.{key}", problems)
     if "reduction_factor" in block:
         rf = number(block["reduction_factor"])
-        if not is_number(rf) or rf <= 1:
+        if not finite_number(rf) or rf <= 1:
             problems.append(f"raysweep.scheduler.reduction_factor: must be a number > 1, got {rf!r}")
         settings["reduction_factor"] = rf
     if kind not in SCHEDULER_KINDS or None in settings.values():

@@ -14,6 +14,7 @@ import numpy as np
 from raysweep import config_keys
 from raysweep.spec.model import SIZE, SweepSpec
 from raysweep.spec.param import Param
+from raysweep.values import plain
 
 
 def grid_point(spec: SweepSpec, index: int) -> dict[str, Any]:
@@ -40,11 +41,6 @@ def sample_points(spec: SweepSpec, n: int, seed: int | None = None) -> list[dict
         return grid_points(spec, n)
     rng = np.random.default_rng(spec.seed if seed is None else seed)
     return [{p.name: p.sample(rng) for p in spec.parameters} for _ in range(n)]
-
-
-def plain(value: Any) -> Any:
-    """NumPy scalars (Tune's samplers return them) as Python numbers, so configs stay JSON."""
-    return value.item() if isinstance(value, np.generic) else value
 
 
 def trial_config(spec: SweepSpec, flat: dict[str, Any]) -> dict[str, Any]:

@@ -14,13 +14,13 @@ from raysweep.spec.checks import (
     choice,
     did_you_mean,
     int_at_least,
-    is_number,
     mapping,
     number,
     text,
     unknown_keys,
 )
 from raysweep.spec.model import GOALS, Metric, Scheduler, wandb_bands
+from raysweep.values import finite_number
 
 # W&B's sweep keys (its schema, sweeps/config/schema.json); raysweep's own live under `raysweep:`.
 WANDB_KEYS = (
@@ -155,7 +155,7 @@ def parse_metric(value: Any, method: str | None, problems: list[str]) -> Metric 
     target = value.get("target")
     if target is not None:
         target = number(target)
-        if not is_number(target):
+        if not finite_number(target):
             problems.append(f"metric.target: must be a number, got {target!r}")
     # W&B reads both only in bayes search, to give failed and running runs a value in its model.
     if "impute" in value and choice(value["impute"], IMPUTE, "metric.impute", problems) and method == "bayes":
@@ -195,7 +195,7 @@ def _parse_early_terminate(early: Any, problems: list[str]) -> tuple[Scheduler |
     unknown_keys(early, ("type", "min_iter", "max_iter", "s", "eta", "strict"), "early_terminate", problems)
     choice(early.get("type"), ("hyperband",), "early_terminate.type", problems)
     eta = number(early.get("eta", 3))
-    if not is_number(eta) or eta <= 1:
+    if not finite_number(eta) or eta <= 1:
         problems.append(f"early_terminate.eta: must be a number > 1, got {eta!r}")
         eta = 3
     min_iter = int_at_least(early["min_iter"], 1, "early_terminate.min_iter", problems) if "min_iter" in early else None

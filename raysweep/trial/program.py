@@ -27,10 +27,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from raysweep.spec.space import plain
 from raysweep.trial.backends import METRIC_ENV, METRICS_FILE_ENV
 from raysweep.trial.job import ProgramLaunch, TrialJob
 from raysweep.trial.metrics import MetricError, check_metric
+from raysweep.values import plain
 
 DEFAULT_COMMAND = ("${env}", "${interpreter}", "${program}", "${args}")
 GRACE_S = 10.0  # SIGTERM, then SIGKILL this much later (W&B's agent waits 30 s)
