@@ -188,7 +188,7 @@ def test_a_rank_whose_device_cannot_be_set_fails_its_trial_instead_of_hanging(ra
         """
 import threading
 from raysweep.trial import gang, warm_rank
-from raysweep.trial.pool import Lease
+from raysweep.trial.lease import Lease
 lease = Lease(0, [warm_rank.DDPWorker.options(num_cpus=0).remote()])
 outcome = []
 def trial(gpu):

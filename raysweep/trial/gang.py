@@ -22,7 +22,7 @@ from raysweep.trial.metrics import mean_over_ranks
 from raysweep.trial.watchdog import ended_early_text
 
 if TYPE_CHECKING:
-    from raysweep.trial.pool import Lease
+    from raysweep.trial.lease import Lease
 
 STOP_GRACE_S = 20.0  # a stopped loop unwinds from its report; longer means it is stuck: end the group
 

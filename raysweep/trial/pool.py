@@ -22,25 +22,12 @@ placement group is gone), is ended rather than lent again: its state is unknown.
 from __future__ import annotations
 
 import itertools
-import time
-from dataclasses import dataclass
 from typing import Any
 
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from raysweep.trial.warm_rank import DDPWorker
-
-POOL_RESTART_WAIT_S = 120.0
-
-
-@dataclass
-class Lease:
-    """Workers lent to one trial; ``broken`` (set by ``gang.run``) ends them when they come back."""
-
-    id: int
-    workers: list[Any]
-    broken: bool = False
 
 
 @ray.remote(num_cpus=0)
@@ -145,31 +132,3 @@ def start_pool(node_slots: dict[str, int]) -> Any:
     for node_id, slots in node_slots.items():
         pool.start.remote(node_id, slots)
     return pool
-
-
-def borrow(pool: Any, count: int, gpus: list[str] | None = None) -> Lease:
-    """``count`` of the pool's workers on this trial's node (its placement group holds their
-    resources), rank r's serving ``gpus[r]``."""
-    pg = ray.util.get_current_placement_group()
-    node_id = ray.get_runtime_context().get_node_id()
-    lease, workers = _ask(pool.lend, node_id, count, pg.id.hex() if pg else None, gpus)
-    return Lease(lease, workers)
-
-
-def give_back(pool: Any, lease: Lease) -> None:
-    _ask(pool.give_back, lease.id, lease.broken, lease.workers)
-
-
-def _ask(method: Any, *args: Any) -> Any:
-    """Call the pool, waiting while Ray restarts it: the driver's node can be a node that dies
-    (a driver attaches to any raylet of its machine), and a trial that asks the pool during its
-    restart must not fail for it. A lend that ran but whose answer was lost is ended with
-    its trial's placement group (``_end_abandoned``)."""
-    deadline = time.monotonic() + POOL_RESTART_WAIT_S
-    while True:
-        try:
-            return ray.get(method.remote(*args))
-        except ray.exceptions.ActorUnavailableError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.5)

@@ -32,9 +32,10 @@ from ray.util.queue import Queue
 import raysweep.ray_env  # noqa: F401  (before Ray Train is imported: its settings)
 from raysweep.placement import rank_gpus
 from raysweep.runs.files import read_explanation
-from raysweep.trial import gang, pool, rank, watchdog
+from raysweep.trial import gang, rank, watchdog
 from raysweep.trial.job import Sweep, TrialJob
 from raysweep.trial.job_builder import InfeasibleTrial, build_job
+from raysweep.trial.lease import borrow, give_back
 from raysweep.trial.metrics import mean_over_ranks
 from raysweep.words import Runner
 
@@ -98,7 +99,7 @@ def run_warm(job: TrialJob, sweep: Sweep, worker_pool: Any) -> None:
         tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(checkpoint_dir) if checkpoint_dir else None)
 
     restored = tune.get_checkpoint()
-    lease = pool.borrow(worker_pool, job.world_size, gpus)
+    lease = borrow(worker_pool, job.world_size, gpus)
     try:
         with restored.as_directory() if restored else contextlib.nullcontext() as checkpoint_dir:
             gang.run(
@@ -112,7 +113,7 @@ def run_warm(job: TrialJob, sweep: Sweep, worker_pool: Any) -> None:
                 forward,
             )
     finally:
-        pool.give_back(worker_pool, lease)
+        give_back(worker_pool, lease)
 
 
 def run_torchtrainer(job: TrialJob, sweep: Sweep, worker_pool: Any) -> None:
