@@ -117,7 +117,7 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from raysweep.runs.report import build_report
+    from raysweep.runs.html_report import build_report
     from raysweep.runs.show import resolve_run_dir
 
     run_dir = resolve_run_dir(args.run, args.storage)

@@ -12,7 +12,7 @@ import pytest
 from conftest import IN_CI, ROOT, raysweep, screenshot_path, show, write_spec
 
 from raysweep.runs.figures import FIGURES, figures
-from raysweep.runs.report import build_report, load_sweep
+from raysweep.runs.html_report import build_report, load_sweep
 from raysweep.spec import load_spec
 
 LOOP = "train_loops.smoke:train"
