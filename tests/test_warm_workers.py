@@ -188,12 +188,13 @@ def test_a_rank_whose_device_cannot_be_set_fails_its_trial_instead_of_hanging(ra
         """
 import threading
 from raysweep.trial import gang, warm_rank
+from raysweep.trial.warm_rank import RankCall
 from raysweep.trial.lease import Lease
 lease = Lease(0, [warm_rank.DDPWorker.options(num_cpus=0).remote()])
 outcome = []
 def trial(gpu):
     try:
-        gang.run(lease, slice, None, None, None, [gpu], 1, lambda metrics, ckpt: None)  # slice(args, link, master): a no-op loop
+        gang.run(lease, RankCall(slice, None, None, None, [gpu], 1), lambda metrics, ckpt: None)  # slice(args, link, master): a no-op loop
     except BaseException as e:
         outcome.append(e)
 for gpu in ("0", "1"):  # the first pins the worker to GPU 0 (the loop ends at once)

@@ -23,6 +23,7 @@ from raysweep.trial.watchdog import ended_early_text
 
 if TYPE_CHECKING:
     from raysweep.trial.lease import Lease
+    from raysweep.trial.warm_rank import RankCall
 
 STOP_GRACE_S = 20.0  # a stopped loop unwinds from its report; longer means it is stuck: end the group
 
@@ -31,26 +32,14 @@ class RankReports(RuntimeError):
     """Ranks of one trial reported a different number of times."""
 
 
-def run(
-    lease: Lease,
-    fn: Callable[..., None],
-    args: Any,
-    group_backend: str | None,
-    checkpoint_dir: str | None,
-    gpus: list[str] | None,
-    threads: int,
-    on_report: Callable[[dict[str, Any], str | None], None],
-) -> None:
-    """Run one trial on the lease's workers (rank r on the r-th, with ``gpus[r]`` if any);
-    ``on_report(mean over ranks, checkpoint dir)`` per report."""
+def run(lease: Lease, call: RankCall, on_report: Callable[[dict[str, Any], str | None], None]) -> None:
+    """Run one trial on the lease's workers (rank r on the r-th); ``on_report(mean over ranks,
+    checkpoint dir)`` per report."""
     workers, size = lease.workers, len(lease.workers)
     stopping = False
     try:
         master = ray.get(workers[0].node.remote())  # raises if the worker died while it waited
-        runs = [
-            w.run.remote(fn, args, r, size, master, group_backend, checkpoint_dir, gpus, threads)
-            for r, w in enumerate(workers)
-        ]
+        runs = [w.run.remote(call, r, size, master) for r, w in enumerate(workers)]
         reports = 0
         while True:
             items = _next_reports(workers, runs)

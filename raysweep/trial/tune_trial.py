@@ -37,6 +37,7 @@ from raysweep.trial.job import Sweep, TrialJob
 from raysweep.trial.job_builder import InfeasibleTrial, build_job
 from raysweep.trial.lease import borrow, give_back
 from raysweep.trial.metrics import mean_over_ranks
+from raysweep.trial.warm_rank import RankCall
 from raysweep.words import Runner
 
 __all__ = ["InfeasibleTrial", "RUNNERS", "TrialHung", "run_trial"]
@@ -102,16 +103,9 @@ def run_warm(job: TrialJob, sweep: Sweep, worker_pool: Any) -> None:
     lease = borrow(worker_pool, job.world_size, gpus)
     try:
         with restored.as_directory() if restored else contextlib.nullcontext() as checkpoint_dir:
-            gang.run(
-                lease,
-                rank.on_warm_worker,
-                job,
-                job.group_backend,
-                checkpoint_dir,
-                gpus,
-                max(1, int(capacity.cpus_per_worker)),
-                forward,
-            )
+            threads = max(1, int(capacity.cpus_per_worker))
+            call = RankCall(rank.on_warm_worker, job, job.group_backend, checkpoint_dir, gpus, threads)
+            gang.run(lease, call, forward)
     finally:
         give_back(worker_pool, lease)
 

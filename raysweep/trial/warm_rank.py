@@ -11,6 +11,7 @@ import queue
 import threading
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -20,6 +21,20 @@ from raysweep.trial import devices
 from raysweep.trial.ports import free_port
 
 GROUP_TIMEOUT = timedelta(minutes=30)  # torch.distributed's default for a collective
+
+
+@dataclass(frozen=True)
+class RankCall:
+    """What every warm rank of one trial runs: ``fn(args, link, master)``, in a process group of
+    ``group_backend`` (None: no group), with the checkpoint in ``checkpoint_dir``; rank r on
+    ``gpus[r]``, or on the CPU with ``threads`` threads when ``gpus`` is None."""
+
+    fn: Callable[..., None]
+    args: Any
+    group_backend: str | None
+    checkpoint_dir: str | None
+    gpus: list[str] | None
+    threads: int
 
 
 class TrialStopped(BaseException):
@@ -75,28 +90,24 @@ class DDPWorker:
         """This worker's node address and a free port on it (rank 0's become the group's master)."""
         return ray.util.get_node_ip_address(), free_port()
 
-    def run(
-        self,
-        fn: Callable[..., None],
-        args: Any,
-        rank: int,
-        world_size: int,
-        master: tuple[str, int],
-        group_backend: str | None,
-        checkpoint_dir: str | None,
-        gpus: list[str] | None,
-        threads: int,
-    ) -> None:
-        """Run ``fn(args, link, master)`` as ``rank``; its end (or error) is the last report."""
+    def run(self, call: RankCall, rank: int, world_size: int, master: tuple[str, int]) -> None:
+        """Run ``call`` as ``rank``; its end (or error) is the last report."""
         import torch
         import torch.distributed as dist
 
         try:  # everything, device choice included: an error must reach the trial, never leave it waiting
-            gpu = gpus[rank] if gpus else None
+            gpu = call.gpus[rank] if call.gpus else None
             link = RankLink(
-                rank, world_size, _use_device(gpu, threads, self._gpu), gpus, checkpoint_dir, self._outbox, self._inbox
+                rank,
+                world_size,
+                _use_device(gpu, call.threads, self._gpu),
+                call.gpus,
+                call.checkpoint_dir,
+                self._outbox,
+                self._inbox,
             )
             self._gpu = gpu or self._gpu
+            group_backend = call.group_backend
             if group_backend == "nccl" and not torch.cuda.is_available():
                 group_backend = "gloo"  # GPUs Ray advertises that CUDA cannot see (placement tests)
             if group_backend:
@@ -107,7 +118,7 @@ class DDPWorker:
                     world_size=world_size,
                     timeout=GROUP_TIMEOUT,
                 )
-            fn(args, link, master)
+            call.fn(call.args, link, master)
             self._outbox.put(("done",))
         except TrialStopped:
             pass
