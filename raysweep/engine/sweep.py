@@ -200,14 +200,39 @@ def _start(
         gpus_per_worker=spec.resources.gpus_per_worker,
     )
     interrupt.ray_is_up(signals)
-    budget = settings.budget
-    sizes = spec.trial_sizes
-    _check_feasible(sizes, capacity)
-    limit = concurrency_limit(capacity, min(max(sizes), capacity.largest_node), settings.max_concurrent)
+    _check_feasible(spec.trial_sizes, capacity)
+    limit = concurrency_limit(capacity, min(max(spec.trial_sizes), capacity.largest_node), settings.max_concurrent)
+    _print_banner(spec, settings, run_dir, capacity, limit, on_wandb)
 
+    wandb_sweep_id = on_wandb.id if on_wandb else None
+    sweep = Sweep(
+        spec, capacity, str(run_dir), settings.name, settings.workdir, settings.wandb, function, wandb_sweep_id
+    )
+    trainable = make_trainable(sweep, _start_pool(spec, capacity))
+    monitor = SweepMonitor(spec, run_dir, settings.budget, quiet=settings.quiet)
+    stoppers = [InitialFailureStopper(functools.partial(monitor.initial_failures, spec.max_initial_failures))]
+    if spec.metric and spec.metric.target is not None:
+        stoppers.append(TargetStopper(spec.metric.name, spec.metric.goal, spec.metric.target))
+    callbacks = [interrupt.TuneListens(signals), monitor, ResultLog()] + _callbacks(spec, settings, restore, on_wandb)
+    if restore:
+        tuner, scheduler = _restored_tuner(run_dir, trainable, settings, callbacks, stoppers)
+    else:
+        tuner, scheduler = _new_tuner(spec, settings.budget, run_dir, limit, trainable, callbacks, stoppers)
+    monitor.stopped_by_scheduler = getattr(scheduler, "stopped", set())
+    return tuner, monitor, stoppers
+
+
+def _print_banner(
+    spec: SweepSpec,
+    settings: RunSettings,
+    run_dir: Path,
+    capacity: Capacity,
+    limit: int | None,
+    on_wandb: wandb_sweep.WandbSweep | None,
+) -> None:
     if not settings.quiet:
         url = dashboard_url() if not settings.address else None
-        print(f"sweep {settings.name}: {budget} trials, {spec.method} search, run dir {run_dir}")
+        print(f"sweep {settings.name}: {settings.budget} trials, {spec.method} search, run dir {run_dir}")
         print(f"cluster: {capacity.describe()}" + (f"; Ray dashboard {url}" if url else ""))
     if on_wandb:
         print(f"W&B sweep: {on_wandb.url}")
@@ -216,71 +241,71 @@ def _start(
             print("no GPUs: each trial's num_gpus becomes that many CPU workers, DDP over gloo")
         if not capacity.managed_slots:
             print(f"note: the cluster's nodes don't advertise raysweep_slot; running at most {limit} trials at once")
-    if max(sizes) > 1 and spec.ddp_workers == Runner.TORCHTRAINER and not dashboard_url():
+    if max(spec.trial_sizes) > 1 and spec.ddp_workers == Runner.TORCHTRAINER and not dashboard_url():
         print(
             "warning: this Ray cluster runs no dashboard. Ray Train frees the workers of a 2+-worker trial "
             "that the scheduler stops through the dashboard's State API; without it their CPUs/GPUs stay "
             "reserved. Start the cluster with its dashboard (the default of `ray start`)."
         )
 
-    # No pool for TorchTrainer runs, nor for a program: sweep of 1-worker trials (each runs its
-    # script from the Tune trial process). Started now: its workers import torch while Tune starts.
-    worker_pool = None
-    if spec.ddp_workers == Runner.WARM and (max(sizes) > 1 or not spec.runs_program):
-        worker_pool = start_pool(dict(zip(capacity.node_ids, capacity.slots_per_node, strict=True)))
-    sweep = Sweep(
-        spec,
-        capacity,
-        str(run_dir),
-        settings.name,
-        settings.workdir,
-        settings.wandb,
-        function,
-        wandb_sweep_id=on_wandb.id if on_wandb else None,
-    )
-    trainable = make_trainable(sweep, worker_pool)
-    monitor = SweepMonitor(spec, run_dir, budget, quiet=settings.quiet)
-    stoppers = [InitialFailureStopper(functools.partial(monitor.initial_failures, spec.max_initial_failures))]
-    if spec.metric and spec.metric.target is not None:
-        stoppers.append(TargetStopper(spec.metric.name, spec.metric.goal, spec.metric.target))
-    callbacks = [interrupt.TuneListens(signals), monitor, ResultLog()] + _callbacks(spec, settings, restore, on_wandb)
 
-    if restore:
-        tuner = tune.Tuner.restore(
-            str(run_dir), trainable=trainable, resume_unfinished=True, resume_errored=settings.retry_failed
-        )
-        # Tuner.restore keeps the original RunConfig and scheduler: attach this driver's
-        # callbacks, and read stops from the restored scheduler.
-        run_config, tune_config = restored_config(tuner)
-        run_config.callbacks = callbacks
-        run_config.stop = CombinedStopper(*stoppers)  # this driver's monitor
-        scheduler = tune_config.scheduler
-    else:
-        scheduler = build_scheduler(spec)
-        search, param_space = build_search(spec, budget, run_dir, limit)
-        tuner = tune.Tuner(
-            trainable,
-            param_space=param_space,
-            tune_config=tune.TuneConfig(
-                metric=spec.metric.name if spec.metric else None,
-                mode=spec.metric.mode if spec.metric else None,
-                search_alg=search,
-                scheduler=scheduler,
-                num_samples=budget,
-                reuse_actors=_reuse_actors(spec, sizes),
-            ),
-            run_config=tune.RunConfig(
-                name=run_dir.name,
-                storage_path=str(run_dir.parent),
-                callbacks=callbacks,
-                stop=CombinedStopper(*stoppers),
-                verbose=0,
-                failure_config=tune.FailureConfig(max_failures=spec.max_failures),
-                checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
-            ),
-        )
-    monitor.stopped_by_scheduler = getattr(scheduler, "stopped", set())
-    return tuner, monitor, stoppers
+def _start_pool(spec: SweepSpec, capacity: Capacity) -> Any:
+    """The warm workers' pool, started now so that its workers import torch while Tune starts.
+    None for TorchTrainer runs, and for a program: sweep of 1-worker trials (each runs its script
+    from the Tune trial process)."""
+    if spec.ddp_workers == Runner.WARM and (max(spec.trial_sizes) > 1 or not spec.runs_program):
+        return start_pool(dict(zip(capacity.node_ids, capacity.slots_per_node, strict=True)))
+    return None
+
+
+def _restored_tuner(
+    run_dir: Path, trainable: Any, settings: RunSettings, callbacks: list[Any], stoppers: list[Any]
+) -> tuple[tune.Tuner, Any]:
+    """Tune's Tuner from the run dir. ``Tuner.restore`` keeps the original RunConfig and
+    scheduler: this driver's callbacks and stoppers are attached, and stops read from the
+    restored scheduler."""
+    tuner = tune.Tuner.restore(
+        str(run_dir), trainable=trainable, resume_unfinished=True, resume_errored=settings.retry_failed
+    )
+    run_config, tune_config = restored_config(tuner)
+    run_config.callbacks = callbacks
+    run_config.stop = CombinedStopper(*stoppers)  # this driver's monitor
+    return tuner, tune_config.scheduler
+
+
+def _new_tuner(
+    spec: SweepSpec,
+    budget: int,
+    run_dir: Path,
+    limit: int | None,
+    trainable: Any,
+    callbacks: list[Any],
+    stoppers: list[Any],
+) -> tuple[tune.Tuner, Any]:
+    scheduler = build_scheduler(spec)
+    search, param_space = build_search(spec, budget, run_dir, limit)
+    tuner = tune.Tuner(
+        trainable,
+        param_space=param_space,
+        tune_config=tune.TuneConfig(
+            metric=spec.metric.name if spec.metric else None,
+            mode=spec.metric.mode if spec.metric else None,
+            search_alg=search,
+            scheduler=scheduler,
+            num_samples=budget,
+            reuse_actors=_reuse_actors(spec, spec.trial_sizes),
+        ),
+        run_config=tune.RunConfig(
+            name=run_dir.name,
+            storage_path=str(run_dir.parent),
+            callbacks=callbacks,
+            stop=CombinedStopper(*stoppers),
+            verbose=0,
+            failure_config=tune.FailureConfig(max_failures=spec.max_failures),
+            checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
+        ),
+    )
+    return tuner, scheduler
 
 
 def _left_unfinished(results: Any, monitor: SweepMonitor, stoppers: list[Any], budget: int) -> bool:
