@@ -436,9 +436,9 @@ def test_numbers_and_booleans_in_a_command_become_strings_as_wandb_agent_makes_t
 
 
 def test_program_runs_carry_no_sweep_id_that_wandb_did_not_create(tmp_path, monkeypatch):
-    """README's difference: raysweep creates no W&B sweep, so a script's run gets no WANDB_SWEEP_ID
+    """With no sweep W&B created (offline, or W&B refused), a script's run gets no WANDB_SWEEP_ID
     (not even one left in the user's environment): it is no sweep's run, as outside `wandb agent`.
-    An id W&B returned would be passed on as is."""
+    An id W&B returned is passed on as is (every runner and kind: test_wandb_sweep.py)."""
     from dataclasses import replace
 
     from raysweep.placement import Capacity

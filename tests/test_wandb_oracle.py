@@ -502,11 +502,11 @@ DIFFERENCES = {
     ),
     # Behaviour, not verdicts: the test that checks each.
     "hyperband_per_report": ("W&B's server applies hyperband to every running run", None, ()),
-    "sweep_id": ("Runs carry no W&B sweep id", None, ()),
+    "sweep_id": ("Offline runs carry no W&B sweep id", None, ()),
 }
 BEHAVIOUR_TESTS = {
     "hyperband_per_report": "test_hyperband_stops_the_runs_wandb_stops",
-    "sweep_id": "test_program_runs_carry_no_sweep_id_that_wandb_did_not_create",
+    "sweep_id": "test_every_run_of_every_rank_names_the_wandb_sweep_and_no_other",
 }
 
 

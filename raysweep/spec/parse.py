@@ -42,6 +42,7 @@ from raysweep.spec.model import (
     SIZE,
     USE_GPU,
     WANDB_MODES,
+    Metric,
     Resources,
     Scheduler,
     Searcher,
@@ -300,6 +301,129 @@ def load_spec(
     return parse_spec(doc, source=str(path), base_dir=Path(path).parent, strict=strict, function=function)
 
 
+def _parse_entry_point(
+    doc: dict, own: dict, function: str | None, problems: list[str]
+) -> tuple[str | None, str | None, list[str] | None]:
+    """What each trial runs: ``raysweep.train_loop``, else W&B's ``program``/``command``; a
+    Python function given to raysweep.run replaces them all."""
+    if function is None:
+        train_loop = _parse_train_loop(own["train_loop"], problems) if "train_loop" in own else None
+        program = text(doc["program"], "program", problems) if "program" in doc else None
+        command = check_command(doc.get("command"), problems)
+    else:  # the function replaces them, as wandb.agent(function=...) ignores program and command
+        train_loop = program = command = None
+    uses_program = command is None or any("${program}" in c for c in command)
+    if function is None and train_loop is None and "train_loop" not in own:
+        if program is None and "program" not in doc and uses_program:
+            problems.append(
+                "program: required (the script W&B's agent runs), unless command runs something without "
+                "${program}, or raysweep.train_loop names a module:function"
+            )
+    return train_loop, program, command
+
+
+def _check_method_needs(
+    method: str | None,
+    params: list[Param],
+    metric: Metric | None,
+    doc: dict,
+    scheduler: Scheduler | None,
+    problems: list[str],
+) -> None:
+    """Grid search needs discrete parameters; bayes and early termination need a metric."""
+    if method == "grid":
+        for p in params:
+            if not p.is_discrete:
+                problems.append(
+                    f"parameters.{p.name}: grid search needs discrete parameters (constant, categorical, "
+                    f"int_uniform, q_uniform), got {p.distribution}"
+                )
+            elif p.probabilities is not None:
+                problems.append(
+                    f"parameters.{p.name}: probabilities can't be used with grid search (W&B refuses them too)"
+                )
+    if metric is None and "metric" not in doc:
+        if method == "bayes":
+            problems.append("metric: required for method bayes (Optuna needs a metric name and goal)")
+        if "early_terminate" in doc or scheduler is not None:
+            problems.append("metric: required for early termination (the scheduler compares trials on it)")
+
+
+def _parse_size(params: list[Param], own: dict, problems: list[str]) -> tuple[Param | None, int | None, bool]:
+    """A trial's size: the ``num_gpus`` parameter or ``raysweep.num_gpus`` (one of them), and
+    whether the parameter's values are known good (whole numbers >= 1)."""
+    size_param = next((p for p in params if p.name == SIZE), None)
+    sizes_known = True
+    if size_param is not None:
+        before = len(problems)
+        _check_size_param(size_param, problems)
+        sizes_known = len(problems) == before
+    num_gpus = int_at_least(own[SIZE], 1, f"raysweep.{SIZE}", problems) if SIZE in own else None
+    if num_gpus is not None and size_param is not None:
+        problems.append(
+            f"raysweep.{SIZE}: the file also sweeps parameters.{SIZE}; size trials with one of them "
+            "(the parameter reaches the script, raysweep's key does not)"
+        )
+    return size_param, num_gpus, sizes_known
+
+
+def _parse_blocks(doc: dict, own: dict, problems: list[str]) -> tuple[Resources, Searcher, WandbSettings]:
+    """``raysweep.resources``, ``raysweep.searcher`` and ``raysweep.wandb`` (with W&B's own
+    ``project`` and ``entity`` as the defaults)."""
+    resources = Resources()
+    if "resources" in own:
+        resources = parse_block(
+            own["resources"],
+            "raysweep.resources",
+            Resources,
+            {
+                "cpus_per_worker": positive,
+                "gpus_per_worker": gpu_share,
+                "use_gpu": lambda v, w, pr: choice(v, USE_GPU, w, pr),
+            },
+            problems,
+        )
+    searcher = Searcher()
+    if "searcher" in own:
+        searcher = parse_block(
+            own["searcher"],
+            "raysweep.searcher",
+            Searcher,
+            {
+                "sampler": lambda v, w, pr: choice(v, SAMPLERS, w, pr),
+                "n_startup_trials": lambda v, w, pr: int_at_least(v, 0, w, pr),
+                "constant_liar": boolean,
+                "skip_duplicates": boolean,
+            },
+            problems,
+        )
+    wandb = WandbSettings(project=doc.get("project"), entity=doc.get("entity"))
+    if "wandb" in own:
+        block = parse_block(
+            own["wandb"],
+            "raysweep.wandb",
+            WandbSettings,
+            {"project": text, "entity": text, "group": text, "mode": lambda v, w, pr: choice(v, WANDB_MODES, w, pr)},
+            problems,
+        )
+        wandb = replace(block, project=block.project or wandb.project, entity=block.entity or wandb.entity)
+    return resources, searcher, wandb
+
+
+def _apply_strictness(problems: list[str], notes: list[str], strict: bool) -> list[str]:
+    """W&B's schema violations stay problems when ``strict``; else each becomes a warning in
+    ``notes``, as W&B's service runs such a file."""
+    violations = [p for p in problems if isinstance(p, SchemaViolation)]
+    if violations and not strict:
+        problems = [p for p in problems if not isinstance(p, SchemaViolation)]
+        notes += [f"warning: {v}" for v in violations]
+        notes.append(
+            "warning: W&B's sweep service runs this file despite the above (its engine proposes runs without "
+            "validating), and so does raysweep; `raysweep validate --strict` refuses it as W&B's local controller does"
+        )
+    return problems
+
+
 def parse_spec(
     doc: Any, source: str | None = None, base_dir: Path = Path(), strict: bool = False, function: str | None = None
 ) -> SweepSpec:
@@ -336,53 +460,15 @@ def parse_spec(
         problems.append("parameters: required, a mapping of parameter names to distributions")
     scheduler = _parse_scheduler(doc.get("early_terminate"), own.get("scheduler"), problems)
 
-    if function is None:
-        train_loop = _parse_train_loop(own["train_loop"], problems) if "train_loop" in own else None
-        program = text(doc["program"], "program", problems) if "program" in doc else None
-        command = check_command(doc.get("command"), problems)
-    else:  # the function replaces them, as wandb.agent(function=...) ignores program and command
-        train_loop = program = command = None
-    uses_program = command is None or any("${program}" in c for c in command)
-    if function is None and train_loop is None and "train_loop" not in own:
-        if program is None and "program" not in doc and uses_program:
-            problems.append(
-                "program: required (the script W&B's agent runs), unless command runs something without "
-                "${program}, or raysweep.train_loop names a module:function"
-            )
+    train_loop, program, command = _parse_entry_point(doc, own, function, problems)
     if train_loop is None and function != "raysweep":
         _check_program_names(params, problems)
     else:
         _check_paths(params, base_config, "base_config" in own, problems)
 
-    if method == "grid":
-        for p in params:
-            if not p.is_discrete:
-                problems.append(
-                    f"parameters.{p.name}: grid search needs discrete parameters (constant, categorical, "
-                    f"int_uniform, q_uniform), got {p.distribution}"
-                )
-            elif p.probabilities is not None:
-                problems.append(
-                    f"parameters.{p.name}: probabilities can't be used with grid search (W&B refuses them too)"
-                )
-    if metric is None and "metric" not in doc:
-        if method == "bayes":
-            problems.append("metric: required for method bayes (Optuna needs a metric name and goal)")
-        if "early_terminate" in doc or scheduler is not None:
-            problems.append("metric: required for early termination (the scheduler compares trials on it)")
+    _check_method_needs(method, params, metric, doc, scheduler, problems)
 
-    size_param = next((p for p in params if p.name == SIZE), None)
-    sizes_known = True
-    if size_param is not None:
-        before = len(problems)
-        _check_size_param(size_param, problems)
-        sizes_known = len(problems) == before
-    num_gpus = int_at_least(own[SIZE], 1, f"raysweep.{SIZE}", problems) if SIZE in own else None
-    if num_gpus is not None and size_param is not None:
-        problems.append(
-            f"raysweep.{SIZE}: the file also sweeps parameters.{SIZE}; size trials with one of them "
-            "(the parameter reaches the script, raysweep's key does not)"
-        )
+    size_param, num_gpus, sizes_known = _parse_size(params, own, problems)
 
     def optional(key: str, check: Callable, *args: Any) -> Any:
         return check(own[key], *args, f"raysweep.{key}", problems) if key in own else None
@@ -400,55 +486,11 @@ def parse_spec(
         if key in doc:
             text(doc[key], key, problems)
 
-    resources = Resources()
-    if "resources" in own:
-        resources = parse_block(
-            own["resources"],
-            "raysweep.resources",
-            Resources,
-            {
-                "cpus_per_worker": positive,
-                "gpus_per_worker": gpu_share,
-                "use_gpu": lambda v, w, pr: choice(v, USE_GPU, w, pr),
-            },
-            problems,
-        )
-    searcher = Searcher()
-    if "searcher" in own:
-        searcher = parse_block(
-            own["searcher"],
-            "raysweep.searcher",
-            Searcher,
-            {
-                "sampler": lambda v, w, pr: choice(v, SAMPLERS, w, pr),
-                "n_startup_trials": lambda v, w, pr: int_at_least(v, 0, w, pr),
-                "constant_liar": boolean,
-                "skip_duplicates": boolean,
-            },
-            problems,
-        )
+    resources, searcher, wandb = _parse_blocks(doc, own, problems)
     if sizes_known:  # the size parameter's values are whole numbers >= 1
         _check_packing(resources, size_param, num_gpus, problems)
-    wandb = WandbSettings(project=doc.get("project"), entity=doc.get("entity"))
-    if "wandb" in own:
-        block = parse_block(
-            own["wandb"],
-            "raysweep.wandb",
-            WandbSettings,
-            {"project": text, "entity": text, "group": text, "mode": lambda v, w, pr: choice(v, WANDB_MODES, w, pr)},
-            problems,
-        )
-        wandb = replace(block, project=block.project or wandb.project, entity=block.entity or wandb.entity)
 
-    strict = strict or own.get("strict") is True or _local_controller(doc)
-    violations = [p for p in problems if isinstance(p, SchemaViolation)]
-    if violations and not strict:
-        problems = [p for p in problems if not isinstance(p, SchemaViolation)]
-        notes += [f"warning: {v}" for v in violations]
-        notes.append(
-            "warning: W&B's sweep service runs this file despite the above (its engine proposes runs without "
-            "validating), and so does raysweep; `raysweep validate --strict` refuses it as W&B's local controller does"
-        )
+    problems = _apply_strictness(problems, notes, strict or own.get("strict") is True or _local_controller(doc))
     if problems:
         raise SpecError(problems, source)
     return SweepSpec(
