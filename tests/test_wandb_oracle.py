@@ -577,7 +577,7 @@ def test_every_readme_difference_has_a_test_and_every_test_a_bullet():
         assert any(bullet.startswith(phrase) for phrase, _, _ in DIFFERENCES.values()), (
             f"README bullet with no test: {bullet[:60]!r}"
         )
-    tests = (ROOT / "tests" / "test_wandb_oracle.py").read_text() + (ROOT / "tests" / "test_program.py").read_text()
+    tests = "".join(path.read_text() for path in (ROOT / "tests").glob("test_*.py"))
     for test in BEHAVIOUR_TESTS.values():
         assert f"def {test}(" in tests, test
 
