@@ -12,7 +12,8 @@ import pytest
 from conftest import IN_CI, ROOT, raysweep, screenshot_path, show, write_spec
 
 from raysweep.runs.figures import FIGURES, figures
-from raysweep.runs.html_report import build_report, load_sweep
+from raysweep.runs.html_report import build_report
+from raysweep.runs.record import SweepRecord
 from raysweep.spec import load_spec
 
 LOOP = "train_loops.smoke:train"
@@ -95,7 +96,7 @@ def test_report_is_self_contained_and_holds_every_plot(sweeps):
 
 @pytest.mark.ray
 def test_figures_follow_the_run_dir(sweeps):
-    sweep = load_sweep(sweeps / "a")
+    sweep = SweepRecord.read(sweeps / "a")
     figs = {name: (fig, note) for name, _, fig, note in figures(sweep)}
     assert all(fig is not None for fig, _ in figs.values()), {n: note for n, (fig, note) in figs.items() if fig is None}
 
@@ -127,7 +128,7 @@ def test_bayes_journal_holds_every_finished_trial_and_feeds_importance(sweeps):
     finished = [t for t in show(sweeps / "b")["trials"] if t["status"] in ("done", "stopped")]
     assert len(complete) == len(finished) == 4
 
-    figs = {name: (fig, note) for name, _, fig, note in figures(load_sweep(sweeps / "b"))}
+    figs = {name: (fig, note) for name, _, fig, note in figures(SweepRecord.read(sweeps / "b"))}
     fig, note = figs["importance"]
     assert fig is not None and "optuna.journal" in note
     assert sorted(fig.data[0].y) == ["sleep", "x"] and sum(fig.data[0].x) == pytest.approx(1.0)
@@ -256,7 +257,7 @@ def test_categorical_and_bool_params_become_indexed_axes_and_maximize_is_respect
             {"config": {"opt": "adam", "bn": False, "lr": 0.002}, "accs": [0.3, 0.7]},
         ],
     )
-    figs = {name: (fig, note) for name, _, fig, note in figures(load_sweep(run_dir))}
+    figs = {name: (fig, note) for name, _, fig, note in figures(SweepRecord.read(run_dir))}
     bn, lr, opt, acc = figs["parallel"][0].data[0].dimensions  # parameters in the spec's (W&B's) order: by name
     assert (list(opt.ticktext), list(opt.values)) == (["sgd", "adam"], [1, 1, 0])  # spec order, best first
     assert (list(bn.ticktext), list(bn.values)) == (["true", "false"], [0, 1, 1])
@@ -275,7 +276,7 @@ def test_too_few_finished_trials_skip_importance_with_a_note(tmp_path):
             {"config": {"opt": "sgd", "bn": False, "lr": 0.05}, "accs": [0.4], "status": "running"},
         ],
     )
-    figs = {name: (fig, note) for name, _, fig, note in figures(load_sweep(run_dir))}
+    figs = {name: (fig, note) for name, _, fig, note in figures(SweepRecord.read(run_dir))}
     assert figs["importance"][0] is None and "needs 2+ finished trials" in figs["importance"][1]
     page = build_report(run_dir, tmp_path / "r.html").read_text()
     assert "1 running, 1 done" in page and "needs 2+ finished trials" in page
@@ -290,7 +291,7 @@ def test_trials_that_all_score_the_same_skip_importance_with_a_note(tmp_path):
             {"config": {"opt": "adam", "bn": False, "lr": 0.002}, "accs": [0.5]},
         ],
     )
-    fig, note = next((fig, note) for name, _, fig, note in figures(load_sweep(run_dir)) if name == "importance")
+    fig, note = next((fig, note) for name, _, fig, note in figures(SweepRecord.read(run_dir)) if name == "importance")
     assert fig is None and "could not rank the parameters" in note and "zero total variance" in note
 
 

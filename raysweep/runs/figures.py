@@ -1,4 +1,4 @@
-"""The report's figures (plotly), each built from the sweep ``report.load_sweep`` reads."""
+"""The report's figures (plotly), each built from a run dir's ``record.SweepRecord``."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 
 from raysweep.errors import UserError
 from raysweep.runs.files import OPTUNA_JOURNAL
+from raysweep.runs.record import SweepRecord
 from raysweep.spec import SweepSpec
 from raysweep.values import finite_number, short
 from raysweep.words import FINISHED, TrialStatus
@@ -20,14 +21,14 @@ def _label(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
-def _varying_params(sweep: dict[str, Any], trials: list[dict[str, Any]]) -> list[str]:
+def _varying_params(sweep: SweepRecord, trials: list[dict[str, Any]]) -> list[str]:
     """The swept parameters that take more than one value among ``trials``, in spec order."""
-    names = [p.name for p in sweep["spec"].parameters]
+    names = [p.name for p in sweep.spec.parameters]
     names += [k for t in trials for k in t["config"] if k not in names]
     return [n for n in dict.fromkeys(names) if len({_label(t["config"].get(n)) for t in trials}) > 1]
 
 
-def figures(sweep: dict[str, Any]) -> list[tuple[str, str, Any, str]]:
+def figures(sweep: SweepRecord) -> list[tuple[str, str, Any, str]]:
     """(name, title, figure or None, note) for every section with a plot."""
     out = []
     for name, title, build in FIGURES:
@@ -38,11 +39,11 @@ def figures(sweep: dict[str, Any]) -> list[tuple[str, str, Any, str]]:
     return out
 
 
-def parallel_figure(sweep: dict[str, Any]) -> tuple[Any, str]:
+def parallel_figure(sweep: SweepRecord) -> tuple[Any, str]:
     import plotly.graph_objects as go
 
-    metric = sweep["metric"]
-    scored = [t for t in sweep["trials"] if finite_number(t["metric"])]
+    metric = sweep.metric
+    scored = [t for t in sweep.trials if finite_number(t["metric"])]
     if not metric or not scored:
         return None, "No trial has reported the metric yet."
     params = _varying_params(sweep, scored) or list(scored[0]["config"])
@@ -52,7 +53,7 @@ def parallel_figure(sweep: dict[str, Any]) -> tuple[Any, str]:
         if all(finite_number(v) for v in values):
             dims.append({"label": name, "values": values})
         else:  # categorical or bool: an index per choice, in the spec's order where it has one
-            choices = _choices(sweep["spec"], name, values)
+            choices = _choices(sweep.spec, name, values)
             dims.append(
                 {
                     "label": name,
@@ -67,13 +68,13 @@ def parallel_figure(sweep: dict[str, Any]) -> tuple[Any, str]:
     line = {
         "color": values,
         "colorscale": "Viridis",
-        "reversescale": sweep["goal"] == "minimize",
+        "reversescale": sweep.goal == "minimize",
         "showscale": True,
         "colorbar": {"title": {"text": metric}},
     }
     fig = go.Figure(go.Parcoords(dimensions=dims, line=line, labelangle=-15 if len(dims) > 5 else 0))
     fig.update_layout(height=460, margin={"l": 80, "t": 90, "b": 40})
-    note = f"{len(scored)} trials with a metric; brighter lines are better ({sweep['goal']})."
+    note = f"{len(scored)} trials with a metric; brighter lines are better ({sweep.goal})."
     return fig, note
 
 
@@ -83,7 +84,7 @@ def _choices(spec: SweepSpec, name: str, values: list[Any]) -> list[str]:
     return [c for c in declared if c in seen] + sorted(seen - set(declared))
 
 
-def importance_figure(sweep: dict[str, Any]) -> tuple[Any, str]:
+def importance_figure(sweep: SweepRecord) -> tuple[Any, str]:
     import optuna
     import plotly.graph_objects as go
 
@@ -129,26 +130,26 @@ def importance_figure(sweep: dict[str, Any]) -> tuple[Any, str]:
     return fig, f"Optuna's get_param_importances over {len(finished)} finished trials, from {source}."
 
 
-def _study(sweep: dict[str, Any]) -> tuple[Any, str]:
+def _study(sweep: SweepRecord) -> tuple[Any, str]:
     """The sweep's Optuna study: its journal when there is one, else one built from finished trials."""
     import optuna
 
-    journal = sweep["run_dir"] / OPTUNA_JOURNAL
+    journal = sweep.run_dir / OPTUNA_JOURNAL
     if journal.exists():
         from optuna.storages import JournalStorage
         from optuna.storages.journal import JournalFileBackend
 
         storage = JournalStorage(JournalFileBackend(str(journal)))
         names = optuna.get_all_study_names(storage)
-        name = sweep["spec"].name if sweep["spec"].name in names else (names[0] if names else None)
+        name = sweep.spec.name if sweep.spec.name in names else (names[0] if names else None)
         if name is not None:
             return optuna.load_study(study_name=name, storage=storage), f"the sweep's study ({OPTUNA_JOURNAL})"
-    if not sweep["metric"]:
+    if not sweep.metric:
         return None, "Skipped: the sweep has no metric."
-    finished = [t for t in sweep["trials"] if t["status"] in FINISHED and finite_number(t["metric"])]
+    finished = [t for t in sweep.trials if t["status"] in FINISHED and finite_number(t["metric"])]
     params = _varying_params(sweep, finished)
-    study = optuna.create_study(direction=sweep["goal"])
-    dists = {name: _distribution(sweep["spec"], name, [t["config"].get(name) for t in finished]) for name in params}
+    study = optuna.create_study(direction=sweep.goal)
+    dists = {name: _distribution(sweep.spec, name, [t["config"].get(name) for t in finished]) for name in params}
     for t in finished:
         values = {
             n: _label(t["config"].get(n))
@@ -174,16 +175,16 @@ def _distribution(spec: SweepSpec, name: str, values: list[Any]) -> Any:
     return FloatDistribution(float(low), float(high), log=log)
 
 
-def curves_figure(sweep: dict[str, Any]) -> tuple[Any, str]:
+def curves_figure(sweep: SweepRecord) -> tuple[Any, str]:
     import plotly.graph_objects as go
 
-    metric = sweep["metric"]
+    metric = sweep.metric
     fig = go.Figure()
     stopped_x, stopped_y, stopped_text = [], [], []
-    for t in sweep["trials"]:
+    for t in sweep.trials:
         points = [
             (r["training_iteration"], r[metric])
-            for r in sweep["histories"].get(t["trial_id"], [])
+            for r in sweep.histories.get(t["trial_id"], [])
             if metric and finite_number(r.get(metric)) and "training_iteration" in r
         ]
         if not points:
@@ -218,7 +219,7 @@ def curves_figure(sweep: dict[str, Any]) -> tuple[Any, str]:
                 hovertemplate="%{text} stopped at iteration %{x}<extra></extra>",
             )
         )
-    sched = sweep["spec"].scheduler
+    sched = sweep.spec.scheduler
     rungs = sched.rungs if sched is not None else []
     for r in rungs:
         fig.add_vline(
@@ -243,17 +244,17 @@ def curves_figure(sweep: dict[str, Any]) -> tuple[Any, str]:
     return fig, note
 
 
-def best_so_far_figure(sweep: dict[str, Any]) -> tuple[Any, str]:
+def best_so_far_figure(sweep: SweepRecord) -> tuple[Any, str]:
     import plotly.graph_objects as go
 
-    metric, maximize = sweep["metric"], sweep["goal"] == "maximize"
-    starts = [r["start"] for r in sweep["rows"].values() if finite_number(r.get("start"))]
+    metric, maximize = sweep.metric, sweep.goal == "maximize"
+    starts = [r["start"] for r in sweep.rows.values() if finite_number(r.get("start"))]
     if not metric or not starts:
         return None, "No trial has reported the metric yet."
     t0 = min(starts)
     events = []  # (seconds since the sweep started, value, trial)
-    for tid, history in sweep["histories"].items():
-        start = sweep["rows"][tid].get("start")
+    for tid, history in sweep.histories.items():
+        start = sweep.rows[tid].get("start")
         for r in history:
             if finite_number(r.get(metric)):
                 at = (
@@ -287,17 +288,17 @@ def best_so_far_figure(sweep: dict[str, Any]) -> tuple[Any, str]:
         ]
     )
     fig.update_layout(height=420, xaxis_title="wall time since the sweep started (s)", yaxis_title=metric)
-    return fig, f"The best {metric} reported by any trial so far ({sweep['goal']}), against wall time."
+    return fig, f"The best {metric} reported by any trial so far ({sweep.goal}), against wall time."
 
 
-def throughput_figure(sweep: dict[str, Any]) -> tuple[Any, str]:
+def throughput_figure(sweep: SweepRecord) -> tuple[Any, str]:
     import plotly.graph_objects as go
 
     workers, speeds, ids = [], [], []
-    for t in sweep["trials"]:
+    for t in sweep.trials:
         values = sorted(
             r["samples_per_sec"]
-            for r in sweep["histories"].get(t["trial_id"], [])
+            for r in sweep.histories.get(t["trial_id"], [])
             if finite_number(r.get("samples_per_sec"))
         )
         if values:

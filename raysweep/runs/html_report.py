@@ -12,11 +12,9 @@ import html
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 from raysweep.runs.figures import figures, write_pngs
-from raysweep.runs.files import TRIALS_FILE, read_results, read_spec, read_trials
-from raysweep.runs.show import load_results
+from raysweep.runs.record import SweepRecord
 from raysweep.spec import SweepSpec
 from raysweep.values import duration, finite_number, short
 from raysweep.words import STATES
@@ -34,7 +32,7 @@ def build_report(run_dir: str | Path, out_html: str | Path, png_dir: str | Path 
     import plotly.offline
 
     run_dir = Path(run_dir)
-    sweep = load_sweep(run_dir)
+    sweep = SweepRecord.read(run_dir)
     sections = figures(sweep)
     body = [summary_html(sweep), table_html(sweep)]
     for name, title, fig, note in sections:
@@ -47,7 +45,7 @@ def build_report(run_dir: str | Path, out_html: str | Path, png_dir: str | Path 
             )
         body.append("</section>")
     page = PAGE.format(
-        title=html.escape(f"raysweep report: {sweep['name']}"),
+        title=html.escape(f"raysweep report: {sweep.name}"),
         plotlyjs=plotly.offline.get_plotlyjs(),
         body="\n".join(body),
     )
@@ -62,31 +60,22 @@ def build_report(run_dir: str | Path, out_html: str | Path, png_dir: str | Path 
 # --- reading the run dir -----------------------------------------------------------------
 
 
-def load_sweep(run_dir: Path) -> dict[str, Any]:
-    """Everything the report shows, from the run dir: spec, trials (best first), histories."""
-    spec = read_spec(run_dir)
-    data = load_results(run_dir)
-    rows = {r["trial_id"]: r for r in read_trials(run_dir / TRIALS_FILE)}
-    histories = {tid: read_results(r.get("trial_dir")) for tid, r in rows.items()}
-    return {**data, "spec": spec, "run_dir": run_dir, "rows": rows, "histories": histories}
-
-
 # --- HTML parts ----------------------------------------------------------------------------
 
 
-def summary_html(sweep: dict[str, Any]) -> str:
-    spec, trials, best = sweep["spec"], sweep["trials"], sweep["best"]
+def summary_html(sweep: SweepRecord) -> str:
+    spec, trials, best = sweep.spec, sweep.trials, sweep.best
     counts = Counter(t["status"] for t in trials)
     status = ", ".join(f"{counts[s]} {s}" for s in STATES if counts[s]) or "no trials yet"
-    starts = [r["start"] for r in sweep["rows"].values() if finite_number(r.get("start"))]
+    starts = [r["start"] for r in sweep.rows.values() if finite_number(r.get("start"))]
     ends = [
         r.get("end") or r["start"] + (r.get("wall_s") or 0)
-        for r in sweep["rows"].values()
+        for r in sweep.rows.values()
         if finite_number(r.get("start"))
     ]
     items = [
-        ("sweep", f"{sweep['name']} ({spec.method})"),
-        ("metric", f"{sweep['metric']} ({sweep['goal']})" if sweep["metric"] else "none"),
+        ("sweep", f"{sweep.name} ({spec.method})"),
+        ("metric", f"{sweep.metric} ({sweep.goal})" if sweep.metric else "none"),
         ("trials", f"{len(trials)}: {status}"),
         ("scheduler", _scheduler_text(spec)),
     ]
@@ -94,19 +83,19 @@ def summary_html(sweep: dict[str, Any]) -> str:
         items.append(("ran", f"{_when(min(starts))} for {duration(max(ends) - min(starts))}"))
     if best:
         config = ", ".join(f"{k}={short(v)}" for k, v in best["config"].items())
-        items.append(("best", f"{sweep['metric']} = {best['metric']:.6g} (trial {best['trial_id']}: {config})"))
+        items.append(("best", f"{sweep.metric} = {best['metric']:.6g} (trial {best['trial_id']}: {config})"))
     rows = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in items)
     return f'<section id="summary"><h2>Summary</h2><table class="summary">{rows}</table></section>'
 
 
-def table_html(sweep: dict[str, Any]) -> str:
-    top = [t for t in sweep["trials"] if finite_number(t["metric"])][:TOP]
+def table_html(sweep: SweepRecord) -> str:
+    top = [t for t in sweep.trials if finite_number(t["metric"])][:TOP]
     if not top:
         return (
             '<section id="best"><h2>Best trials</h2><p class="note">No trial has reported the metric yet.</p></section>'
         )
     params = list(dict.fromkeys(k for t in top for k in t["config"]))
-    header = ["#", "trial", "status", *params, sweep["metric"], "iterations", "workers", "wall s"]
+    header = ["#", "trial", "status", *params, sweep.metric, "iterations", "workers", "wall s"]
     rows = []
     for i, t in enumerate(top, 1):
         cells = [
