@@ -60,8 +60,8 @@ def main() -> int:
     started = psutil.Process().create_time()
     stamps: dict[str, float] = {"python started": started, "bench main": T_MAIN}
 
-    import raysweep.engine.sweep as sweep_module
-    from raysweep.engine.settings import RunRequest
+    import raysweep.driver.sweep as sweep_module
+    from raysweep.driver.settings import RunRequest
     from raysweep.spec import parse_spec
 
     stamps["raysweep imported"] = time.time()

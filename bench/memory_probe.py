@@ -42,8 +42,8 @@ def main() -> None:
     p.add_argument("--trial-s", type=float, default=0.2)
     p.add_argument("--every", type=float, default=15.0)
     args = p.parse_args()
-    from raysweep.engine.settings import RunRequest
-    from raysweep.engine.sweep import run_sweep
+    from raysweep.driver.settings import RunRequest
+    from raysweep.driver.sweep import run_sweep
 
     doc = scale.scale_spec(args.trials)
     doc["raysweep"]["base_config"]["trial_s"] = args.trial_s

@@ -21,8 +21,8 @@ from typing import Any
 
 from bench import systems
 from bench.common import RssSampler, write_result
-from raysweep.engine.monitor import SweepMonitor
-from raysweep.engine.result_log import ResultLog
+from raysweep.driver.monitor import SweepMonitor
+from raysweep.driver.result_log import ResultLog
 
 TRIAL_S = 1.0
 SLOTS = 2
@@ -48,8 +48,8 @@ def peaks_by_tenth(timeline: list[tuple[float, float]], start: float, end: float
 
 
 def sweep(n: int) -> dict[str, Any]:
-    from raysweep.engine.settings import RunRequest
-    from raysweep.engine.sweep import run_sweep
+    from raysweep.driver.settings import RunRequest
+    from raysweep.driver.sweep import run_sweep
 
     workdir = Path(tempfile.mkdtemp(prefix="raysweep_bench_scale_"))
     spec, _ = systems.spec_trials(scale_spec(n))

@@ -67,8 +67,8 @@ def _finish(
 
 def run_raysweep(spec_doc: dict[str, Any], loop: str, max_concurrent: int | None = None) -> dict[str, Any]:
     """raysweep's own engine on the spec (grid, its scheduler), W&B off."""
-    from raysweep.engine.settings import RunRequest
-    from raysweep.engine.sweep import run_sweep
+    from raysweep.driver.settings import RunRequest
+    from raysweep.driver.sweep import run_sweep
 
     workdir = Path(tempfile.mkdtemp(prefix="raysweep_bench_a_"))
     events = str(workdir / "events.jsonl")
@@ -131,7 +131,7 @@ def _plain_trial(config: dict[str, Any], trials: list, loop: str, storage: str) 
 def ray_defaults() -> Iterator[None]:
     """(b) and (d) run as a user writes them, with Ray's defaults: the Ray they start must not
     inherit what importing raysweep set in this process (its Train poll interval)."""
-    from raysweep.engine import TRAIN_POLL_ENV
+    from raysweep.driver import TRAIN_POLL_ENV
 
     saved = os.environ.pop(TRAIN_POLL_ENV, None)
     try:

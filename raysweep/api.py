@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from raysweep import hints
-from raysweep.engine.settings import RunRequest
+from raysweep.driver.settings import RunRequest
 from raysweep.errors import SpecError, UserError
 from raysweep.runs.files import read_spec
 from raysweep.runs.results import SweepResult, load
@@ -85,8 +85,8 @@ def _ship_by_value(function: Callable | None) -> None:
 
 def start(sweep: str | os.PathLike | Mapping, function: Callable | None, request: RunRequest) -> tuple[int, Path]:
     """What ``raysweep run`` and ``raysweep.run`` both do; returns the exit code and the run dir."""
-    from raysweep.engine.cluster import check_embedded_only, select_gpus
-    from raysweep.engine.sweep import run_dir_for, run_sweep
+    from raysweep.driver.cluster import check_embedded_only, select_gpus
+    from raysweep.driver.sweep import run_dir_for, run_sweep
 
     request.check()
     spec = _spec(sweep, request.set, request.strict, function_style(function))
@@ -152,7 +152,7 @@ def resume(
     retry_failed: bool = False,
 ) -> SweepResult:
     """``raysweep resume`` from Python. A sweep of a function needs it again (a run dir stores no code)."""
-    from raysweep.engine.sweep import resume_sweep
+    from raysweep.driver.sweep import resume_sweep
     from raysweep.runs.show import resolve_run_dir
 
     style = function_style(function)

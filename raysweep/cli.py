@@ -46,7 +46,7 @@ def _run(args: argparse.Namespace) -> int:
     from dataclasses import fields
 
     from raysweep.api import start
-    from raysweep.engine.settings import RunRequest
+    from raysweep.driver.settings import RunRequest
 
     flags = {f.name: getattr(args, f.name) for f in fields(RunRequest) if hasattr(args, f.name)}
     code, _ = start(args.spec, None, RunRequest(**flags, exit_at_once=True))
@@ -93,7 +93,7 @@ def _slurm(args: argparse.Namespace) -> int:
 
 
 def _resume(args: argparse.Namespace) -> int:
-    from raysweep.engine.sweep import resume_sweep
+    from raysweep.driver.sweep import resume_sweep
 
     return resume_sweep(
         args.run, storage=args.storage, address=args.address, quiet=args.quiet, retry_failed=args.retry_failed

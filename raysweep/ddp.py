@@ -55,7 +55,7 @@ __all__ = [
 
 
 def config_from_dict(cls: type, config: Mapping[str, Any] | None, where: str = "") -> Any:
-    """Build a loop's dataclass config from the (nested) dict the engine passes.
+    """Build a loop's dataclass config from the (nested) dict the trial passes.
 
     Nested dataclasses and lists of them are filled from nested dicts, each starting from
     its default. A key the dataclass lacks is a ``ValueError`` naming every such key at once
@@ -242,7 +242,7 @@ def autocast(device: torch.device, cpu_bf16: bool = False) -> contextlib.Abstrac
 def throughput(local_samples: int, seconds: float) -> float:
     """Samples/sec of the whole worker group: all samples over the slowest worker's time.
 
-    Every rank gets the same value (the engine averages metrics over ranks).
+    Every rank gets the same value (raysweep averages metrics over ranks).
     """
     if _distributed():
         t = torch.tensor([float(local_samples), -seconds], dtype=torch.float64)

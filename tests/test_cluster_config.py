@@ -41,7 +41,7 @@ def test_the_schema_check_catches_a_bad_key():
     [("0", 1, (0,)), ("0,1,2,3", 8, (0, 1, 2, 3)), ("5, 7", 8, (5, 7)), ("3,1", 4, (3, 1))],
 )
 def test_gpu_set_accepts_existing_indices(text, count, expected):
-    from raysweep.engine.cluster import parse_gpu_set
+    from raysweep.driver.cluster import parse_gpu_set
 
     assert parse_gpu_set(text, count) == expected
 
@@ -59,7 +59,7 @@ def test_gpu_set_accepts_existing_indices(text, count, expected):
     ],
 )
 def test_gpu_set_refuses_with_a_sentence(text, count, message):
-    from raysweep.engine.cluster import parse_gpu_set
+    from raysweep.driver.cluster import parse_gpu_set
     from raysweep.errors import UserError
 
     with pytest.raises(UserError, match=re.escape(message)):
@@ -71,7 +71,7 @@ def test_gpu_set_refuses_with_a_sentence(text, count, message):
     [((0, 1), None, "0,1"), ((2,), "", "2"), ((0, 2), "4,5,6", "4,6"), ((1,), "GPU-aa, GPU-bb", "GPU-bb")],
 )
 def test_gpu_indices_count_the_devices_already_visible(gpus, inherited, expected):
-    from raysweep.engine.cluster import cuda_visible_devices
+    from raysweep.driver.cluster import cuda_visible_devices
 
     assert cuda_visible_devices(gpus, inherited) == expected
 

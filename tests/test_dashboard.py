@@ -17,7 +17,7 @@ import pytest
 from conftest import ROOT, kill_tree, screenshot_path, show, write_spec
 from test_report import chromium
 
-from raysweep.engine.cluster import exposure_warning
+from raysweep.driver.cluster import exposure_warning
 
 SECRET = "wandb-fake-secret-5f0c1d2e3a4b"
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from ray.tune.schedulers import TrialScheduler
 
-from raysweep.engine.monitor import SweepMonitor
+from raysweep.driver.monitor import SweepMonitor
 from raysweep.placement import SLOT, Capacity, concurrency_limit, rank_gpus, slots_for, trial_bundle, workers_on
 from raysweep.search.schedulers import RecordingASHA, RecordingHyperBand
 from raysweep.search.stoppers import InitialFailureStopper, TargetStopper

@@ -208,7 +208,7 @@ def test_ctrl_c_as_the_sweep_starts_exits_130_and_resume_runs_it(tmp_path, momen
 
 
 def test_ray_token_file_is_made_private(tmp_path, monkeypatch):
-    from raysweep.engine.cluster import private_token_file
+    from raysweep.driver.cluster import private_token_file
 
     monkeypatch.setenv("HOME", str(tmp_path))
     token = Path(tmp_path, ".ray", "auth_token")

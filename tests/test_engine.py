@@ -45,7 +45,7 @@ def run(spec: Path, cluster: str, *flags: str) -> subprocess.CompletedProcess:
 def test_actor_reuse_is_chosen_where_a_stopped_trial_ends_at_its_report(tmp_path, doc, reuse):
     """The decision only; test_warm_workers.py's reuse test shows Tune running the next trial in
     the same process when it says yes, and in a new one when it says no."""
-    from raysweep.engine.sweep import _reuse_actors
+    from raysweep.driver.sweep import _reuse_actors
     from raysweep.spec import load_spec
 
     path = sweep(tmp_path, method="grid", **{"parameters": {"x": {"value": 1}}} | doc)

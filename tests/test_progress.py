@@ -11,8 +11,8 @@ from pathlib import Path
 
 from conftest import write_spec
 
-from raysweep.engine.monitor import SweepMonitor
-from raysweep.engine.result_log import ResultLog
+from raysweep.driver.monitor import SweepMonitor
+from raysweep.driver.result_log import ResultLog
 from raysweep.runs.files import read_trials
 from raysweep.spec import load_spec
 

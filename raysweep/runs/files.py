@@ -24,7 +24,7 @@ from raysweep.spec import SweepSpec
 # change of those (or of the files' meaning) takes the next number. Run dirs without one are 0.
 RUN_DIR_FORMAT = 1
 SPEC_FILE = "spec.json"  # the resolved spec (SweepSpec.to_json)
-SETTINGS_FILE = "run.json"  # how the sweep was started (engine.sweep.RunSettings)
+SETTINGS_FILE = "run.json"  # how the sweep was started (driver.settings.RunSettings)
 TRIALS_FILE = "trials.jsonl"
 RESULTS_FILE = "result.json"  # a trial's reports, one JSON line each (Tune's name)
 OPTUNA_JOURNAL = "optuna.journal"
@@ -59,7 +59,7 @@ def read_spec(run_dir: Path) -> SweepSpec:
 
 
 def read_settings(run_dir: Path) -> dict[str, Any]:
-    """``run.json`` as written (``engine.sweep.RunSettings.from_json`` makes it typed)."""
+    """``run.json`` as written (``driver.settings.RunSettings.from_json`` makes it typed)."""
     return json.loads((Path(run_dir) / SETTINGS_FILE).read_text())
 
 

@@ -20,7 +20,7 @@ from raysweep.words import Runner
 
 @dataclass(frozen=True)
 class Sweep:
-    """What the driver binds into every trial of a sweep (``engine/trainable.py``)."""
+    """What the driver binds into every trial of a sweep (``driver/trainable.py``)."""
 
     spec: SweepSpec
     capacity: Capacity

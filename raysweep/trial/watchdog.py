@@ -6,7 +6,7 @@ forever. Each rank runs a daemon thread; every ``report`` beats it. When a rank 
 its thread writes the explanation to ``watchdog.txt`` in the trial dir (the first rank to
 time out wins) and ends the process: a thread stuck in C code (gloo, NCCL) cannot be
 interrupted any other way. Ray sees the process die and fails the trial (or restarts it
-from its last checkpoint, as ``max_failures`` allows); the engine shows the explanation.
+from its last checkpoint, as ``max_failures`` allows); the driver shows the explanation.
 """
 
 from __future__ import annotations

@@ -24,13 +24,13 @@ from ray import tune
 from ray.tune.stopper import CombinedStopper
 
 from raysweep import hints, wandb_sweep
-from raysweep.engine import interrupt
-from raysweep.engine.cluster import dashboard_url, start_or_connect
-from raysweep.engine.monitor import SweepMonitor
-from raysweep.engine.result_log import ResultLog
-from raysweep.engine.settings import RunRequest, RunSettings
-from raysweep.engine.trainable import make_trainable
-from raysweep.engine.wandb_logging import WandbRuns
+from raysweep.driver import interrupt
+from raysweep.driver.cluster import dashboard_url, start_or_connect
+from raysweep.driver.monitor import SweepMonitor
+from raysweep.driver.result_log import ResultLog
+from raysweep.driver.settings import RunRequest, RunSettings
+from raysweep.driver.trainable import make_trainable
+from raysweep.driver.wandb_logging import WandbRuns
 from raysweep.errors import UserError
 from raysweep.placement import Capacity, concurrency_limit
 from raysweep.private_api import restored_config
