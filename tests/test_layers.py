@@ -1,0 +1,92 @@
+"""The package is laid out by where its code runs, and each layer imports only those below it:
+spec/ (pure) <- search/ <- driver/; runs/ reads run dirs with no Ray and nothing of the driver;
+trial/ never imports the driver; and no module of trial/ imports another in a circle, type hints
+and deferred imports included (an import anywhere in a module counts)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from conftest import ROOT
+
+PACKAGE = ROOT / "raysweep"
+# A layer's modules may not import these (prefixes of module names).
+FORBIDDEN = {
+    "raysweep.spec": ("raysweep.search", "raysweep.driver", "raysweep.trial", "raysweep.runs", "raysweep.api"),
+    "raysweep.search": ("raysweep.driver", "raysweep.trial", "raysweep.api"),
+    "raysweep.runs": ("raysweep.driver", "raysweep.trial", "raysweep.search", "raysweep.api", "ray"),
+    "raysweep.trial": ("raysweep.driver", "raysweep.api", "raysweep.cli"),
+}
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        found[name.removesuffix(".__init__")] = path
+    return found
+
+
+def imports(path: Path, modules: dict[str, Path]) -> set[str]:
+    """Every module ``path`` imports, wherever in the file: ``from raysweep.trial import gang``
+    names ``raysweep.trial.gang`` (not the package) when gang is a module."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            subs = {f"{node.module}.{a.name}" for a in node.names if f"{node.module}.{a.name}" in modules}
+            found |= subs if len(subs) == len(node.names) else {node.module} | subs
+    return found
+
+
+def test_no_module_imports_from_a_layer_above_it():
+    modules = _modules()
+    wrong = [
+        f"{name} imports {target}"
+        for name, path in modules.items()
+        for layer, forbidden in FORBIDDEN.items()
+        if name.startswith(layer + ".") or name == layer
+        for target in imports(path, modules)
+        if any(target == f or target.startswith(f + ".") for f in forbidden)
+    ]
+    assert wrong == []
+
+
+def test_trial_has_no_import_circle():
+    modules = _modules()
+    trial = {name for name in modules if name.startswith("raysweep.trial.")}
+    graph = {name: imports(modules[name], modules) & trial for name in trial}
+    circle = _a_circle(graph)
+    assert circle is None, " -> ".join(circle)
+
+
+def test_the_checks_see_a_circle_and_a_layer_broken():
+    assert _a_circle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _a_circle({"a": {"b"}, "b": set()}) is None
+    source = ROOT / "raysweep" / "spec" / "model.py"
+    assert "raysweep.words" in imports(source, _modules())  # the import walk finds what a module imports
+
+
+def _a_circle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import circle of ``graph`` (a path that comes back to its start), or None."""
+    state: dict[str, str] = {}
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = "open"
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == "open":
+                return path[path.index(nxt) :] + [nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        state[node] = "done"
+        path.pop()
+        return None
+
+    for start in sorted(graph):
+        if start not in state and (found := visit(start)):
+            return found
+    return None
