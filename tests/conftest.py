@@ -35,6 +35,11 @@ def ray_cluster():
     With its dashboard, as clusters have by default: Ray Train cleans up the worker group of a
     trial the scheduler stopped through the dashboard's State API.
     """
+    yield from one_node_cluster(cli_env())
+
+
+def one_node_cluster(env: dict[str, str]):
+    """``ray_cluster``'s cluster, its processes started with ``env`` (a module's own fixture)."""
     port = free_port()
     ensure_ray_token()
     subprocess.run(
@@ -54,7 +59,7 @@ def ray_cluster():
         check=True,
         capture_output=True,
         cwd=ROOT,
-        env=cli_env(),
+        env=env,
     )
     try:
         yield f"127.0.0.1:{port}"

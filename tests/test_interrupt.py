@@ -135,7 +135,8 @@ def test_ctrl_c_sigterm_a_killed_driver_and_two_ctrl_cs_each_resume_without_losi
         assert [r["epoch"] for r in reported] == list(range(1, EPOCHS + 1))  # no epoch lost, none twice
         assert all(r["world_size"] == 2 and r["rank"] == 0.5 for r in reported)  # both ranks, every report
     assert max(r["resumed_from"] for reported in reported_by_trial for r in reported) > 0  # went on from a checkpoint
-    _published_as_one_run(run_dir, trials[0]["trial_id"])
+    if ddp_workers == "warm":  # the driver writes the W&B runs, the same under either runner
+        _published_as_one_run(run_dir, trials[0]["trial_id"])
 
 
 def _published_as_one_run(run_dir: Path, trial_id: str) -> None:

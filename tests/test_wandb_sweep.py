@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ROOT, cli_env, show, wait_for_iterations, write_spec
+from conftest import ROOT, cli_env, one_node_cluster, show, wait_for_iterations, write_spec
 from wandb_server import API_KEY, FakeWandb, serve
 
 from raysweep import wandb_sweep
@@ -24,12 +24,25 @@ from raysweep.runs.files import TRIALS_FILE
 LOOP = "train_loops.smoke:train"
 
 
-@pytest.fixture
-def wandb_server():
+@pytest.fixture(scope="module")
+def module_wandb_server():
     state = FakeWandb()
     server = serve(state)
     yield state
     server.shutdown()
+
+
+@pytest.fixture
+def wandb_server(module_wandb_server):
+    module_wandb_server.reset()
+    return module_wandb_server
+
+
+@pytest.fixture(scope="module")
+def ray_cluster(module_wandb_server):
+    """conftest's cluster, its nodes holding the W&B key and server, as a user's nodes would (a
+    ``program:`` script's ``wandb.init`` runs there, and raysweep never ships the key)."""
+    yield from one_node_cluster(_env(module_wandb_server))
 
 
 # --- what each run is given: decisions, no cluster -------------------------------------------
@@ -210,11 +223,10 @@ def test_a_sweep_wandb_refuses_is_said_once_and_the_runs_go_on_then_resume_attac
 
 
 @pytest.mark.ray
-def test_every_rank_of_a_program_trial_that_calls_wandb_init_joins_the_sweep(tmp_path, wandb_server):
+def test_every_rank_of_a_program_trial_that_calls_wandb_init_joins_the_sweep(tmp_path, ray_cluster, wandb_server):
     """A torchrun + wandb script, unchanged: both ranks call ``wandb.init`` (WANDB_SWEEP_ID, as
-    ``wandb agent`` sets it); rank 0's run is the trial's, rank 1's a run of its own. On the
-    embedded Ray, whose workers have the driver's W&B key: raysweep never ships the key, so on a
-    cluster of one's own the nodes need it, as ``wandb agent`` does."""
+    ``wandb agent`` sets it); rank 0's run is the trial's, rank 1's a run of its own. raysweep
+    never ships the W&B key: the cluster's nodes have it, as ``wandb agent``'s machine would."""
     import shutil
 
     shutil.copy(ROOT / "tests" / "programs" / "ddp_wandb.py", tmp_path / "ddp_wandb.py")
@@ -226,7 +238,9 @@ def test_every_rank_of_a_program_trial_that_calls_wandb_init_joins_the_sweep(tmp
         metric={"name": "score", "goal": "minimize"},
         parameters={"lr": {"values": [0.3]}, "epochs": {"value": 2}, "num_gpus": {"value": 2}},
     )
-    out = _raysweep(wandb_server, "run", spec.name, "--storage", "runs", "--wandb", "online", cwd=tmp_path)
+    out = _raysweep(
+        wandb_server, "run", spec.name, "--address", ray_cluster, "--storage", "runs", "--wandb", "online", cwd=tmp_path
+    )
     assert out.returncode == 0, out.stderr + out.stdout
     (sweep,) = wandb_server.sweeps.values()
     (trial,) = show(tmp_path / "runs" / "prog")["trials"]

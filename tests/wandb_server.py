@@ -40,6 +40,14 @@ class FakeWandb:
     refuse_key: bool = False  # answer every call 401, as for a key W&B does not know
     lock: threading.Lock = field(default_factory=threading.Lock)
 
+    def reset(self) -> None:
+        """Forget every call, sweep and run (a test of a module sharing the server starts clean)."""
+        with self.lock:
+            self.calls.clear()
+            self.sweeps.clear()
+            self.runs.clear()
+            self.refuse_sweeps = self.refuse_key = False
+
     def operations(self) -> list[str]:
         return [call.operation for call in self.calls]
 
