@@ -111,3 +111,12 @@ def test_resume_refuses_a_run_dir_of_another_format_in_one_sentence_and_show_sti
             f"{RUN_DIR_FORMAT}: resume it with the raysweep that started it (show and report still read it)\n"
         )
         assert run_without_ray("show", str(run_dir)).returncode == 0
+
+
+def test_show_into_a_pipe_that_closes_early_ends_quietly(tmp_path: Path):
+    """``raysweep show NAME | head``: the reader leaves after its lines, and show ends with no traceback."""
+    run_dir = write_run_dir(tmp_path, trials=1500, epochs=1)  # a table larger than the pipe's buffer
+    out = subprocess.run(
+        f"{sys.executable} -m raysweep show {run_dir} | head -2", shell=True, capture_output=True, text=True, cwd=ROOT
+    )
+    assert len(out.stdout.splitlines()) == 2 and out.stderr == "", out.stderr[-2000:]
