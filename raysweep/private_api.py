@@ -60,18 +60,16 @@ def local_gpu_count() -> int:
 
 def set_sweep_state(sweep_id: str, state: str, entity: str, project: str) -> None:
     """``wandb sweep --stop|--pause|--resume``: state one of RUNNING, PAUSED, CANCELED, FINISHED."""
-    from wandb.apis.public.sweeps import _set_sweep_state
-
     import wandb
+    from wandb.apis.public.sweeps import _set_sweep_state
 
     _set_sweep_state(wandb.Api(), sweep_id, state, entity=entity, project=project)
 
 
 def add_prior_runs(sweep_id: str, config: dict[str, Any], entity: str, project: str, run_ids: list[str]) -> None:
     """``wandb sweep --update SWEEP -R RUN ...``: attach runs already on W&B to an existing sweep."""
-    from wandb.apis.public.sweeps import _sweep_with_runs, _upsert_sweep
-
     import wandb
+    from wandb.apis.public.sweeps import _sweep_with_runs, _upsert_sweep
 
     api = wandb.Api()
     found = _sweep_with_runs(api, sweep_id, "{}", entity=entity, project=project)

@@ -14,7 +14,6 @@ import raysweep
 def wandb_main() -> None:
     """W&B's style, as wandb.agent(function=main) runs it; each rank notes what wandb.config holds."""
     import torch.distributed as dist
-
     import wandb
 
     wandb.init()
