@@ -40,6 +40,10 @@ class WandbUnavailable(Exception):
     """W&B did not answer, or refused: the message says why, in a form to print."""
 
 
+class WandbUnreachable(WandbUnavailable):
+    """W&B cannot be logged in to at all (no network, a key it refuses): runs online would only wait."""
+
+
 @dataclass(frozen=True)
 class WandbSweep:
     """A sweep W&B created for a raysweep sweep (``wandb_sweep.txt`` in its run dir)."""
@@ -191,7 +195,12 @@ def _first_line(error: BaseException) -> str:
 def open_for_run(spec: SweepSpec, run_dir: Path, name: str, trial_ids: Iterable[str]) -> WandbSweep | None:
     """The W&B sweep an online run's trials join: the run dir's (``resume``, a published sweep),
     else a new one with the trials that already ran (``trial_ids``) attached. None, said once,
-    when W&B cannot give one: the runs still log, as the sweep's group, without a sweep."""
+    when W&B cannot give one: the runs still log, as the sweep's group, without a sweep. Raises
+    ``WandbUnreachable`` when W&B cannot be logged in to: the caller writes the runs offline."""
+    try:
+        check_reachable()
+    except WandbUnavailable as e:
+        raise WandbUnreachable(str(e)) from None
     sweep = load(run_dir)
     try:
         if sweep is None:

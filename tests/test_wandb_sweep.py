@@ -8,6 +8,7 @@ which runs ``publish`` attaches. What W&B's real server then does with them is n
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -254,12 +255,22 @@ def test_every_rank_of_a_program_trial_that_calls_wandb_init_joins_the_sweep(tmp
 def test_publish_syncs_an_offline_sweep_onto_a_new_wandb_sweep_and_again_adds_only_new_runs(
     tmp_path, ray_cluster, wandb_server
 ):
+    """The sweep is offline because W&B refused the key when it started online: its runs were
+    written offline instead of each waiting on W&B (a compute node with a key and no network)."""
     spec = _spec(tmp_path, "off")
     run_dir = tmp_path / "runs" / "off"
-    out = _raysweep(None, "run", spec, "--address", ray_cluster, "--storage", tmp_path / "runs")
+    wandb_server.refuse_key = True
+    out = _raysweep(wandb_server, "run", spec, "--address", ray_cluster, "--storage", tmp_path / "runs")
     assert out.returncode == 0, out.stderr + out.stdout
+    (said,) = [line for line in out.stderr.splitlines() if line.startswith("W&B:")]
+    assert said.startswith(
+        f"W&B: could not log in to W&B: Failed to verify credentials with {wandb_server.url}: user is not logged in; "
+        "the runs are written offline instead (to put them on W&B later: "
+    ) and said.endswith(f" -m raysweep publish {run_dir})"), said
+    assert json.loads((run_dir / "run.json").read_text())["wandb"] == "offline"  # and so resume too
     assert f"raysweep publish {run_dir}" in out.stdout
     trial_ids = {t["trial_id"] for t in show(run_dir)["trials"]}
+    assert {p.name.rsplit("-", 1)[1] for p in run_dir.glob("*/wandb/offline-run-*")} == trial_ids
 
     out = _raysweep(None, "publish", run_dir)  # no key: a sentence, exit 2, nothing written
     assert out.returncode == 2 and out.stderr.startswith("raysweep: publish uploads to W&B, and no W&B key"), out.stderr

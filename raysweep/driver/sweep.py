@@ -158,7 +158,16 @@ def _run(spec: SweepSpec, settings: RunSettings, run_dir: Path, restore: bool, f
         on_wandb = None
         if settings.wandb == "online":
             ran = [row["trial_id"] for row in read_trials(run_dir / TRIALS_FILE)]
-            on_wandb = wandb_sweep.open_for_run(spec, run_dir, settings.name, ran)
+            try:
+                on_wandb = wandb_sweep.open_for_run(spec, run_dir, settings.name, ran)
+            except wandb_sweep.WandbUnreachable as e:  # each run would wait on W&B, and be lost to it
+                settings = replace(settings, wandb="offline")
+                write_json(run_dir / SETTINGS_FILE, settings.to_json())
+                print(
+                    f"W&B: {e}; the runs are written offline instead (to put them on W&B later: "
+                    f"{hints.command('publish', run_dir)})",
+                    file=sys.stderr,
+                )
         tuner, monitor, stoppers = _start(spec, settings, run_dir, restore, signals, function, on_wandb)
         started = time.time()
         results = tuner.fit()
