@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test smoke lint clean bench test-ray-versions wheelhouse gpu-check gpu-carry
+.PHONY: run test smoke lint clean bench test-ray-versions wheelhouse gpu-check gpu-carry gpu-install
 
 $(BIN)/raysweep: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -92,10 +92,20 @@ wheelhouse: $(BIN)/raysweep
 	rm -rf $(WHEELHOUSE) && mv $(WHEELHOUSE).partial $(WHEELHOUSE)
 
 # For a lent GPU machine (no index, 64 MiB a call): the wheels it lacks, Ray's Java jars stripped,
-# in parts of at most 56 MiB under .gpu-carry/ (bench/gpu_carry.py says how to install them there).
+# in parts of at most 58 MiB under .gpu-carry/ (bench/gpu_carry.py says how to install them there).
 gpu-carry: $(BIN)/raysweep
 	$(MAKE) wheelhouse PYTHON_VERSION=3.12 WHEELHOUSE=.gpu-wheelhouse
 	$(BIN)/python -m bench.gpu_carry .gpu-wheelhouse
+
+# On the lent GPU machine, with every .gpu-carry part carried: a venv over the machine's own torch.
+# Its python3 is itself a venv (/opt/torch/.venv), so --system-site-packages alone would not see
+# torch: a .pth adds that venv's packages behind the carried ones. --no-deps: the wheels are the
+# whole set, and pip would refuse the machine's own versions where they miss a pin.
+gpu-install:
+	python3 -m venv --system-site-packages .gpu-venv
+	python3 -c 'import site; print(site.getsitepackages()[0])' > $$(ls -d .gpu-venv/lib/python3*/site-packages)/machine_site.pth
+	.gpu-venv/bin/pip install -q --no-index --no-deps --no-compile .gpu-carry/*/*.whl
+	.gpu-venv/bin/pip check
 
 # On a GPU node, with raysweep installed beside the node's torch (GPU_PY: that Python): the GPU
 # tests and bench --gpu, one results file (GPU_CHECK_OUT) with the device, the tests' outcome and

@@ -99,6 +99,7 @@ def transformer_spec(name: str, trials: int, size: tuple[int, int, int], **extra
         "name": name,
         "method": "grid",
         "metric": {"name": "exact_accuracy", "goal": "maximize"},
+        "train_loop": "bench.loops:transformer",
         "parameters": {"seed": {"values": list(range(trials))}, "num_gpus": {"value": 1}},
         "base_config": {"epochs": epochs, "train_size": train_size, "val_size": val_size, "checkpoint_every": 0},
         **extra,

@@ -3,14 +3,15 @@
 The lent machines have Python 3.12, torch and most of the scientific stack, but no Ray, Optuna
 or wandb, and no package index. A call carries at most 64 MiB of the tree; Ray's wheel alone is
 about 76 MiB, 31 of them its Java worker (``ray/jars/``), which raysweep never starts. So this
-takes a wheelhouse built for 3.12 (``make wheelhouse PYTHON_VERSION=3.12``), leaves out what the
-machine has (``bench/device_packages.txt``, from the device tool's KINDS.md) and what the GPU
-check does not use (the browser and lint tools), strips Ray's jars, and splits the rest into
-``.gpu-carry/a``, ``.gpu-carry/b``, ... of at most ``--part-mib`` each. On the machine, with
-every part carried (one call each, within 30 s: a warm machine keeps ignored folders):
+takes a wheelhouse built for 3.12 (``make wheelhouse PYTHON_VERSION=3.12``), leaves out the large
+wheels of what the machine has (``bench/device_packages.txt``, from the device tool's KINDS.md:
+its small ones travel anyway, since the machine's version can be older than raysweep's pin, as its
+aiohttp was), torch's own, and what the GPU check does not use (the browser and lint tools), strips
+Ray's jars, and splits the rest into ``.gpu-carry/a``, ``.gpu-carry/b``, ... of at most
+``--part-mib`` each. On the machine, with every part carried (one call each, within 30 s: a warm
+machine keeps ignored folders):
 
-    python3 -m venv --system-site-packages .gpu-venv
-    .gpu-venv/bin/pip install --no-index $(printf -- '--find-links %s ' .gpu-carry/*) raysweep
+    make gpu-install
     make gpu-check GPU_PY=.gpu-venv/bin/python GPU_CHECK_OUT=$OUT/gpu-check.json
 """
 
@@ -24,6 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 NOT_FOR_THE_GPU_CHECK = {"playwright", "ruff", "hydra-core", "omegaconf", "antlr4-python3-runtime"}
+NEVER_CARRIED = re.compile(r"^(torch|triton|nvidia-.*)$")  # the machine's CUDA build is the one to test
 
 
 def project(wheel: Path) -> str:
@@ -48,7 +50,8 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("wheelhouse", type=Path, help="a wheelhouse built with PYTHON_VERSION=3.12")
     p.add_argument("--out", type=Path, default=ROOT / ".gpu-carry")
-    p.add_argument("--part-mib", type=float, default=56.0, help="each part's size (the tree itself travels too)")
+    p.add_argument("--part-mib", type=float, default=58.0, help="each part's size (the tree itself travels too)")
+    p.add_argument("--small-mib", type=float, default=2.0, help="a wheel the machine has travels when under this")
     args = p.parse_args()
     there = {
         line.strip()
@@ -60,7 +63,8 @@ def main() -> None:
     staging.mkdir(parents=True)
     for wheel in sorted(args.wheelhouse.glob("*.whl")):
         name = project(wheel)
-        if name in there or name in NOT_FOR_THE_GPU_CHECK:
+        large = wheel.stat().st_size >= args.small_mib * 2**20
+        if NEVER_CARRIED.match(name) or name in NOT_FOR_THE_GPU_CHECK or (name in there and large):
             continue
         if name == "ray":
             without_jars(wheel, staging)

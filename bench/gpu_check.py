@@ -29,8 +29,8 @@ def device_names() -> list[str]:
     return [line.strip() for line in out.stdout.splitlines() if line.strip()] if out.returncode == 0 else []
 
 
-def gpu_tests() -> dict[str, Any]:
-    """tests/test_gpu.py's outcome, test by test (pytest's JUnit XML)."""
+def gpu_tests(log: Path) -> dict[str, Any]:
+    """tests/test_gpu.py's outcome, test by test (pytest's JUnit XML); pytest's whole output in ``log``."""
     with tempfile.TemporaryDirectory() as scratch:
         xml = Path(scratch) / "gpu.xml"
         proc = subprocess.run(
@@ -39,14 +39,15 @@ def gpu_tests() -> dict[str, Any]:
             capture_output=True,
             text=True,
         )
-        print(proc.stdout[-4000:], proc.stderr[-2000:], sep="\n", flush=True)
+        log.write_text(proc.stdout + proc.stderr)
+        print(proc.stdout[-4000:], proc.stderr[-2000:], f"(the whole output: {log})", sep="\n", flush=True)
         cases = ET.parse(xml).getroot().iter("testcase") if xml.exists() else []
         outcomes = {}
         for case in cases:
             problem = next((c for c in case if c.tag in ("failure", "error", "skipped")), None)
             outcomes[case.get("name")] = {
                 "outcome": "passed" if problem is None else {"failure": "failed"}.get(problem.tag, problem.tag),
-                **({"message": (problem.get("message") or "")[:500]} if problem is not None else {}),
+                **({"message": (problem.get("message") or "")[:2000]} if problem is not None else {}),
             }
     counts = {k: sum(o["outcome"] == k for o in outcomes.values()) for k in ("passed", "failed", "error", "skipped")}
     return {"exit_code": proc.returncode, **counts, "tests": outcomes}
@@ -58,7 +59,7 @@ def main() -> int:
     p.add_argument("--quick", action="store_true", help="bench.gpu's tiny sizes")
     args = p.parse_args()
     result: dict[str, Any] = {"started": time.strftime("%Y-%m-%d %H:%M:%S"), "devices": device_names()}
-    result["tests"] = gpu_tests()
+    result["tests"] = gpu_tests(Path(args.out).with_suffix(".tests.log"))
     bench = subprocess.run([sys.executable, "-m", "bench.gpu", *(["--quick"] if args.quick else [])], cwd=ROOT)
     figures = RESULTS / f"gpu{'_quick' if args.quick else ''}.json"
     result["bench_exit_code"] = bench.returncode

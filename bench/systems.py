@@ -247,6 +247,10 @@ def run_plain_tune(
     )
 
 
+# torchrun as a module: a venv made beside a node's own torch has no torchrun script of its own.
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
+
+
 # --- (c) the seeds' way: Optuna agent + torchrun ---------------------------------------------------
 
 
@@ -270,10 +274,9 @@ def run_torchrun_agent(trials: list[dict[str, Any]], loop: str, metric: str, mod
             t = trials[ask.params["index"]]
             cfg, out = workdir / f"config_{i}.json", workdir / f"out_{i}.json"
             cfg.write_text(json.dumps(t["config"]))
-            torchrun = str(Path(sys.executable).with_name("torchrun"))
             proc = subprocess.run(
                 [
-                    torchrun,
+                    *TORCHRUN,
                     "--standalone",
                     f"--nproc_per_node={t['workers']}",
                     str(REPO / "bench" / "torchrun_entry.py"),
@@ -345,7 +348,6 @@ def run_wandb_agent(
     engine = WandbEngine()
     runs: list[dict[str, Any]] = []
     spans, rows, failed = [], [], []
-    torchrun = str(Path(sys.executable).with_name("torchrun"))
     started = time.time()
     next_check = started + stop_period_s
     try:
@@ -363,7 +365,7 @@ def run_wandb_agent(
                 with open(workdir / f"stderr_{tag}.log", "w") as err:
                     proc = subprocess.Popen(
                         [
-                            torchrun,
+                            *TORCHRUN,
                             "--standalone",
                             f"--nproc_per_node={int(point.get('num_gpus', 1))}",
                             str(REPO / "bench" / "torchrun_entry.py"),

@@ -49,7 +49,7 @@ def torch_uses_cuda():
 
 
 def run(tmp_path: Path, name: str, *args: str, **doc) -> list[dict]:
-    """Run the sweep ``name`` to its end; its trials in start order."""
+    """Run the sweep ``name`` to its end (a key given as None is left out); its trials in start order."""
     base = {
         "name": name,
         "method": "grid",
@@ -57,10 +57,10 @@ def run(tmp_path: Path, name: str, *args: str, **doc) -> list[dict]:
         "train_loop": "tests.gpu_loop:train",
         "max_concurrent": 1,
     }
-    spec = write_spec(tmp_path / f"{name}.yaml", **(base | doc))
+    spec = write_spec(tmp_path / f"{name}.yaml", **{k: v for k, v in (base | doc).items() if v is not None})
     out = raysweep("run", str(spec), "--storage", str(tmp_path / "runs"), "--wandb", "disabled", *args)
     assert out.returncode == 0, out.stderr + out.stdout
-    return sorted(read_trials(tmp_path / "runs" / name / TRIALS_FILE), key=lambda r: r["trial_id"])
+    return sorted(read_trials(tmp_path / "runs" / name / TRIALS_FILE), key=lambda r: r["start"])
 
 
 def test_local_gpu_count_is_what_cuda_sees():
@@ -118,10 +118,11 @@ def test_a_program_script_runs_on_cuda(tmp_path):
         tmp_path,
         "script",
         program=str(ROOT / "tests" / "programs" / "cuda_program.py"),
+        train_loop=None,  # the script is the trial, not the module's loop
         parameters={"x": {"values": [2.0]}, "num_gpus": {"value": 1}},
     )
-    assert row["status"] == "done", row
-    assert row["metrics"]["score"] == 2.0 and row["metrics"]["on_cuda"] == 1.0
+    assert row["status"] == "done", row.get("error")
+    assert row["metrics"]["score"] == 2.0 and row["metrics"]["on_cuda"] == 1.0, row
 
 
 def test_twenty_trials_on_one_warm_worker_leave_gpu_memory_flat(tmp_path):
@@ -131,8 +132,11 @@ def test_twenty_trials_on_one_warm_worker_leave_gpu_memory_flat(tmp_path):
     assert [r["status"] for r in rows] == ["done"] * 20
     assert len({r["metrics"]["pid"] for r in rows}) == 1  # one warm worker ran them all
     assert {r["metrics"]["own_group"] for r in rows} == {0.0}  # every trial's group was raysweep's
+    # The process's whole footprint, NCCL's buffers included. It may fall (the driver frees what it
+    # cached) but never climbs: a communicator leaked per trial would add its buffers every trial.
     used = [r["metrics"]["device_used_mib"] for r in rows[1:]]
-    assert max(used) - min(used) < 64, used  # the process's whole footprint, NCCL's buffers included
+    half = len(used) // 2
+    assert max(used[half:]) <= max(used[:half]) + 64, used
     allocated = [r["metrics"]["allocated_at_start_mib"] for r in rows[1:]]
     reserved = [r["metrics"]["reserved_at_start_mib"] for r in rows[1:]]
     assert max(allocated) == min(allocated) and max(reserved) == min(reserved), (allocated, reserved)

@@ -42,16 +42,23 @@ def test_parts_leave_out_what_the_machine_has_and_fit_their_size(tmp_path):
         {"ray/a.py": b"r" * 300_000, "ray/jars/j.jar": b"j" * 900_000},
     )
     fake_wheel(house / "optuna-5.0.0-py3-none-any.whl", {"optuna/a.py": bytes(range(256)) * 1200})
-    fake_wheel(house / "torch-2.11.0-cp312-cp312-manylinux_2_28_x86_64.whl", {"torch/a.py": b"t"})  # the machine has it
+    fake_wheel(house / "torch-2.11.0-cp312-cp312-manylinux_2_28_x86_64.whl", {"torch/a.py": b"t"})  # never carried
+    fake_wheel(house / "aiohttp-3.14.5-cp312-cp312-manylinux2014_x86_64.whl", {"aiohttp/a.py": b"h"})  # small: travels
+    fake_wheel(house / "scipy-1.17.1-cp312-cp312-manylinux_2_28_x86_64.whl", {"scipy/a.py": bytes(range(256)) * 1200})
     fake_wheel(
         house / "playwright-1.65.2-py3-none-manylinux1_x86_64.whl", {"playwright/a.py": b"p"}
     )  # not for the check
     out = subprocess.run(
-        [sys.executable, "-m", "bench.gpu_carry", str(house), "--out", str(tmp_path / "carry"), "--part-mib", "0.35"],
+        [
+            *(sys.executable, "-m", "bench.gpu_carry", str(house), "--out", str(tmp_path / "carry")),
+            *("--part-mib", "0.35", "--small-mib", "0.2"),
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,
     )
     assert out.returncode == 0, out.stderr
     carried = {w.name.split("-")[0]: w.parent.name for w in (tmp_path / "carry").glob("*/*.whl")}
-    assert set(carried) == {"ray", "optuna"} and carried["ray"] != carried["optuna"]  # one part each at 0.35 MiB
+    assert (
+        set(carried) == {"ray", "optuna", "aiohttp"} and carried["ray"] != carried["optuna"]
+    )  # one part each at 0.35 MiB

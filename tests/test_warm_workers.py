@@ -43,9 +43,9 @@ def run(spec: Path, cluster: str) -> tuple[subprocess.CompletedProcess, list[dic
     return out, sorted(rows, key=lambda r: r["trial_id"])
 
 
-def pids(row: dict) -> tuple[int, ...]:
-    """The process of each rank of the trial, as the loop recorded them."""
-    return tuple(int((Path(row["trial_dir"]) / f"pid.rank{r}").read_text()) for r in range(row["num_workers"]))
+def pids(row: dict, what: str = "pid") -> tuple[int, ...]:
+    """The process (or ``what="thread"``: the thread) that ran each rank of the trial, as the loop recorded them."""
+    return tuple(int((Path(row["trial_dir"]) / f"{what}.rank{r}").read_text()) for r in range(row["num_workers"]))
 
 
 @pytest.mark.parametrize("ddp_workers", ["warm", "torchtrainer"])
@@ -74,6 +74,10 @@ def test_a_scheduler_stops_two_worker_trials_and_the_next_trial_gets_their_slots
     assert all(len(set(group)) == 2 for group in groups)
     if ddp_workers == "warm":
         assert len(set(groups)) == 1, groups  # every trial ran on the same two processes
+        # and on the same thread of each: thread-local CUDA state (a cuBLAS handle and its workspace,
+        # 32 MiB on an H200) then exists once per worker, not once per thread of the actor
+        threads = [pids(r, "thread") for r in rows]
+        assert len(set(threads)) == 1, threads
     else:
         assert len(set(groups)) == len(xs), groups  # a new worker group per trial
 

@@ -67,7 +67,10 @@ class RankLink:
             raise TrialStopped
 
 
-@ray.remote(max_concurrency=4)  # run() holds one thread; next_report() and resume() need others
+# run() holds one thread; next_report() and resume() need others. run() has a thread of its own,
+# the same for every trial: CUDA state that is per thread (a cuBLAS handle and its workspace, held
+# in the caching allocator) then exists once per worker, not once per thread that ran a trial.
+@ray.remote(max_concurrency=4, concurrency_groups={"rank": 1})
 class DDPWorker:
     """One warm DDP rank: torch imported once, a new process group per trial.
 
@@ -90,6 +93,7 @@ class DDPWorker:
         """This worker's node address and a free port on it (rank 0's become the group's master)."""
         return ray.util.get_node_ip_address(), free_port()
 
+    @ray.method(concurrency_group="rank")
     def run(self, call: RankCall, rank: int, world_size: int, master: tuple[str, int]) -> None:
         """Run ``call`` as ``rank``; its end (or error) is the last report."""
         import torch
