@@ -105,7 +105,10 @@ def setup(seed: int) -> TrialContext:
     ctx = trial.get_context()
     if dist.is_available() and dist.is_initialized() and trial.current().group_from_torch:
         rank, world = dist.get_rank(), dist.get_world_size()
-        ctx = dataclasses.replace(ctx, rank=rank, local_rank=rank, world_size=world)
+        # raysweep's own ranks know their local rank; a group raysweep did not make (a loop
+        # under torchrun) has it in the environment
+        local = ctx.local_rank if ctx.world_size == world else int(os.environ.get("LOCAL_RANK", rank))
+        ctx = dataclasses.replace(ctx, rank=rank, local_rank=local, world_size=world)
     _seed_all(seed + ctx.rank)
     return ctx
 

@@ -1,5 +1,6 @@
-"""The pure decisions, fed by hand with no cluster: schedulers and stoppers, a trial's bundle,
-concurrency limits, rank means, GPU ids per rank (the way syne-tune tests its schedulers)."""
+"""The pure decisions, fed by hand with no cluster: schedulers and stoppers, rank means (the way
+syne-tune tests its schedulers). Admission and placement: test_placement.py; the pool's
+lending: test_pool_lending.py."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ import pytest
 from ray.tune.schedulers import TrialScheduler
 
 from raysweep.driver.monitor import SweepMonitor
-from raysweep.placement import SLOT, Capacity, concurrency_limit, rank_gpus, slots_for, trial_bundle, workers_on
 from raysweep.search.schedulers import RecordingASHA, RecordingHyperBand
 from raysweep.search.stoppers import InitialFailureStopper, TargetStopper
 from raysweep.spec import parse_spec
@@ -89,55 +89,6 @@ def test_initial_failure_stopper_needs_the_first_n_to_end_all_failed(tmp_path: P
     monitor.ended[1] = "done"
     assert not stopper.stop_all()  # one of the first three finished: the loop works
     assert not InitialFailureStopper(lambda: monitor.initial_failures(0)).stop_all()  # 0 turns the rule off
-
-
-# --- admission and placement -----------------------------------------------------------------
-
-
-def cpu(*slots: int, managed: bool = True) -> Capacity:
-    return Capacity(
-        slots,
-        use_gpu=False,
-        cpus_per_worker=1.0,
-        managed_slots=managed,
-        node_ids=tuple(f"n{i}" for i in range(len(slots))),
-    )
-
-
-def test_a_warm_trial_holds_its_workers_cpus_and_slots_in_one_bundle():
-    assert trial_bundle(2, cpu(2, 4)) == [{"CPU": 2.0, SLOT: 2}]
-    # TorchTrainer: 2+ workers hold only their slots (its own actors ask for the CPUs); 1 runs in the trial
-    assert trial_bundle(2, cpu(2, 4), warm=False) == [{SLOT: 2}]
-    assert trial_bundle(1, cpu(2, 4), warm=False) == [{"CPU": 1.0, SLOT: 1}]
-    assert trial_bundle(5, cpu(2, 4)) == [{"memory": 1}]  # never fits: a token, so it starts and explains
-    assert trial_bundle(2, cpu(2, managed=False)) == [{"CPU": 2.0}]
-
-
-def test_gpu_bundles_hold_gpus_and_a_packed_trial_holds_its_share_of_a_slot():
-    gpus = Capacity((4,), use_gpu=True, cpus_per_worker=2.0, managed_slots=True, node_ids=("n0",))
-    assert trial_bundle(2, gpus) == [{"CPU": 4.0, "GPU": 2.0, SLOT: 2.0}]
-    packed = Capacity(
-        (16,), use_gpu=True, cpus_per_worker=0.5, managed_slots=True, node_ids=("n0",), gpus_per_worker=0.25
-    )
-    assert trial_bundle(1, packed) == [{"CPU": 0.5, "GPU": 0.25, SLOT: 0.25}]
-    assert workers_on(0.75, 0.25) == 3 and workers_on(4, 0.1) == 40  # float sums keep whole workers
-    assert slots_for({"CPU": 7, "GPU": 2}, use_gpu=False, cpus_per_worker=2) == 3
-    assert slots_for({"CPU": 7, "GPU": 2}, use_gpu=True, cpus_per_worker=2, gpus_per_worker=0.5) == 4
-
-
-def test_concurrency_limit_only_caps_clusters_without_slots():
-    assert concurrency_limit(cpu(2, 2), 2, None) is None  # slots do the admission
-    assert concurrency_limit(cpu(2, 2), 2, 3) == 3
-    assert concurrency_limit(cpu(2, 3, managed=False), 2, None) == 2  # one 2-worker trial per node
-    assert concurrency_limit(cpu(2, 3, managed=False), 2, 1) == 1
-    assert concurrency_limit(cpu(1, managed=False), 2, None) == 1  # never 0: the trial explains itself
-
-
-def test_each_rank_gets_its_gpu_in_ray_order_and_packed_ranks_share_one():
-    assert rank_gpus(["3", "1"], 2) == ["1", "3"]
-    assert rank_gpus(["10", "2"], 2) == ["2", "10"]  # numeric order, not string order
-    assert rank_gpus(["0", "1", "2", "3"], 2) == ["0", "2"]  # gpus_per_worker 2: the first of each share
-    assert rank_gpus(["5"], 1) == ["5"] and rank_gpus([], 2) == []
 
 
 # --- rank means --------------------------------------------------------------------------------

@@ -1,10 +1,12 @@
-"""A real two-node Ray cluster on this machine: trials spread over nodes, DDP workers stay on one,
-and a node killed mid-sweep loses no trial.
+"""A real Ray cluster of several nodes on this machine: trials spread over nodes, a trial larger
+than one node spans whole nodes under every runner, and a node killed mid-sweep loses no trial.
 
-Both nodes are ``ray start`` processes on 127.0.0.1 sharing Ray's temp dir (a second node may
-not have its own), so the worker node gets its own ports. Each node advertises
-``raysweep_slot`` and a resource naming it (``node_head`` / ``node_worker``); the loop
-(tests/node_loop.py) records the node every rank of every trial ran on.
+The nodes are ``ray start`` processes at their own loopback addresses (127.0.0.2, 127.0.0.3,
+...), as Ray's own tests add nodes, so that node addresses differ as on a real cluster (Ray
+Train groups ranks into nodes by address); gloo is told to use ``lo``. Every node after the head
+gets its own ports. Each advertises 2 CPUs, 2 GPUs that do not exist (Ray still hands them out
+and sets CUDA_VISIBLE_DEVICES), ``raysweep_slot`` 2 and a resource naming it (``node_head``,
+``node_worker``, ...); the loops record the node every rank of every trial ran on.
 """
 
 from __future__ import annotations
@@ -23,48 +25,61 @@ from conftest import RAY, ROOT, cli_env, ensure_ray_token, free_port, raysweep, 
 pytestmark = pytest.mark.ray
 
 LOOP = "tests.node_loop:train"
+SPAN_LOOP = "tests.span_loop:train"
+HEAD_IP = "127.0.0.2"
 
 
-def _ray_start(*args: str) -> None:
-    out = subprocess.run(
-        [RAY, "start", "--node-ip-address=127.0.0.1", "--num-cpus=2", "--disable-usage-stats", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=cli_env(),
-    )
-    assert out.returncode == 0, out.stdout + out.stderr
-
-
-@pytest.fixture(scope="module")
-def two_nodes():
-    """Head and worker, 2 CPUs and 2 worker slots each; yields (address, the worker's raylet port)."""
-    port, raylet_port = free_port(), free_port()
-    ensure_ray_token()
-    try:
-        _ray_start(
-            "--head",
-            f"--port={port}",
-            "--include-dashboard=false",
-            "--resources",
-            json.dumps({"raysweep_slot": 2, "node_head": 1}),
-        )
-        _ray_start(
-            f"--address=127.0.0.1:{port}",
-            "--resources",
-            json.dumps({"raysweep_slot": 2, "node_worker": 1}),
-            f"--node-manager-port={raylet_port}",
+def start_node(ip: str, name: str, head: str | None = None) -> int:
+    """One node at ``ip`` (the head when ``head`` is None, else joining it); its raylet's port."""
+    raylet_port = free_port()
+    args = [
+        RAY,
+        "start",
+        f"--node-ip-address={ip}",
+        "--num-cpus=2",
+        "--num-gpus=2",
+        "--disable-usage-stats",
+        "--resources",
+        json.dumps({"raysweep_slot": 2, name: 1}),
+        f"--node-manager-port={raylet_port}",
+    ]
+    if head is None:
+        args += ["--head", f"--port={head_port_for(ip)}", "--include-dashboard=false"]
+    else:
+        args += [
+            f"--address={head}",
             f"--object-manager-port={free_port()}",
             f"--dashboard-agent-listen-port={free_port()}",
             f"--dashboard-agent-grpc-port={free_port()}",
             f"--runtime-env-agent-port={free_port()}",
             f"--metrics-export-port={free_port()}",
-            "--min-worker-port=20000",
-            "--max-worker-port=20999",
-        )
-        yield f"127.0.0.1:{port}", raylet_port
+            # worker processes bind the machine's ports too: each node its own range
+            f"--min-worker-port={20000 + 1000 * int(ip.rsplit('.', 1)[1])}",
+            f"--max-worker-port={20999 + 1000 * int(ip.rsplit('.', 1)[1])}",
+        ]
+    out = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, env=cli_env())
+    assert out.returncode == 0, out.stdout + out.stderr
+    return raylet_port
+
+
+_HEAD_PORTS: dict[str, int] = {}
+
+
+def head_port_for(ip: str) -> int:
+    return _HEAD_PORTS.setdefault(ip, free_port())
+
+
+@pytest.fixture(scope="module")
+def two_nodes():
+    """Head and worker, 2 CPUs, 2 fake GPUs and 2 worker slots each; yields (address, the worker's raylet port)."""
+    ensure_ray_token()
+    address = f"{HEAD_IP}:{head_port_for(HEAD_IP)}"
+    try:
+        start_node(HEAD_IP, "node_head")
+        raylet_port = start_node("127.0.0.3", "node_worker", head=address)
+        yield address, raylet_port
     finally:
-        stop_cluster(f"127.0.0.1:{port}")
+        stop_cluster(address)
 
 
 def records(record_dir: Path) -> list[dict]:
@@ -96,7 +111,7 @@ def test_trials_run_on_both_nodes_and_ddp_workers_share_one(tmp_path, two_nodes)
     )
     out = raysweep("run", str(spec), "--address", address, "--storage", str(tmp_path / "runs"), "--wandb", "disabled")
     assert out.returncode == 0, out.stderr + out.stdout
-    assert "cluster: 4 CPU worker slot(s) on 2 node(s), at most 2 on one node" in out.stdout
+    assert "cluster: 4 GPU slot(s) on 2 node(s), at most 2 on one node" in out.stdout
     trials = show(tmp_path / "runs" / "spread")["trials"]
     assert len(trials) == 4 and all(t["status"] == "done" for t in trials)
 
@@ -107,6 +122,106 @@ def test_trials_run_on_both_nodes_and_ddp_workers_share_one(tmp_path, two_nodes)
         ddp = [r for r in seen if r["x"] == x and r["world_size"] == 2]
         assert {r["rank"] for r in ddp} == {0, 1}
         assert len({r["node_id"] for r in ddp}) == 1, ddp  # both workers of the trial on one node
+
+
+def span_sweep(tmp_path: Path, name: str, **doc) -> tuple[Path, Path]:
+    """A sweep of one 4-worker trial: 2 ranks on each node. Its records hold one line per rank."""
+    record_dir = tmp_path / f"{name}-records"
+    record_dir.mkdir()
+    raysweep_block = {"resources": {"network_interface": "lo"}} | doc.pop("raysweep", {})
+    spec = write_spec(
+        tmp_path / f"{name}.yaml",
+        name=name,
+        method="grid",
+        metric={"name": "score", "goal": "minimize"},
+        parameters={"x": {"values": [1]}, "record_dir": {"value": str(record_dir)}, "num_gpus": {"value": 4}},
+        raysweep=raysweep_block,
+        **doc,
+    )
+    return spec, record_dir
+
+
+def assert_two_ranks_per_node(seen: list[dict], world: int = 4) -> None:
+    """Every rank once per report; ranks node by node, local ranks 0 and 1 on each, by node (two
+    addresses); the all-reduce over every rank right; each node's ranks see that node's two GPUs."""
+    ranks = sorted({int(r["rank"]) for r in seen})
+    assert ranks == list(range(world)), seen
+    local = {}
+    for r in seen:
+        local.setdefault(r["address"], set()).add((int(r["rank"]), int(r["local_rank"])))
+    assert sorted(local) == [HEAD_IP, "127.0.0.3"], local
+    for node, pairs in local.items():
+        assert {lr for _, lr in pairs} == {0, 1}, (node, pairs)  # equal ranks per node, local ranks from 0
+        first = min(rank for rank, _ in pairs)
+        assert {rank for rank, _ in pairs} == {first, first + 1}  # a node's ranks are consecutive
+    assert {float(r["sum"]) for r in seen} == {float(sum(range(1, world + 1)))}
+    assert {r["gloo_ifname"] for r in seen} == {"lo"}  # raysweep.resources.network_interface
+
+
+@pytest.mark.parametrize("ddp_workers", ["warm", "torchtrainer"])
+def test_a_four_worker_trial_spans_two_nodes_of_two(tmp_path, two_nodes, ddp_workers):
+    """Issue 44: a trial larger than one node takes whole nodes, the same ranks on each, under
+    both runners; warm ranks see their own GPU, a TorchTrainer's their node's."""
+    address, _ = two_nodes
+    spec, record_dir = span_sweep(
+        tmp_path, f"span-{ddp_workers}", raysweep={"train_loop": SPAN_LOOP, "ddp_workers": ddp_workers}
+    )
+    out = raysweep("run", str(spec), "--address", address, "--storage", str(tmp_path / "runs"), "--wandb", "disabled")
+    assert out.returncode == 0, out.stderr + out.stdout
+    (trial,) = show(tmp_path / "runs" / f"span-{ddp_workers}")["trials"]
+    assert trial["status"] == "done" and trial["metric"] == 10.0, trial
+    seen = records(record_dir)
+    assert_two_ranks_per_node(seen)
+    visible = {(r["address"], int(r["local_rank"])): r["visible"] for r in seen}
+    if ddp_workers == "warm":  # each warm worker is pinned to its one GPU of its node
+        assert sorted(visible.values()) == ["0", "0", "1", "1"], visible
+    else:
+        assert set(visible.values()) == {"0,1"}, visible
+
+
+def test_a_program_trial_spans_two_nodes_with_torchruns_environment(tmp_path, two_nodes):
+    """Each rank's script gets RANK, LOCAL_RANK, LOCAL_WORLD_SIZE, NODE_RANK and MASTER_ADDR on
+    rank 0's node, and its node's GPUs; rank 0's metric reaches the sweep."""
+    address, _ = two_nodes
+    spec, record_dir = span_sweep(
+        tmp_path, "span-program", program=str(ROOT / "tests" / "programs" / "span_program.py")
+    )
+    out = raysweep("run", str(spec), "--address", address, "--storage", str(tmp_path / "runs"), "--wandb", "disabled")
+    assert out.returncode == 0, out.stderr + out.stdout
+    (trial,) = show(tmp_path / "runs" / "span-program")["trials"]
+    assert trial["status"] == "done" and trial["metric"] == 10.0, trial
+    seen = records(record_dir)
+    (master,) = {r["master_addr"] for r in seen}
+    assert master in (HEAD_IP, "127.0.0.3")  # rank 0's node
+    assert sorted((int(r["rank"]), r["node_rank"], r["local_rank"], r["local_world_size"]) for r in seen) == [
+        (0, "0", "0", "2"),
+        (1, "0", "1", "2"),
+        (2, "1", "0", "2"),
+        (3, "1", "1", "2"),
+    ]
+    assert {r["sum"] for r in seen} == {10.0} and {r["visible"] for r in seen} == {"0,1"}
+    assert {r["gloo_ifname"] for r in seen} == {"lo"}
+
+
+def test_a_wandb_style_function_spans_two_nodes(tmp_path, two_nodes):
+    address, _ = two_nodes
+    record_dir = tmp_path / "records"
+    record_dir.mkdir()
+    script = tmp_path / "sweep.py"
+    script.write_text(
+        "import sys, raysweep\n"
+        "from tests.span_loop import main\n"
+        "sweep = {'name': 'span-fn', 'method': 'grid', 'metric': {'name': 'score', 'goal': 'minimize'},\n"
+        f"    'parameters': {{'x': {{'values': [1]}}, 'record_dir': {{'value': {str(record_dir)!r}}}, 'num_gpus': {{'value': 4}}}},\n"
+        "    'raysweep': {'resources': {'network_interface': 'lo'}}}\n"
+        f"result = raysweep.run(sweep, function=main, address={address!r}, storage={str(tmp_path / 'runs')!r}, wandb='offline', quiet=True)\n"
+        "print('STATUS', result.best['status'], result.best['metric'])\n"
+    )
+    out = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, cwd=ROOT, env=cli_env(), timeout=600
+    )
+    assert "STATUS done 10.0" in out.stdout, out.stdout[-3000:] + out.stderr[-3000:]
+    assert_two_ranks_per_node(records(record_dir))
 
 
 def _kill_node(raylet_port: int) -> int:

@@ -103,9 +103,9 @@ def test_rank_zero_metrics_merge_lines_and_report_only_lines_with_the_metric(tmp
         f.write('{"source": "wandb", "metr')  # half a line: read once it is complete
     assert reader.new_reports() == [{"loss": 3.0, "score": 1.0, "epoch": 1}]
     with open(path, "a") as f:
-        f.write('ics": {"score": 0.5}}\n{"end": 0}\n')
+        f.write('ics": {"score": 0.5}}\n')
     assert reader.new_reports() == [{"loss": 3.0, "score": 0.5, "epoch": 1}]
-    assert reader.end_code == 0 and reader.reports == 2
+    assert reader.reports == 2
 
 
 def test_supervisor_ends_the_whole_process_group_sigkill_after_grace(tmp_path):
@@ -441,7 +441,7 @@ def test_program_runs_carry_no_sweep_id_that_wandb_did_not_create(tmp_path, monk
     An id W&B returned is passed on as is (every runner and kind: test_wandb_sweep.py)."""
     from dataclasses import replace
 
-    from raysweep.placement import Capacity
+    from raysweep.placement import Capacity, Node, RankPlace, Shape
     from raysweep.trial.job import ProgramLaunch, TrialJob
     from raysweep.trial.program import script_env
 
@@ -463,18 +463,20 @@ def test_program_runs_carry_no_sweep_id_that_wandb_did_not_create(tmp_path, monk
         trial_id="t1",
         trial_dir=str(tmp_path),
         world_size=1,
+        shape=Shape(1, 1),
         runner="in_process",
         metric="m",
         report_timeout_s=None,
-        capacity=Capacity((1,), False, 1.0, True, ("n",)),
+        capacity=Capacity((Node("n", "127.0.0.1", 1, 1.0),), False, 1.0, True),
         max_failures=0,
         program=launch,
     )
-    env = script_env(job, 0, 0, ("127.0.0.1", 1))
+    here = RankPlace("n", "127.0.0.1", 0, 0, 1)
+    env = script_env(job, 0, here, ("127.0.0.1", 1))
     assert "WANDB_SWEEP_ID" not in env and env["WANDB_RUN_ID"] == "t1" and env["WANDB_RUN_GROUP"] == "g"
-    assert "WANDB_RUN_ID" not in script_env(job, 1, 1, ("127.0.0.1", 1))  # rank 1's run is its own
+    assert "WANDB_RUN_ID" not in script_env(job, 1, here, ("127.0.0.1", 1))  # rank 1's run is its own
     created = replace(job, program=replace(launch, sweep_id="abc123"))
-    assert script_env(created, 0, 0, ("127.0.0.1", 1))["WANDB_SWEEP_ID"] == "abc123"
+    assert script_env(created, 0, here, ("127.0.0.1", 1))["WANDB_SWEEP_ID"] == "abc123"
 
 
 def test_validate_sample_of_a_program_sweep_shows_what_the_script_receives(tmp_path):

@@ -70,7 +70,7 @@ def test_every_run_of_every_rank_names_the_wandb_sweep_and_no_other(
     even a WANDB_SWEEP_ID left in the user's environment."""
     from raysweep.driver.settings import RunSettings
     from raysweep.driver.sweep import _callbacks
-    from raysweep.placement import Capacity
+    from raysweep.placement import Capacity, Node
     from raysweep.spec import parse_spec
     from raysweep.trial.job import Sweep
     from raysweep.trial.job_builder import build_job
@@ -80,7 +80,7 @@ def test_every_run_of_every_rank_names_the_wandb_sweep_and_no_other(
     keys, function = KINDS[kind]
     doc = {"method": "grid", "metric": {"name": "score", "goal": "minimize"}, "parameters": {"x": {"value": 1}}, **keys}
     spec = parse_spec({**doc, "parameters": {"x": {"value": 1}, "num_gpus": {"value": workers}}}, function=function)
-    capacity = Capacity((2,), False, 1.0, True, ("n",))
+    capacity = Capacity((Node("n", "127.0.0.1", 2, 2.0),), False, 1.0, True)
     sweep = Sweep(spec, capacity, str(tmp_path), "s", str(tmp_path), "online", wandb_sweep_id=sweep_id)
     job = build_job(sweep, {"x": 1, "num_gpus": workers}, "t1", str(tmp_path / "t1"), pooled)
     assert job.runner == runner

@@ -192,13 +192,17 @@ def test_a_rank_whose_device_cannot_be_set_fails_its_trial_instead_of_hanging(ra
         """
 import threading
 from raysweep.trial import gang, warm_rank
+from raysweep.placement import RankPlace
 from raysweep.trial.warm_rank import RankCall
 from raysweep.trial.lease import Lease
 lease = Lease(0, [warm_rank.DDPWorker.options(num_cpus=0).remote()])
+def place(gpu):
+    return RankPlace("n", "127.0.0.1", 0, 0, 1, gpu, (gpu,))
 outcome = []
 def trial(gpu):
     try:
-        gang.run(lease, RankCall(slice, None, None, None, [gpu], 1), lambda metrics, ckpt: None)  # slice(args, link, master): a no-op loop
+        call = RankCall(slice, None, None, None, [place(gpu)], True, 1)  # slice(args, link, master): a no-op loop
+        gang.run(lease, call, lambda metrics, ckpt: None)
     except BaseException as e:
         outcome.append(e)
 for gpu in ("0", "1"):  # the first pins the worker to GPU 0 (the loop ends at once)
@@ -221,12 +225,12 @@ from raysweep.trial.pool import WorkerPool
 node = ray.get_runtime_context().get_node_id()
 pool = WorkerPool.remote()
 ray.get(pool.start.remote(node, 2))
-lease, workers = ray.get(pool.lend.remote(node, 2, None))
+lease, workers = ray.get(pool.lend.remote([(node, None)] * 2, None))
 ray.get([w.ping.remote() for w in workers], timeout=120)
 ray.get(pool.give_back.remote(lease, False, workers))
 ray.kill(workers[0])  # dies while idle in the pool
 time.sleep(1)
-_, again = ray.get(pool.lend.remote(node, 2, None))
+_, again = ray.get(pool.lend.remote([(node, None)] * 2, None))
 print("PINGS", ray.get([w.ping.remote() for w in again], timeout=120))
 """,
     )

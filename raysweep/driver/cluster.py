@@ -15,7 +15,7 @@ import ray
 from ray.exceptions import AuthenticationError
 
 from raysweep.errors import UserError
-from raysweep.placement import SLOT, Capacity, slots_for, workers_on
+from raysweep.placement import SLOT, Capacity, nodes_from
 from raysweep.private_api import local_gpu_count
 from raysweep.trial import devices
 
@@ -79,6 +79,7 @@ def start_or_connect(
     gpus: str | None = None,
     dashboard_host: str | None = None,
     gpus_per_worker: float = 1.0,
+    memory_per_worker: float = 0.0,
 ) -> Capacity:
     """Start an embedded Ray (``address`` None) or join a cluster, and measure it.
 
@@ -144,7 +145,7 @@ def start_or_connect(
         )
     private_token_file()
     _dashboard["url"] = context.dashboard_url  # what ray.init returned: the one public place that says
-    return measure(use_gpu, cpus_per_worker, gpus_per_worker)
+    return measure(use_gpu, cpus_per_worker, gpus_per_worker, memory_per_worker)
 
 
 PROBE_TIMEOUT_S = 10.0
@@ -204,32 +205,56 @@ def check_embedded_only(address: str | None, gpus: str | None, dashboard_host: s
         )
 
 
-def measure(use_gpu: str | bool, cpus_per_worker: float, gpus_per_worker: float = 1.0) -> Capacity:
+def measure(
+    use_gpu: str | bool, cpus_per_worker: float, gpus_per_worker: float = 1.0, memory_per_worker: float = 0.0
+) -> Capacity:
     """Read the live cluster's nodes and turn them into worker slots."""
-    nodes = [n for n in ray.nodes() if n.get("Alive")]
-    has_gpu = any(n["Resources"].get("GPU", 0) > 0 for n in nodes)
-    if use_gpu is True and not has_gpu:
+    nodes = ray.nodes()
+    has_gpu = any(n["Resources"].get("GPU", 0) > 0 for n in nodes if n.get("Alive"))
+    grows = autoscaler()
+    if use_gpu is True and not has_gpu and not grows:
         raise UserError("resources.use_gpu is true, but the Ray cluster has no GPUs")
     gpu = has_gpu if use_gpu == "auto" else bool(use_gpu)
-    managed = any(SLOT in n["Resources"] for n in nodes)  # nodes without it host no workers
-    if managed and not gpu:
-        slots = tuple(int(n["Resources"].get(SLOT, 0)) for n in nodes)
-    elif managed:  # raysweep_slot counts a GPU node's GPUs; nodes without it host no workers
-        slots = tuple(workers_on(n["Resources"].get(SLOT, 0), gpus_per_worker) for n in nodes)
-    else:
-        slots = tuple(slots_for(n["Resources"], gpu, cpus_per_worker, gpus_per_worker) for n in nodes)
-    hosts = [(n["NodeID"], s) for n, s in zip(nodes, slots, strict=True) if s > 0]
+    managed = any(SLOT in n["Resources"] for n in nodes if n.get("Alive"))  # nodes without it host no workers
     capacity = Capacity(
-        tuple(s for _, s in hosts),
+        nodes_from(nodes, gpu, cpus_per_worker, gpus_per_worker),
         gpu,
         cpus_per_worker,
         managed,
-        tuple(n for n, _ in hosts),
         gpus_per_worker if gpu else 1.0,
+        memory_per_worker,
+        grows,
     )
-    if capacity.total == 0:
-        raise UserError(f"the Ray cluster has no room for a single worker ({cpus_per_worker} CPU each)")
+    if capacity.total == 0 and not grows:
+        raise UserError(
+            f"the Ray cluster has no room for a single worker: {cpus_per_worker:g} CPU each"
+            + (f", {gpus_per_worker:g} GPU" if gpu else "")
+            + (f", {memory_per_worker / 2**30:g} GiB of memory" if memory_per_worker else "")
+        )
     return capacity
+
+
+# Where `ray up` leaves the autoscaler's config on the head node (Ray's own path, which
+# `ray start --autoscaling-config` names in cluster.yaml): with it, the cluster can gain nodes.
+AUTOSCALER_CONFIG = Path("~/ray_bootstrap_config.yaml")
+
+
+def autoscaler() -> str | None:
+    """Why this cluster can gain nodes (a sentence's end), or None: an autoscaler's config on this
+    node with room for more workers than run now. A trial too large for today's nodes then waits."""
+    path = AUTOSCALER_CONFIG.expanduser()
+    if not path.is_file():
+        return None
+    import yaml
+
+    try:
+        config = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        return None
+    most = config.get("max_workers") if isinstance(config, dict) else None
+    if not isinstance(most, int) or most <= 0:
+        return None
+    return f"its autoscaler may add nodes (max_workers {most} in {AUTOSCALER_CONFIG})"
 
 
 _dashboard: dict[str, str | None] = {"url": None}  # set by start_or_connect

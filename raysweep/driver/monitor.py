@@ -31,6 +31,7 @@ class SweepMonitor(Callback):
     def __init__(self, spec: SweepSpec, run_dir: Path, budget: int, quiet: bool = False, interval_s: float = 10.0):
         self.spec = spec
         self.stopped_by_scheduler: set[str] = set()  # the scheduler's own record, when it keeps one
+        self.never_placed: dict[str, str] = {}  # the scheduler's: trials failed for nodes that left, and why
         self.path = run_dir / TRIALS_FILE
         self.budget = budget
         self.quiet = quiet
@@ -113,6 +114,9 @@ class SweepMonitor(Callback):
         self._print(trials, force=True)
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        if trial.trial_id in self.never_placed:
+            self._end(trials, trial, TrialStatus.FAILED, self.never_placed[trial.trial_id])
+            return
         self._end(
             trials, trial, TrialStatus.STOPPED if trial.trial_id in self.stopped_by_scheduler else TrialStatus.DONE
         )

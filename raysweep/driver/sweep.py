@@ -32,7 +32,7 @@ from raysweep.driver.settings import RunRequest, RunSettings
 from raysweep.driver.trainable import make_trainable
 from raysweep.driver.wandb_logging import WandbRuns
 from raysweep.errors import UserError
-from raysweep.placement import Capacity, concurrency_limit
+from raysweep.placement import GIB, Capacity, NeverPlaced, concurrency_limit, shape
 from raysweep.private_api import restored_config
 from raysweep.runs.files import (
     OPTUNA_JOURNAL,
@@ -93,14 +93,24 @@ def new_run_dir(storage: str | os.PathLike, name: str) -> Path:
 
 
 def _check_feasible(sizes: set[int], capacity: Capacity) -> None:
-    if min(sizes) > capacity.largest_node:
-        raise UserError(
-            f"num_gpus={min(sizes)} (every trial of this sweep asks at least this many) can never be placed: "
-            f"the cluster has {capacity.describe()}. DDP workers of one trial run on one node."
-        )
-    too_big = sorted(s for s in sizes if s > capacity.largest_node)
-    if too_big:
-        print(f"note: trials with num_gpus in {too_big} will fail at once: the cluster has {capacity.describe()}")
+    """Refuse a sweep none of whose trials can ever be placed; name the sizes that never will."""
+    never = {}
+    for size in sorted(sizes):
+        try:
+            shape(size, capacity)
+        except NeverPlaced as e:
+            never[size] = str(e)
+    if never and len(never) == len(sizes):
+        raise UserError(f"{never[min(never)]} (every trial of this sweep asks at least num_gpus={min(sizes)})")
+    if never:
+        print(f"note: trials with num_gpus in {sorted(never)} will fail at once: {never[min(never)]}")
+    if capacity.grows:
+        late = sorted(s for s in sizes if s > capacity.largest_node)
+        if late:
+            print(
+                f"note: trials with num_gpus in {late} do not fit the cluster as it is now ({capacity.describe()}), "
+                f"but {capacity.grows}: they wait for nodes"
+            )
 
 
 def _reuse_actors(spec: SweepSpec, sizes: set[int]) -> bool:
@@ -207,6 +217,7 @@ def _start(
         gpus=settings.gpus,
         dashboard_host=settings.dashboard_host,
         gpus_per_worker=spec.resources.gpus_per_worker,
+        memory_per_worker=spec.resources.memory_per_worker_gb * GIB,
     )
     interrupt.ray_is_up(signals)
     _check_feasible(spec.trial_sizes, capacity)
@@ -228,6 +239,9 @@ def _start(
     else:
         tuner, scheduler = _new_tuner(spec, settings.budget, run_dir, limit, trainable, callbacks, stoppers)
     monitor.stopped_by_scheduler = getattr(scheduler, "stopped", set())
+    if hasattr(scheduler, "watch"):  # a run dir from before the guard has a scheduler without it
+        scheduler.watch(spec, capacity)
+        monitor.never_placed = scheduler.never_placed
     return tuner, monitor, stoppers
 
 
@@ -263,7 +277,7 @@ def _start_pool(spec: SweepSpec, capacity: Capacity) -> Any:
     None for TorchTrainer runs, and for a program: sweep of 1-worker trials (each runs its script
     from the Tune trial process)."""
     if spec.ddp_workers == Runner.WARM and (max(spec.trial_sizes) > 1 or not spec.runs_program):
-        return start_pool(dict(zip(capacity.node_ids, capacity.slots_per_node, strict=True)))
+        return start_pool({node.id: capacity.hosts(node) for node in capacity.nodes})
     return None
 
 

@@ -1,14 +1,71 @@
-"""Schedulers (early stopping), chosen from the spec's ``scheduler`` / ``early_terminate``."""
+"""Schedulers (early stopping), chosen from the spec's ``scheduler`` / ``early_terminate``; every
+one also fails a pending trial that the cluster, having lost nodes, can no longer place."""
 
 from __future__ import annotations
 
+import time
+from dataclasses import replace
 from typing import Any
 
+import ray
+from ray.tune.experiment import Trial
 from ray.tune.schedulers import ASHAScheduler, FIFOScheduler, HyperBandScheduler, TrialScheduler
 
+from raysweep.placement import Capacity, NeverPlaced, nodes_from, shape
 from raysweep.search.hyperband import WandbHyperband
 from raysweep.spec import SweepSpec
 from raysweep.spec.model import Scheduler
+
+LIVE_NODES_EVERY_S = 2.0
+
+
+class PlacementGuard:
+    """Mixed into every scheduler: a pending trial (a retry after its node died, or one queued
+    when a node left) whose size the nodes still alive can never place fails at once with a
+    sentence, instead of waiting for a node that is gone. Tune lets a scheduler stop a pending
+    trial (``stop_trial``); ``never_placed`` keeps why, for the driver's record.
+
+    ``watch`` arms it with the sweep's spec and the cluster measured at its start: a size that
+    never fit that cluster fails in its trial as before (``placement.NEVER_PLACED``), and a
+    cluster that can grow makes every trial wait instead."""
+
+    spec: SweepSpec | None = None
+    capacity: Capacity | None = None
+
+    def watch(self, spec: SweepSpec, capacity: Capacity) -> None:
+        self.spec, self.capacity = spec, capacity
+        self.never_placed: dict[str, str] = getattr(self, "never_placed", {})
+        self._checked = 0.0
+
+    def choose_trial_to_run(self, tune_controller: Any) -> Any:
+        if self.capacity is not None and not self.capacity.grows:
+            self._fail_unplaceable(tune_controller)
+        return super().choose_trial_to_run(tune_controller)
+
+    def _fail_unplaceable(self, tune_controller: Any) -> None:
+        pending = [t for t in tune_controller.get_trials() if t.status == Trial.PENDING]
+        if not pending or time.monotonic() - self._checked < LIVE_NODES_EVERY_S:
+            return
+        self._checked = time.monotonic()
+        start = self.capacity
+        live = replace(
+            start, nodes=nodes_from(ray.nodes(), start.use_gpu, start.cpus_per_worker, start.gpus_per_worker)
+        )
+        if live.nodes == start.nodes:
+            return
+        gone = [n.address for n in start.nodes if n.id not in {m.id for m in live.nodes}]
+        for trial in pending:
+            try:
+                size = self.spec.world_size(trial.config)
+                shape(size, start)
+            except (ValueError, NeverPlaced):
+                continue  # it fails in its own process, with its own sentence
+            try:
+                shape(size, live)
+            except NeverPlaced as e:
+                lost = f"the cluster lost node(s) {', '.join(gone)}" if gone else "the cluster changed"
+                self.never_placed[trial.trial_id] = f"{lost} and can no longer place this trial: {e}"
+                tune_controller.stop_trial(trial)
 
 
 class StopRecorder:
@@ -28,11 +85,19 @@ class StopRecorder:
         return decision
 
 
-class RecordingASHA(StopRecorder, ASHAScheduler):
+class RecordingASHA(PlacementGuard, StopRecorder, ASHAScheduler):
     pass
 
 
-class RecordingHyperBand(StopRecorder, HyperBandScheduler):
+class RecordingHyperBand(PlacementGuard, StopRecorder, HyperBandScheduler):
+    pass
+
+
+class GuardedFIFO(PlacementGuard, FIFOScheduler):
+    pass
+
+
+class GuardedWandbHyperband(PlacementGuard, WandbHyperband):
     pass
 
 
@@ -46,8 +111,8 @@ def hyperband(s: Scheduler) -> RecordingHyperBand:
     return RecordingHyperBand(time_attr="training_iteration", max_t=s.max_t, reduction_factor=s.reduction_factor)
 
 
-def wandb_hyperband(s: Scheduler) -> WandbHyperband:
-    return WandbHyperband(bands=s.bands, eta=s.reduction_factor, strict=s.strict)
+def wandb_hyperband(s: Scheduler) -> GuardedWandbHyperband:
+    return GuardedWandbHyperband(bands=s.bands, eta=s.reduction_factor, strict=s.strict)
 
 
 BUILDERS = {"asha": asha, "hyperband": hyperband, "wandb_hyperband": wandb_hyperband}  # spec.model.SCHEDULER_KINDS
@@ -56,5 +121,5 @@ BUILDERS = {"asha": asha, "hyperband": hyperband, "wandb_hyperband": wandb_hyper
 def build_scheduler(spec: SweepSpec) -> Any:
     """One report is one iteration; FIFO when the spec asks for no early stopping."""
     if spec.scheduler is None:
-        return FIFOScheduler()
+        return GuardedFIFO()
     return BUILDERS[spec.scheduler.type](spec.scheduler)

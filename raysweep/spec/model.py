@@ -128,6 +128,8 @@ class Resources:
     cpus_per_worker: float = 1.0
     use_gpu: str | bool = "auto"
     gpus_per_worker: float = 1.0  # < 1 packs that many 1-worker trials onto one GPU (0.25: four)
+    memory_per_worker_gb: float = 0.0  # held per worker as Ray's memory resource; 0: not asked
+    network_interface: str | None = None  # a rank's GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME
 
 
 @dataclass(frozen=True)
@@ -175,6 +177,7 @@ class SweepSpec:
     max_failures: int = 0
     max_initial_failures: int = 5  # the sweep stops when its first this many trials all fail (W&B's agent: 5)
     report_timeout_s: float | None = None
+    process_group_timeout_s: float = 1800.0  # torch.distributed's own default: set-up and collectives
     reuse_actors: bool = True  # trials of one size run one after another in one Tune actor process
     ddp_workers: str = Runner.WARM  # 2+ workers: warm DDP workers kept across trials, or a TorchTrainer run per trial
     seed: int = 0

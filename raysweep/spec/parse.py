@@ -379,6 +379,8 @@ def _parse_blocks(doc: dict, own: dict, problems: list[str]) -> tuple[Resources,
             {
                 "cpus_per_worker": positive,
                 "gpus_per_worker": gpu_share,
+                "memory_per_worker_gb": positive,
+                "network_interface": text,
                 "use_gpu": lambda v, w, pr: choice(v, USE_GPU, w, pr),
             },
             problems,
@@ -479,6 +481,7 @@ def parse_spec(
     max_initial_failures = optional("max_initial_failures", int_at_least, 0)
     seed = optional("seed", int_at_least, 0)
     report_timeout_s = optional("report_timeout_s", positive)
+    process_group_timeout_s = optional("process_group_timeout_s", positive)
     reuse_actors = optional("reuse_actors", boolean)
     ddp_workers = optional("ddp_workers", choice, DDP_WORKERS)
     optional("strict", boolean)
@@ -511,6 +514,7 @@ def parse_spec(
         max_failures=max_failures or 0,
         max_initial_failures=5 if max_initial_failures is None else max_initial_failures,
         report_timeout_s=report_timeout_s,
+        process_group_timeout_s=process_group_timeout_s or 1800.0,
         reuse_actors=reuse_actors is not False,
         ddp_workers=ddp_workers or Runner.WARM,
         seed=seed or 0,

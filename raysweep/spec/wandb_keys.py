@@ -55,6 +55,7 @@ RAYSWEEP_KEYS = (
     "max_failures",
     "max_initial_failures",
     "report_timeout_s",
+    "process_group_timeout_s",
     "reuse_actors",
     "ddp_workers",
     "wandb",

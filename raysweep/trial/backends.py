@@ -25,6 +25,7 @@ from raysweep.words import Runner
 if TYPE_CHECKING:  # torch is heavy: imported only where a device is needed
     import torch
 
+    from raysweep.placement import RankPlace
     from raysweep.trial.warm_rank import RankLink
 
 # Set by raysweep in the environment of a program: script; its reports go to this file.
@@ -83,6 +84,10 @@ class Backend:
         """The trial's latest checkpoint (a ``ray.train.Checkpoint``), or None on a fresh start."""
         return None
 
+    def share(self, value: Any) -> Any:
+        """Rank 0's ``value`` on every rank (a collective: every rank calls it); a world of one keeps its own."""
+        return value
+
 
 class LocalBackend(Backend):
     name = "local"
@@ -134,11 +139,16 @@ class WarmBackend(Backend):
     def context(self) -> TrialContext:
         import torch
 
-        link = self.link  # every worker of a group runs on the trial's node
-        return TrialContext(link.rank, link.rank, link.world_size, torch.device(link.device), self.trial_dir)
+        link = self.link
+        return TrialContext(
+            link.rank, link.place.local_rank, link.world_size, torch.device(link.device), self.trial_dir
+        )
 
     def report(self, metrics: dict[str, Any], checkpoint: str | None) -> None:
         self.link.report(metrics, checkpoint)
+
+    def share(self, value: Any) -> Any:
+        return self.link.share(value)
 
     def checkpoint(self) -> Any:
         return _checkpoint_at(self.link.checkpoint_dir)
@@ -159,9 +169,16 @@ class TrainBackend(Backend):
         # The shard is already ours; Ray only moves batches to the worker's device.
         return ray.train.torch.prepare_data_loader(loader, add_dist_sampler=False)
 
-    def __init__(self, trial_dir: str | None = None, metric: str | None = None, restored: str | None = None):
+    def __init__(
+        self,
+        trial_dir: str | None = None,
+        metric: str | None = None,
+        restored: str | None = None,
+        place: RankPlace | None = None,
+    ):
         super().__init__(trial_dir, metric)
         self.restored = restored  # the Ray Train checkpoint Tune restored the trial from (TrialJob.restored_checkpoint)
+        self.place = place  # found by node id (rank.on_train_worker); None: Ray Train's local rank
 
     def context(self) -> TrialContext:
         import ray.train
@@ -171,12 +188,18 @@ class TrainBackend(Backend):
 
         ctx = ray.train.get_context()  # Ray Train shows a node's workers all their GPUs: each takes its own
         device = torch.device(devices.assigned(ray.get_gpu_ids()))
-        return TrialContext(ctx.get_world_rank(), ctx.get_local_rank(), ctx.get_world_size(), device, self.trial_dir)
+        local_rank = self.place.local_rank if self.place else ctx.get_local_rank()
+        return TrialContext(ctx.get_world_rank(), local_rank, ctx.get_world_size(), device, self.trial_dir)
 
     def report(self, metrics: dict[str, Any], checkpoint: str | None) -> None:
         import ray.train
 
         ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(checkpoint) if checkpoint else None)
+
+    def share(self, value: Any) -> Any:
+        from ray.train.collective import broadcast_from_rank_zero
+
+        return broadcast_from_rank_zero(value)
 
     def checkpoint(self) -> Any:
         """This run's latest checkpoint after its worker group restarted, else the one the trial was restored from."""

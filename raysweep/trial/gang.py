@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import ray
 
 from raysweep.trial.metrics import mean_over_ranks
+from raysweep.trial.warm_rank import DONE, ERROR, SHARE, RankMessage
 from raysweep.trial.watchdog import ended_early_text
 
 if TYPE_CHECKING:
@@ -42,16 +43,23 @@ def run(lease: Lease, call: RankCall, on_report: Callable[[dict[str, Any], str |
         runs = [w.run.remote(call, r, size, master) for r, w in enumerate(workers)]
         reports = 0
         while True:
-            items = _next_reports(workers, runs)
-            kinds = [item[0] for item in items]
-            if set(kinds) == {"done"}:
+            messages = _next_messages(workers, runs)
+            kinds = [m.kind for m in messages]
+            if set(kinds) == {DONE}:
                 ray.get(runs)  # each rank's teardown (destroy_process_group) ends before the workers go back
                 return
-            if "done" in kinds:
-                raise RankReports(ended_early_text([r for r, k in enumerate(kinds) if k == "done"], size, reports))
+            if DONE in kinds:
+                raise RankReports(ended_early_text([r for r, k in enumerate(kinds) if k == DONE], size, reports))
+            if set(kinds) == {SHARE}:  # a collective: rank 0's value to every rank
+                for w in workers:
+                    w.answer.remote((messages[0].value,))
+                continue
+            if SHARE in kinds:
+                raise RankReports(f"ranks of one trial disagreed: {kinds} (a report where another rank shared a value)")
             try:
                 on_report(
-                    mean_over_ranks([item[1] for item in items]), next((item[2] for item in items if item[2]), None)
+                    mean_over_ranks([m.metrics for m in messages]),
+                    next((m.checkpoint for m in messages if m.checkpoint), None),
                 )
             except BaseException:  # stopped by the scheduler, or a report Tune refused
                 stopping = True
@@ -59,39 +67,38 @@ def run(lease: Lease, call: RankCall, on_report: Callable[[dict[str, Any], str |
                 raise
             reports += 1
             for w in workers:
-                w.resume.remote(True)
+                w.answer.remote(True)
     except BaseException:
         if not stopping:  # a rank failed or died: its peers may be stuck in a collective
             lease.broken = True
         raise
 
 
-def _next_reports(workers: list[Any], runs: list[Any]) -> list[tuple]:
-    """Every rank's next report, end or error; the first error (or death) is raised at once,
-    not after its peers report: they may be waiting for the failed rank inside a collective.
-    A rank's ``run`` task that fails outside its own handler (it could not start) raises here too."""
-    pending = {w.next_report.remote(): rank for rank, w in enumerate(workers)}
+def _next_messages(workers: list[Any], runs: list[Any]) -> list[RankMessage]:
+    """Every rank's next message; the first error (or death) is raised at once, not after its
+    peers report: they may be waiting for the failed rank inside a collective. A rank's ``run``
+    task that fails outside its own handler (it could not start) raises here too."""
+    pending = {w.next_message.remote(): rank for rank, w in enumerate(workers)}
     watched = {ref: rank for rank, ref in enumerate(runs)}
-    items: list[tuple] = [()] * len(workers)
+    messages: list[RankMessage | None] = [None] * len(workers)
     while pending:
         ready, _ = ray.wait(list(pending) + list(watched), num_returns=1)
         if ready[0] in watched:
             del watched[ready[0]]
-            ray.get(ready[0])  # raises the rank's error; a run that ended has put its last item already
+            ray.get(ready[0])  # raises the rank's error; a run that ended has put its last message already
             continue
         rank = pending.pop(ready[0])
-        items[rank] = ray.get(ready[0])  # raises if the rank's process died
-        if items[rank][0] == "error":
-            _, error, trace = items[rank]
-            error.add_note(f"on rank {rank} of {len(workers)}; the rank's traceback:\n{trace}")
-            raise error
-    return items
+        message = messages[rank] = ray.get(ready[0])  # raises if the rank's process died
+        if message.kind == ERROR:
+            message.error.add_note(f"on rank {rank} of {len(workers)}; the rank's traceback:\n{message.trace}")
+            raise message.error
+    return messages
 
 
 def _stop(lease: Lease, runs: list[Any]) -> None:
     """Every rank waits at this report: tell them to stop there; break the lease if one does not."""
     for w in lease.workers:
-        w.resume.remote(False)
+        w.answer.remote(False)
     done, _ = ray.wait(runs, num_returns=len(runs), timeout=STOP_GRACE_S)
     try:
         ray.get(done)

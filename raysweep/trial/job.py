@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from raysweep.placement import Capacity
+from raysweep.placement import Capacity, Shape
 from raysweep.spec import SweepSpec
 from raysweep.words import Runner
 
@@ -60,11 +60,14 @@ class TrialJob:
     trial_id: str
     trial_dir: str  # the trial's own files: the loop's trial_dir, watchdog notes, a script's logs
     world_size: int  # its DDP ranks: the spec's num_gpus (spec.world_size)
+    shape: Shape  # its nodes, and ranks on each (placement.shape)
     runner: Runner  # how its ranks run (tune_trial.RUNNERS)
     metric: str | None  # the spec's metric.name: every report must carry it
     report_timeout_s: float | None
     capacity: Capacity
     max_failures: int
+    group_timeout_s: float = 1800.0  # the process group's: set-up and every collective
+    network_interface: str | None = None  # GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME of every rank
     train_loop: str | None = None  # "module:function"; None means the function, or else the spec's program
     function: Callable[..., Any] | None = None  # raysweep.run's function, shipped by value
     config: dict[str, Any] = field(default_factory=dict)  # the nested config the loop receives
@@ -80,6 +83,12 @@ class TrialJob:
         if self.program is not None:
             return None
         return "nccl" if self.capacity.use_gpu else "gloo"
+
+    def network_env(self) -> dict[str, str]:
+        """What every rank's process (and a script's) sets so that gloo and NCCL use the chosen interface."""
+        if not self.network_interface:
+            return {}
+        return {"GLOO_SOCKET_IFNAME": self.network_interface, "NCCL_SOCKET_IFNAME": self.network_interface}
 
     def new_attempt(self) -> TrialJob:
         return replace(self, attempt=uuid.uuid4().hex[:8])

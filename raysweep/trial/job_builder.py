@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from raysweep.placement import NeverPlaced, shape
 from raysweep.spec import SweepSpec, trial_config
 from raysweep.spec.space import wandb_config
 from raysweep.trial.job import ProgramLaunch, Sweep, TrialJob
@@ -21,7 +22,7 @@ ONE_WORKER_TORCHTRAINER_ENV = "RAYSWEEP_ONE_WORKER_TORCHTRAINER"
 
 
 class InfeasibleTrial(RuntimeError):
-    """A trial asks for more workers than any node of the cluster has."""
+    """A trial asks for a size the cluster can never place (``placement.shape`` says why)."""
 
 
 def build_job(sweep: Sweep, flat_config: dict[str, Any], trial_id: str, staging_dir: str, pooled: bool) -> TrialJob:
@@ -29,20 +30,22 @@ def build_job(sweep: Sweep, flat_config: dict[str, Any], trial_id: str, staging_
     ``pooled``: the sweep has warm DDP workers (else 2+-worker trials are TorchTrainer runs)."""
     spec, capacity = sweep.spec, sweep.capacity
     workers = spec.world_size(flat_config)
-    if workers > capacity.largest_node:
-        raise InfeasibleTrial(
-            f"num_gpus={workers} can never be placed: the cluster has {capacity.describe()}. "
-            "DDP workers of one trial run on one node."
-        )
+    try:
+        where = shape(workers, capacity)
+    except NeverPlaced as e:
+        raise InfeasibleTrial(str(e)) from None
     trial_dir = trial_files_dir(staging_dir, sweep.run_dir)
     runner = choose_runner(spec, workers, pooled)
     common = {
         "trial_id": trial_id,
         "trial_dir": trial_dir,
         "world_size": workers,
+        "shape": where,
         "runner": runner,
         "metric": spec.metric.name if spec.metric else None,
         "report_timeout_s": spec.report_timeout_s,
+        "group_timeout_s": spec.process_group_timeout_s,
+        "network_interface": spec.resources.network_interface,
         "capacity": capacity,
         "max_failures": spec.max_failures,
     }

@@ -1,5 +1,5 @@
-"""A trial's side of the warm workers' pool (``pool.py``): it borrows as many workers as it has
-ranks, on its own node, and gives them back when it ends, waiting out a restart of the pool.
+"""A trial's side of the warm workers' pool (``pool.py``): it borrows one worker per rank, on the
+rank's node, and gives them back when it ends, waiting out a restart of the pool.
 """
 
 from __future__ import annotations
@@ -10,24 +10,26 @@ from typing import Any
 
 import ray
 
+from raysweep.placement import RankPlace
+
 POOL_RESTART_WAIT_S = 120.0
 
 
 @dataclass
 class Lease:
-    """Workers lent to one trial; ``broken`` (set by ``gang.run``) ends them when they come back."""
+    """Workers lent to one trial, rank r's first; ``broken`` (set by ``gang.run``) ends them when
+    they come back."""
 
     id: int
     workers: list[Any]
     broken: bool = False
 
 
-def borrow(pool: Any, count: int, gpus: list[str] | None = None) -> Lease:
-    """``count`` of the pool's workers on this trial's node (its placement group holds their
-    resources), rank r's serving ``gpus[r]``."""
+def borrow(pool: Any, places: list[RankPlace]) -> Lease:
+    """A worker for each rank at its place (the trial's placement group holds their resources)."""
     pg = ray.util.get_current_placement_group()
-    node_id = ray.get_runtime_context().get_node_id()
-    lease, workers = _ask(pool.lend, node_id, count, pg.id.hex() if pg else None, gpus)
+    ranks = [(place.node_id, place.gpu) for place in places]
+    lease, workers = _ask(pool.lend, ranks, pg.id.hex() if pg else None)
     return Lease(lease, workers)
 
 
@@ -39,7 +41,7 @@ def _ask(method: Any, *args: Any) -> Any:
     """Call the pool, waiting while Ray restarts it: the driver's node can be a node that dies
     (a driver attaches to any raylet of its machine), and a trial that asks the pool during its
     restart must not fail for it. A lend that ran but whose answer was lost is ended with
-    its trial's placement group (``_end_abandoned``)."""
+    its trial's placement group (``WorkerPool._end_abandoned``)."""
     deadline = time.monotonic() + POOL_RESTART_WAIT_S
     while True:
         try:

@@ -2,10 +2,10 @@
 
 Starting a worker is most of a short trial's cost: a Ray worker process, then torch and
 torch._dynamo imported (docs/benchmarks.md). So the driver starts one pool per sweep, and the
-pool starts each node's workers (as many as the node has worker slots) while Tune is still
-starting. A trial borrows as many workers as it has ranks, on its own node, and gives them back
-when it ends: 1-worker and 2-worker trials run on the same processes, and a trial of a new size
-waits for no process to start.
+pool starts each node's workers (as many as the node hosts) while Tune is still starting. A
+trial borrows as many workers as it has ranks on each of its nodes (one node, or several whole
+nodes), and gives them back when it ends: 1-worker and 2-worker trials run on the same
+processes, and a trial of a new size waits for no process to start.
 
 Resources stay with Tune: a trial's placement group holds its CPUs/GPUs and worker slots (the
 admission control of ``placement.py``); the workers hold none of their own, and compute only
@@ -14,91 +14,139 @@ was lent for): a rank that needs GPU g gets an idle worker of g, else one that h
 yet, else a new worker that replaces an idle one of another GPU. So a worker never holds a
 second CUDA context, and N workers on an N-GPU node hold at most N contexts.
 
-The pool is an actor of the driver, on its node, so it and its workers end with the sweep. A
-worker whose trial failed, or whose borrower ended without giving it back (that trial's
-placement group is gone), is ended rather than lent again: its state is unknown.
+The rules are ``Lending``'s, plain bookkeeping with no Ray (tests drive it by hand); the
+``WorkerPool`` actor adds what needs Ray: starting and ending workers, checking that an idle one
+is alive, finding trials that ended without giving theirs back. It runs on the driver's node, so
+it and its workers end with the sweep. A worker whose trial failed, or whose borrower ended
+without giving it back (that trial's placement group is gone), is ended rather than lent again:
+its state is unknown.
 """
 
 from __future__ import annotations
 
 import itertools
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, Generic, TypeVar
 
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from raysweep.trial.warm_rank import DDPWorker
 
+W = TypeVar("W")
 
-@ray.remote(num_cpus=0)
-class WorkerPool:
-    def __init__(self) -> None:
-        self._slots: dict[str, int] = {}  # node id -> most workers it may have (its worker slots)
-        self._idle: dict[str, list[Any]] = {}  # node id -> workers waiting for a trial
-        self._lent: dict[int, tuple[str, str | None, list[Any]]] = {}  # lease -> (node, borrower's group, workers)
-        self._gpu: dict[Any, str] = {}  # worker -> the one GPU it serves (workers that served one)
+
+class Lending(Generic[W]):
+    """Which worker serves which rank: the pool's rules, over workers of any type.
+
+    ``new_worker(node_id)`` starts one, ``end(workers)`` ends some; neither is called for a
+    decision that an idle worker satisfies.
+    """
+
+    def __init__(self, new_worker: Callable[[str], W], end: Callable[[list[W]], None]) -> None:
+        self._new, self._end = new_worker, end
+        self.slots: dict[str, int] = {}  # node id -> most workers it may have (the workers it hosts)
+        self.idle: dict[str, list[W]] = {}  # node id -> workers waiting for a trial
+        self.lent: dict[
+            int, tuple[str | None, list[tuple[str, W]]]
+        ] = {}  # lease -> (borrower's group, (node, worker)s)
+        self.gpu: dict[W, str] = {}  # worker -> the one GPU it serves (workers that served one)
         self._ids = itertools.count()
 
     def start(self, node_id: str, count: int) -> None:
-        """Start workers on ``node_id`` until it has ``count`` (they import torch meanwhile)."""
-        self._slots[node_id] = count
-        self._idle.setdefault(node_id, []).extend(_new_worker(node_id) for _ in range(count - self._have(node_id)))
+        """Start workers on ``node_id`` until it has ``count``."""
+        self.slots[node_id] = count
+        self.idle.setdefault(node_id, []).extend(self._new(node_id) for _ in range(count - self.have(node_id)))
 
-    def _have(self, node_id: str) -> int:
-        return len(self._idle.get(node_id, [])) + sum(len(w) for n, _, w in self._lent.values() if n == node_id)
+    def have(self, node_id: str) -> int:
+        """The node's workers, idle and lent."""
+        lent = sum(1 for _, ranks in self.lent.values() for node, _ in ranks if node == node_id)
+        return len(self.idle.get(node_id, [])) + lent
 
-    def lend(self, node_id: str, count: int, group: str | None, gpus: list[str] | None = None) -> tuple[int, list[Any]]:
-        """``count`` workers on ``node_id`` for the trial holding placement group ``group``; rank r
-        will use GPU ``gpus[r]`` (None: CPU ranks)."""
-        self._end_abandoned()
-        idle = self._idle.setdefault(node_id, [])
-        alive = _alive(idle)  # a worker that died while idle would fail the trial that borrows it
-        for dead in set(idle) - set(alive):
-            self._forget(dead)
-        idle[:] = alive
-        # A trial's placement group holds its slots, so a lend never waits; the pool's count of lent
-        # workers can lag behind a node's failure, so extra workers are made now and ended on return.
-        workers = [self._take(node_id, idle, gpus[r] if gpus else None) for r in range(count)]
+    def lend(self, ranks: list[tuple[str, str | None]], group: str | None) -> tuple[int, list[W]]:
+        """One worker per rank, rank r on node ``ranks[r][0]`` using GPU ``ranks[r][1]`` (None: the
+        CPU), for the trial holding placement group ``group``. A trial's placement group holds its
+        slots, so a lend never waits; the count of lent workers can lag behind a node's failure, so
+        extra workers are made now and ended on return."""
+        workers = [self.take(node_id, gpu) for node_id, gpu in ranks]
         lease = next(self._ids)
-        self._lent[lease] = (node_id, group, workers)
+        self.lent[lease] = (group, [(node_id, w) for (node_id, _), w in zip(ranks, workers, strict=True)])
         return lease, workers
 
-    def _take(self, node_id: str, idle: list[Any], gpu: str | None) -> Any:
-        """An idle worker for a rank on ``gpu``: one that serves it, else one that serves none yet;
-        else a new one, and an idle worker of another GPU is ended in its place."""
-        fits = [w for w in idle if gpu is None or self._gpu.get(w) == gpu] or [w for w in idle if w not in self._gpu]
+    def take(self, node_id: str, gpu: str | None) -> W:
+        """An idle worker of ``node_id`` for a rank on ``gpu``: one that serves it, else one that
+        serves none yet; else a new one, and an idle worker of another GPU is ended in its place."""
+        idle = self.idle.setdefault(node_id, [])
+        fits = [w for w in idle if gpu is None or self.gpu.get(w) == gpu] or [w for w in idle if w not in self.gpu]
         if fits:
             worker = fits[0]
             idle.remove(worker)
         else:
             if idle:
-                _end([self._forget(idle.pop())])
-            worker = _new_worker(node_id)
+                self._end([self.forget(idle.pop())])
+            worker = self._new(node_id)
         if gpu is not None:
-            self._gpu[worker] = gpu
+            self.gpu[worker] = gpu
         return worker
 
-    def _forget(self, worker: Any) -> Any:
-        self._gpu.pop(worker, None)
+    def forget(self, worker: W) -> W:
+        self.gpu.pop(worker, None)
         return worker
+
+    def drop_dead(self, node_id: str, alive: list[W]) -> None:
+        """The node's idle workers are ``alive`` now (the others died while idle)."""
+        idle = self.idle.setdefault(node_id, [])
+        for dead in set(idle) - set(alive):
+            self.forget(dead)
+        idle[:] = [w for w in idle if w in set(alive)]
+
+    def give_back(self, lease: int, broken: bool, workers: list[W]) -> None:
+        """The lease's ``workers`` come back; ``broken`` (or a node over its count) ends them instead,
+        and so does a lease the pool does not know (lent before the pool restarted)."""
+        if lease not in self.lent:
+            self._end([self.forget(w) for w in workers])
+            return
+        _, ranks = self.lent.pop(lease)
+        for node_id in dict.fromkeys(node for node, _ in ranks):
+            back = [w for node, w in ranks if node == node_id]
+            over = self.have(node_id) + len(back) > self.slots.get(node_id, len(back))
+            if broken or over:  # `over`: never more workers on a node than it hosts
+                self._end([self.forget(w) for w in back])
+            else:  # first in line again, in rank order: a trial of the same size gets the same ranks
+                self.idle.setdefault(node_id, [])[:0] = back
+
+    def end_abandoned(self, gone: Iterable[str]) -> None:
+        """End the workers of trials whose placement group is ``gone`` (they ended without giving them back)."""
+        gone = set(gone)
+        for lease in [k for k, (group, _) in self.lent.items() if group in gone]:
+            self._end([self.forget(w) for _, w in self.lent.pop(lease)[1]])
+
+
+@ray.remote(num_cpus=0)
+class WorkerPool:
+    def __init__(self) -> None:
+        self._lending: Lending[Any] = Lending(_new_worker, _end)
+
+    def start(self, node_id: str, count: int) -> None:
+        """Start workers on ``node_id`` until it has ``count`` (they import torch meanwhile)."""
+        self._lending.start(node_id, count)
+
+    def lend(self, ranks: list[tuple[str, str | None]], group: str | None) -> tuple[int, list[Any]]:
+        """Workers for a trial's ranks (``Lending.lend``), none that died while idle."""
+        self._end_abandoned()
+        for node_id in dict.fromkeys(node for node, _ in ranks):
+            self._lending.drop_dead(node_id, _alive(self._lending.idle.get(node_id, [])))
+        return self._lending.lend(ranks, group)
 
     def give_back(self, lease: int, broken: bool, workers: list[Any]) -> None:
-        node_id, _, _ = self._lent.pop(lease, (None, None, None))  # unknown: lent before the pool restarted
-        over = node_id is not None and self._have(node_id) + len(workers) > self._slots.get(node_id, len(workers))
-        if broken or node_id is None or over:  # `over`: never more workers on a node than its slots
-            _end([self._forget(w) for w in workers])
-        else:  # first in line again, in rank order: a trial of the same size gets the same ranks
-            self._idle[node_id][:0] = workers
+        self._lending.give_back(lease, broken, workers)
 
     def _end_abandoned(self) -> None:
-        """End the workers of trials that ended without giving them back (their group is gone)."""
-        groups = {g for _, g, _ in self._lent.values() if g}
+        groups = {g for g, _ in self._lending.lent.values() if g}
         if not groups:
             return
         table = ray.util.placement_group_table()
-        gone = {g for g in groups if table.get(g, {}).get("state", "REMOVED") == "REMOVED"}
-        for lease in [k for k, (_, g, _) in self._lent.items() if g in gone]:
-            _end([self._forget(w) for w in self._lent.pop(lease)[2]])
+        self._lending.end_abandoned(g for g in groups if table.get(g, {}).get("state", "REMOVED") == "REMOVED")
 
 
 def _alive(workers: list[Any]) -> list[Any]:
@@ -125,10 +173,10 @@ def _end(workers: list[Any]) -> None:
         ray.kill(worker)
 
 
-def start_pool(node_slots: dict[str, int]) -> Any:
-    """The sweep's pool, already starting ``node_slots[node]`` workers on every node."""
+def start_pool(node_workers: dict[str, int]) -> Any:
+    """The sweep's pool, already starting ``node_workers[node]`` workers on every node."""
     here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
     pool = WorkerPool.options(scheduling_strategy=here, max_restarts=-1).remote()  # on the driver's node
-    for node_id, slots in node_slots.items():
-        pool.start.remote(node_id, slots)
+    for node_id, count in node_workers.items():
+        pool.start.remote(node_id, count)
     return pool

@@ -10,9 +10,11 @@ ranks see them). The trial's parameters reach ``wandb.config`` on every rank the
 
 Metrics: what the script logs with ``wandb.log`` (teed by ``program_hook/sitecustomize.py``)
 or reports with ``raysweep.report`` goes to ``metrics/<attempt>.rank<R>.jsonl`` in the trial
-dir. Every rank reads *rank 0's* file (a trial's workers share one node) and reports each line that
-carries the spec's metric, merged with the latest value of every other key, so all ranks
-report the same number of times and the scheduler sees rank 0's values as they are logged.
+dir. Rank 0 reads its own file and turns each line that carries the spec's metric, merged with
+the latest value of every other key, into a report; with 2+ ranks it shares those reports with
+every rank twice a second through the trial's runner (the ranks of a trial can be on nodes that
+share no files), so all ranks report the same number of times and the scheduler sees rank 0's
+values as they are logged.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from raysweep.placement import RankPlace
 from raysweep.trial.backends import METRIC_ENV, METRICS_FILE_ENV
 from raysweep.trial.job import ProgramLaunch, TrialJob
 from raysweep.trial.metrics import MetricError, check_metric
@@ -35,6 +38,7 @@ from raysweep.values import plain
 DEFAULT_COMMAND = ("${env}", "${interpreter}", "${program}", "${args}")
 GRACE_S = 10.0  # SIGTERM, then SIGKILL this much later (W&B's agent waits 30 s)
 POLL_S = 0.2
+SHARE_S = 0.5  # with 2+ ranks: how often rank 0's reports reach the others (each share is a round trip)
 _TAIL_LINES = 20
 
 
@@ -87,31 +91,38 @@ def write_param_files(trial_dir: Path, trial_id: str, params: Mapping[str, Any])
 
 
 def script_env(
-    job: TrialJob, rank: int, local_rank: int, master: tuple[str, int], visible_devices: str | None = None
+    job: TrialJob, rank: int, place: RankPlace, master: tuple[str, int], visible_devices: str | None = None
 ) -> dict[str, str]:
-    """torchrun's variables, W&B's sweep variables, and where metrics go."""
+    """torchrun's variables (with NODE_RANK, as multi-node launchers set it), W&B's sweep
+    variables, the network interface, and where metrics go."""
     trial_dir, world_size = Path(job.trial_dir), job.world_size
     hook = str(Path(__file__).with_name("program_hook"))
     pythonpath = os.pathsep.join(p for p in (hook, os.environ.get("PYTHONPATH")) if p)
-    env = dict(os.environ) | {
-        "RANK": str(rank),
-        "LOCAL_RANK": str(local_rank),
-        "WORLD_SIZE": str(world_size),
-        "LOCAL_WORLD_SIZE": str(world_size),  # a trial's workers share one node
-        "GROUP_RANK": "0",
-        "MASTER_ADDR": master[0],
-        "MASTER_PORT": str(master[1]),
-        "PYTHONPATH": pythonpath,
-        "PYTHONUNBUFFERED": "1",
-        METRICS_FILE_ENV: str(metrics_file(trial_dir, job.attempt, rank)),
-        METRIC_ENV: job.metric or "",
-    }
+    env = (
+        dict(os.environ)
+        | {
+            "RANK": str(rank),
+            "LOCAL_RANK": str(place.local_rank),
+            "WORLD_SIZE": str(world_size),
+            "LOCAL_WORLD_SIZE": str(place.local_world_size),
+            "GROUP_RANK": str(place.node_rank),
+            "NODE_RANK": str(place.node_rank),
+            "GROUP_WORLD_SIZE": str(world_size // place.local_world_size),
+            "MASTER_ADDR": master[0],
+            "MASTER_PORT": str(master[1]),
+            "PYTHONPATH": pythonpath,
+            "PYTHONUNBUFFERED": "1",
+            METRICS_FILE_ENV: str(metrics_file(trial_dir, job.attempt, rank)),
+            METRIC_ENV: job.metric or "",
+        }
+        | job.network_env()
+    )
     for key, value in wandb_variables(job.program, job.trial_dir, job.trial_id, rank).items():
         if value is None:
             env.pop(key, None)
         else:
             env[key] = value
-    if visible_devices:  # the group's GPUs (the warm worker that starts it sees only its own)
+    if visible_devices:  # the trial's GPUs on this node (the warm worker that starts it sees only its own)
         env["CUDA_VISIBLE_DEVICES"] = visible_devices
     return env
 
@@ -150,7 +161,6 @@ class RankZeroMetrics:
         self.latest: dict[str, Any] = {}
         self.seen_keys: set[str] = set()
         self.reports = 0
-        self.end_code: int | None = None  # rank 0's exit code, once its runner wrote it
 
     def new_reports(self) -> list[dict[str, Any]]:
         if not self.path.exists():
@@ -162,11 +172,7 @@ class RankZeroMetrics:
         self.offset += len(complete)
         out = []
         for line in complete.decode().splitlines():
-            entry = json.loads(line)
-            if "end" in entry:
-                self.end_code = entry["end"]
-                continue
-            metrics = entry["metrics"]
+            metrics = json.loads(line)["metrics"]
             self.seen_keys |= set(metrics)
             self.latest |= metrics
             if self.metric is None or self.metric in metrics:
@@ -192,16 +198,18 @@ def _exit_text(code: int) -> str:
 def run_program(
     job: TrialJob,
     rank: int,
-    local_rank: int,
+    place: RankPlace,
     master: tuple[str, int],
     report: Callable[[dict[str, Any]], None],
+    share: Callable[[Any], Any],
     visible_devices: str | None = None,
 ) -> None:
-    """Run the script as one rank of the trial and report rank 0's metrics until it ends."""
+    """Run the script as one rank of the trial and report rank 0's metrics until rank 0's ends;
+    ``share(value)`` is rank 0's value on every rank (the runner's collective)."""
     trial_dir, launch, world_size, metric = Path(job.trial_dir), job.program, job.world_size, job.metric
     argv = render_command(launch.command, launch.program, launch.params, launch.args_json_file)
-    env = script_env(job, rank, local_rank, master, visible_devices)
-    metrics_file(trial_dir, job.attempt, rank).parent.mkdir(parents=True, exist_ok=True)
+    env = script_env(job, rank, place, master, visible_devices)
+    metrics_file(trial_dir, job.attempt, rank).parent.mkdir(parents=True, exist_ok=True)  # also on a node of its own
     stderr_path = trial_dir / f"stderr.rank{rank}.log"
     with open(trial_dir / f"stdout.rank{rank}.log", "ab") as out, open(stderr_path, "ab") as err:
         proc = subprocess.Popen(
@@ -215,29 +223,33 @@ def run_program(
     timeout = job.report_timeout_s
     last_progress = time.monotonic()
     code: int | None = None
+    reports = 0
     try:
         while True:
             code = proc.poll() if code is None else code
-            for m in metrics.new_reports():
+            new = metrics.new_reports() if rank == 0 else []
+            rank_zero_code = code
+            if world_size > 1:  # every rank gets rank 0's reports, and learns when its script ended
+                new, rank_zero_code = share((new, code) if rank == 0 else None)
+            for m in new:
                 check_metric(m, metric)
                 report(m)
+                reports += 1
                 last_progress = time.monotonic()
             if code is not None and code != 0:
                 raise ProgramFailed(
                     f"program {launch.label} {_exit_text(code)} on rank {rank} of {world_size}; "
                     f"the end of its stderr ({stderr_path}):\n{_tail(stderr_path)}"
                 )
-            if rank == 0 and code is not None:
-                break
-            if rank > 0 and metrics.end_code is not None:
+            if rank_zero_code is not None:
                 break  # rank 0's script ended: so does this rank, whatever its script does
             if timeout and time.monotonic() - last_progress > timeout:
                 raise ProgramHung(
                     f"watchdog: program {launch.label} logged no {metric or 'metric'} for {timeout:g} s "
-                    f"(report_timeout_s) after {metrics.reports} report(s) on rank {rank} of {world_size}; "
+                    f"(report_timeout_s) after {reports} report(s) on rank {rank} of {world_size}; "
                     f"the trial was ended as hung. The end of its stderr ({stderr_path}):\n{_tail(stderr_path)}"
                 )
-            time.sleep(POLL_S)
+            time.sleep(SHARE_S if world_size > 1 else POLL_S)
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)  # the supervisor ends the script's process group
@@ -245,9 +257,6 @@ def run_program(
                 proc.wait(GRACE_S + 5)
             except subprocess.TimeoutExpired:
                 proc.kill()
-        if rank == 0:
-            with open(metrics.path, "a") as f:
-                f.write(json.dumps({"end": code if code is not None else -1}) + "\n")
     if rank == 0 and metric and metrics.reports == 0:
         logged = ", ".join(sorted(metrics.seen_keys)) or "nothing"
         raise MetricError(

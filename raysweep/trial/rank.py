@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from raysweep import trial
+from raysweep.placement import RankPlace
 from raysweep.trial import devices, wandb_function, watchdog
 from raysweep.trial.backends import Backend, TrainBackend, TuneBackend, WarmBackend
 from raysweep.trial.job import TrialJob
@@ -44,15 +45,16 @@ def run(
     job: TrialJob,
     backend: Backend,
     rank: int,
-    local_rank: int,
+    place: RankPlace,
     master: tuple[str, int] | None = None,
     visible_devices: str | None = None,
 ) -> None:
-    """Run the trial's loop, function or script as ``rank`` of ``job.world_size`` on ``backend``."""
+    """Run the trial's loop, function or script as ``rank`` of ``job.world_size`` on ``backend``,
+    at ``place`` (its node and its index there)."""
     if job.program is not None:
         trial.use(backend)
         master = master or ("127.0.0.1", free_port())
-        run_program(job, rank, local_rank, master, trial.report, visible_devices)
+        run_program(job, rank, place, master, trial.report, backend.share, visible_devices)
         return
     guard = None
     if job.report_timeout_s:
@@ -73,24 +75,44 @@ def run(
             guard.stop()
 
 
+ALONE = RankPlace("", "127.0.0.1", 0, 0, 1)  # the one rank of a 1-worker trial
+
+
 def in_process(job: TrialJob) -> None:
     """Entry point of a 1-worker trial in the Tune trial's own process."""
-    run(job, TuneBackend(job.trial_dir, job.metric), 0, 0)
+    run(job, TuneBackend(job.trial_dir, job.metric), 0, ALONE)
 
 
 def on_warm_worker(job: TrialJob, link: RankLink, master: tuple[str, int]) -> None:
-    """Entry point on every warm worker; a script sees its group's GPUs, its own at
+    """Entry point on every warm worker; a script sees its node's GPUs of the trial, its own at
     cuda:LOCAL_RANK, as under torchrun."""
     visible = ",".join(link.gpus) if link.gpus else None
-    run(job, WarmBackend(link, job.trial_dir, job.metric), link.rank, link.rank, master, visible)
+    run(job, WarmBackend(link, job.trial_dir, job.metric), link.rank, link.place, master, visible)
 
 
 def on_train_worker(job: TrialJob) -> None:
-    """Entry point on every TorchTrainer worker."""
+    """Entry point on every TorchTrainer worker. Its place is found by node id (Ray Train counts
+    local ranks by node address, which nodes can share), from every rank's node over Ray
+    Train's process group."""
     import ray.train
+    import torch.distributed as dist
 
     ctx = ray.train.get_context()
-    rank = ctx.get_world_rank()
+    rank, world = ctx.get_world_rank(), ctx.get_world_size()
+    node_id = ray.get_runtime_context().get_node_id()
+    nodes: list[Any] = [None] * world
+    if world > 1 and dist.is_initialized():
+        dist.all_gather_object(nodes, node_id)
+    else:
+        nodes = [node_id]
+    order = list(dict.fromkeys(nodes))  # the nodes in the order of their first rank
+    place = RankPlace(
+        node_id,
+        ray.util.get_node_ip_address(),
+        order.index(node_id),
+        nodes[:rank].count(node_id),
+        nodes.count(node_id),
+    )
     master = None
     if job.program is not None:
         from ray.train.collective import broadcast_from_rank_zero
@@ -100,4 +122,5 @@ def on_train_worker(job: TrialJob) -> None:
         mine = (ray.util.get_node_ip_address(), free_port(), job.new_attempt().attempt) if rank == 0 else None
         addr, port, attempt = broadcast_from_rank_zero(mine)
         job, master = replace(job, attempt=attempt), (addr, port)
-    run(job, TrainBackend(job.trial_dir, job.metric, job.restored_checkpoint), rank, ctx.get_local_rank(), master)
+    backend = TrainBackend(job.trial_dir, job.metric, job.restored_checkpoint, place)
+    run(job, backend, rank, place, master)

@@ -28,9 +28,10 @@ import ray
 from ray import tune
 from ray.train import UserCallback
 from ray.util.queue import Queue
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 import raysweep.ray_env  # noqa: F401  (before Ray Train is imported: its settings)
-from raysweep.placement import rank_gpus
+from raysweep.placement import rank_places
 from raysweep.runs.files import read_explanation
 from raysweep.trial import gang, rank, watchdog
 from raysweep.trial.job import Sweep, TrialJob
@@ -41,6 +42,18 @@ from raysweep.trial.warm_rank import RankCall
 from raysweep.words import Runner
 
 __all__ = ["InfeasibleTrial", "RUNNERS", "TrialHung", "run_trial"]
+
+
+class NodeLost(RuntimeError):
+    """A node of a multi-node trial died mid-trial."""
+
+
+def lost_nodes(nodes: list[str]) -> list[str]:
+    """The addresses of the nodes among ``nodes`` (ids) that are no longer alive."""
+    if len(nodes) < 2:  # a one-node trial's node is alive: this code runs there
+        return []
+    dead = {n["NodeID"]: n["NodeManagerAddress"] for n in ray.nodes() if not n.get("Alive")}
+    return [dead[n] for n in nodes if n in dead]
 
 
 class TrialHung(RuntimeError):
@@ -92,32 +105,79 @@ def run_in_process(job: TrialJob, sweep: Sweep, worker_pool: Any) -> None:
 
 
 def run_warm(job: TrialJob, sweep: Sweep, worker_pool: Any) -> None:
-    """Run the trial on ``job.world_size`` of the pool's warm workers."""
+    """Run the trial on ``job.world_size`` of the pool's warm workers, on each of its nodes."""
     capacity = job.capacity
-    gpus = rank_gpus(ray.get_gpu_ids(), job.world_size) if capacity.use_gpu else None
+    places = rank_places(trial_nodes(job), job.shape.per_node)
 
     def forward(metrics: dict[str, Any], checkpoint_dir: str | None) -> None:
         tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(checkpoint_dir) if checkpoint_dir else None)
 
     restored = tune.get_checkpoint()
-    lease = borrow(worker_pool, job.world_size, gpus)
+    lease = borrow(worker_pool, places)
     try:
         with restored.as_directory() if restored else contextlib.nullcontext() as checkpoint_dir:
             threads = max(1, int(capacity.cpus_per_worker))
-            call = RankCall(rank.on_warm_worker, job, job.group_backend, checkpoint_dir, gpus, threads)
+            call = RankCall(
+                rank.on_warm_worker,
+                job,
+                job.group_backend,
+                checkpoint_dir,
+                places,
+                capacity.use_gpu,
+                threads,
+                job.group_timeout_s,
+                job.network_env(),
+            )
             gang.run(lease, call, forward)
     finally:
         give_back(worker_pool, lease)
 
 
+def trial_nodes(job: TrialJob) -> list[tuple[str, str, list[Any]]]:
+    """Each node of the trial, its own first: (node id, address, the GPUs Ray gave its bundle).
+
+    The trial's process holds its first bundle, so Ray tells it its GPUs; a task placed in each
+    other bundle, asking for that bundle's GPUs, reads them there.
+    """
+    here = (ray.get_runtime_context().get_node_id(), ray.util.get_node_ip_address(), ray.get_gpu_ids())
+    if job.shape.nodes == 1:
+        return [here]
+    group = ray.util.get_current_placement_group()
+    gpus = job.shape.per_node * job.capacity.gpus_per_worker if job.capacity.use_gpu else 0
+    probes = [
+        _bundle_node.options(
+            num_cpus=0,
+            num_gpus=gpus,
+            scheduling_strategy=PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=index),
+        ).remote()
+        for index in range(1, job.shape.nodes)
+    ]
+    return [here, *ray.get(probes)]
+
+
+def bundle_nodes(job: TrialJob) -> list[str]:
+    """The node of each bundle of the trial's placement group, its own first."""
+    here = ray.get_runtime_context().get_node_id()
+    if job.shape.nodes == 1:
+        return [here]
+    table = ray.util.placement_group_table(ray.util.get_current_placement_group())
+    return [table["bundles_to_node_id"][i] for i in range(job.shape.nodes)]
+
+
+@ray.remote
+def _bundle_node() -> tuple[str, str, list[Any]]:
+    return ray.get_runtime_context().get_node_id(), ray.util.get_node_ip_address(), ray.get_gpu_ids()
+
+
 def run_torchtrainer(job: TrialJob, sweep: Sweep, worker_pool: Any) -> None:
-    """The trial is one Ray Train run on the trial's node."""
+    """The trial is one Ray Train run on the trial's nodes (the ones its placement group holds slots on)."""
     import torch.distributed as dist
     from ray.train import FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchConfig, TorchTrainer
 
     capacity = job.capacity
-    node_id = ray.get_runtime_context().get_node_id()
+    nodes = bundle_nodes(job)
+    per_node = job.shape.per_node
     reports = Queue(
         maxsize=1, actor_options={"num_cpus": 0}
     )  # a report waits until Tune has it, as Ray's callback does
@@ -129,12 +189,16 @@ def run_torchtrainer(job: TrialJob, sweep: Sweep, worker_pool: Any) -> None:
             use_gpu=capacity.use_gpu,
             resources_per_worker={"CPU": capacity.cpus_per_worker}
             | ({"GPU": capacity.gpus_per_worker} if capacity.use_gpu else {}),
-            placement_strategy="STRICT_PACK",
-            label_selector={"ray.io/node-id": node_id},  # the node whose slots this trial holds
+            placement_strategy="STRICT_PACK" if len(nodes) == 1 else "PACK",
+            # the nodes whose slots this trial holds, per_node workers on each
+            label_selector=[{"ray.io/node-id": nodes[r // per_node]} for r in range(job.world_size)],
         ),
         # A torch without NCCL on GPUs Ray advertises (fake GPUs, or a CPU build: its ranks then fail
         # on their device with a sentence, devices.check_usable) gets gloo, as warm workers do.
-        torch_config=TorchConfig(backend="nccl" if capacity.use_gpu and dist.is_nccl_available() else "gloo"),
+        torch_config=TorchConfig(
+            backend="nccl" if capacity.use_gpu and dist.is_nccl_available() else "gloo",
+            timeout_s=int(job.group_timeout_s),
+        ),
         run_config=RunConfig(
             # A run of its own per start: a restarted trial goes on from the checkpoint Tune
             # restored (TrialJob.restored_checkpoint), not from the latest one Ray Train saved,
@@ -143,6 +207,7 @@ def run_torchtrainer(job: TrialJob, sweep: Sweep, worker_pool: Any) -> None:
             storage_path=f"{sweep.run_dir}/train_runs",
             callbacks=[RankMeanReports(reports)],
             failure_config=FailureConfig(max_failures=job.max_failures),
+            **({"worker_runtime_env": {"env_vars": job.network_env()}} if job.network_env() else {}),
         ),
     )
     failure: list[BaseException] = []
@@ -175,11 +240,18 @@ def run_trial(flat_config: dict[str, Any], sweep: Sweep, worker_pool: Any) -> No
     ctx = tune.get_context()
     job = build_job(sweep, flat_config, ctx.get_trial_id(), ctx.get_trial_dir(), pooled=worker_pool is not None)
     watchdog.clear(job.trial_dir)  # a retried trial starts without the last attempt's explanation
+    nodes = bundle_nodes(job)
     try:
         RUNNERS[job.runner](job, sweep, worker_pool)
     except Exception as e:
         if job.runner == Runner.IN_PROCESS:
             raise
+        lost = lost_nodes(nodes)
+        if lost:
+            raise NodeLost(
+                f"node(s) {', '.join(lost)} of this {job.shape.nodes}-node trial died; its ranks on every node "
+                "were ended. It restarts from its last checkpoint as max_failures allows, on nodes that can hold it"
+            ) from e
         explanation = read_explanation(job.trial_dir)
         if explanation:
             raise TrialHung(explanation) from e

@@ -11,12 +11,13 @@ import queue
 import threading
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 import ray
 
+from raysweep.placement import RankPlace
 from raysweep.trial import devices
 from raysweep.trial.ports import free_port
 
@@ -26,15 +27,35 @@ GROUP_TIMEOUT = timedelta(minutes=30)  # torch.distributed's default for a colle
 @dataclass(frozen=True)
 class RankCall:
     """What every warm rank of one trial runs: ``fn(args, link, master)``, in a process group of
-    ``group_backend`` (None: no group), with the checkpoint in ``checkpoint_dir``; rank r on
-    ``gpus[r]``, or on the CPU with ``threads`` threads when ``gpus`` is None."""
+    ``group_backend`` (None: no group) that waits ``group_timeout_s`` at most, with the
+    checkpoint in ``checkpoint_dir``; rank r at ``places[r]`` (its node, its local rank, its GPU
+    when ``use_gpu``, else the CPU with ``threads`` threads), with ``env`` set while it runs."""
 
     fn: Callable[..., None]
     args: Any
     group_backend: str | None
     checkpoint_dir: str | None
-    gpus: list[str] | None
+    places: list[RankPlace]
+    use_gpu: bool
     threads: int
+    group_timeout_s: float = GROUP_TIMEOUT.total_seconds()
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RankMessage:
+    """What a warm rank tells its trial (``gang.py``), in order: reports (or values it shares
+    with every rank), then ``done`` or ``error`` last."""
+
+    kind: str  # REPORT, SHARE, DONE or ERROR
+    metrics: dict[str, Any] | None = None  # REPORT
+    checkpoint: str | None = None  # REPORT: a directory on the rank's node
+    value: Any = None  # SHARE: what rank 0 shares with the others (theirs: None)
+    error: BaseException | None = None  # ERROR, with its traceback
+    trace: str = ""
+
+
+REPORT, SHARE, DONE, ERROR = "report", "share", "done", "error"
 
 
 class TrialStopped(BaseException):
@@ -51,23 +72,37 @@ class RankLink:
         self,
         rank: int,
         world_size: int,
+        place: RankPlace,
         device: str,
-        gpus: list[str] | None,
         checkpoint_dir: str | None,
         outbox: queue.Queue,
         inbox: queue.Queue,
     ):
-        self.rank, self.world_size, self.device, self.checkpoint_dir = rank, world_size, device, checkpoint_dir
-        self.gpus = gpus  # the group's GPUs, as Ray names them (a script's CUDA_VISIBLE_DEVICES)
+        self.rank, self.world_size, self.place, self.device = rank, world_size, place, device
+        self.checkpoint_dir = checkpoint_dir
         self.outbox, self.inbox = outbox, inbox
 
+    @property
+    def gpus(self) -> list[str] | None:
+        """The trial's GPUs on this rank's node, as Ray names them (a script's CUDA_VISIBLE_DEVICES)."""
+        return list(self.place.node_gpus) or None
+
     def report(self, metrics: dict[str, Any], checkpoint: str | os.PathLike | None) -> None:
-        self.outbox.put(("report", metrics, os.fspath(checkpoint) if checkpoint else None))
+        self.outbox.put(RankMessage(REPORT, metrics=metrics, checkpoint=os.fspath(checkpoint) if checkpoint else None))
         if not self.inbox.get():
             raise TrialStopped
 
+    def share(self, value: Any) -> Any:
+        """Rank 0's ``value``, on every rank (a collective through the trial: every rank calls it
+        as often as the others, and each call waits for all)."""
+        self.outbox.put(RankMessage(SHARE, value=value if self.rank == 0 else None))
+        answer = self.inbox.get()
+        if answer is False:
+            raise TrialStopped
+        return answer[0]
 
-# run() holds one thread; next_report() and resume() need others. run() has a thread of its own,
+
+# run() holds one thread; next_message() and answer() need others. run() has a thread of its own,
 # the same for every trial: CUDA state that is per thread (a cuBLAS handle and its workspace, held
 # in the caching allocator) then exists once per worker, not once per thread that ran a trial.
 @ray.remote(max_concurrency=4, concurrency_groups={"rank": 1})
@@ -85,8 +120,8 @@ class DDPWorker:
         # The first optimizer a loop builds imports torch._dynamo (seconds): import it now,
         # while the worker waits for its first trial (a loop that needs it first waits for it).
         threading.Thread(target=importlib.import_module, args=("torch._dynamo",), daemon=True).start()
-        self._outbox: queue.Queue = queue.Queue()  # reports, then "done" or "error", to the trial
-        self._inbox: queue.Queue = queue.Queue()  # go on (True) or stop (False), per report
+        self._outbox: queue.Queue = queue.Queue()  # RankMessages to the trial
+        self._inbox: queue.Queue = queue.Queue()  # the trial's answers: go on or stop, or a shared value
         self._gpu: str | None = None  # the GPU this worker serves, from its first GPU trial on
 
     def node(self) -> tuple[str, int]:
@@ -95,54 +130,86 @@ class DDPWorker:
 
     @ray.method(concurrency_group="rank")
     def run(self, call: RankCall, rank: int, world_size: int, master: tuple[str, int]) -> None:
-        """Run ``call`` as ``rank``; its end (or error) is the last report."""
+        """Run ``call`` as ``rank``; its end (or error) is the last message."""
         import torch
         import torch.distributed as dist
 
+        before = {key: os.environ.get(key) for key in call.env}
         try:  # everything, device choice included: an error must reach the trial, never leave it waiting
-            gpu = call.gpus[rank] if call.gpus else None
+            place = call.places[rank]
+            gpu = place.gpu if call.use_gpu else None
             link = RankLink(
                 rank,
                 world_size,
+                place,
                 _use_device(gpu, call.threads, self._gpu),
-                call.gpus,
                 call.checkpoint_dir,
                 self._outbox,
                 self._inbox,
             )
             self._gpu = gpu or self._gpu
+            os.environ.update(call.env)
             group_backend = call.group_backend
             if group_backend == "nccl" and not torch.cuda.is_available():
                 group_backend = "gloo"  # GPUs Ray advertises that CUDA cannot see (placement tests)
             if group_backend:
-                dist.init_process_group(
-                    group_backend,
-                    init_method=f"tcp://{master[0]}:{master[1]}",
-                    rank=rank,
-                    world_size=world_size,
-                    timeout=GROUP_TIMEOUT,
-                )
+                _join_group(group_backend, call, rank, world_size, master)
             call.fn(call.args, link, master)
-            self._outbox.put(("done",))
+            self._outbox.put(RankMessage(DONE))
         except TrialStopped:
             pass
         except BaseException as e:  # noqa: BLE001  (handed to the trial, which raises it)
-            self._outbox.put(("error", _portable(e), traceback.format_exc()))
+            self._outbox.put(RankMessage(ERROR, error=_portable(e), trace=traceback.format_exc()))
         finally:
             if dist.is_initialized():
                 dist.destroy_process_group()
             if torch.cuda.is_initialized():
                 torch.cuda.empty_cache()  # the next trial may be another process's on this GPU
+            set_env(before)
 
     def ping(self) -> bool:
         """The pool's health check of an idle worker (an actor that died fails this at once)."""
         return True
 
-    def next_report(self) -> tuple:
+    def next_message(self) -> RankMessage:
         return self._outbox.get()
 
-    def resume(self, go: bool) -> None:
-        self._inbox.put(go)
+    def answer(self, value: Any) -> None:
+        """Go on (True) or stop (False) after a report; ``(value,)`` after a share (False: stop)."""
+        self._inbox.put(value)
+
+
+def _join_group(backend: str, call: RankCall, rank: int, world_size: int, master: tuple[str, int]) -> None:
+    """The trial's process group; a set-up that times out says which nodes and where they met."""
+    import torch.distributed as dist
+
+    try:
+        dist.init_process_group(
+            backend,
+            init_method=f"tcp://{master[0]}:{master[1]}",
+            rank=rank,
+            world_size=world_size,
+            timeout=timedelta(seconds=call.group_timeout_s),
+        )
+    except Exception as e:  # noqa: BLE001  (a store timeout, a refused connection: the sentence says what to check)
+        nodes = ", ".join(dict.fromkeys(p.address for p in call.places))
+        interface = call.env.get("GLOO_SOCKET_IFNAME")
+        raise RuntimeError(
+            f"the trial's {backend} process group was not set up within {call.group_timeout_s:g} s "
+            f"(raysweep.process_group_timeout_s): rank {rank} of {world_size} on {call.places[rank].address} "
+            f"could not meet its ranks on node(s) {nodes} at {master[0]}:{master[1]} ({type(e).__name__}: {e}). "
+            "Check that the nodes reach each other on that address, and raysweep.resources.network_interface "
+            f"({interface or 'not set'})"
+        ) from e
+
+
+def set_env(values: dict[str, str | None]) -> None:
+    """Set each variable to its value, or unset it where the value is None."""
+    for key, value in values.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
 
 
 def _portable(e: BaseException) -> BaseException:

@@ -1,0 +1,118 @@
+"""The warm pool's lending rules (``pool.Lending``), driven by hand with no Ray: workers are
+plain names, started and ended by two recording functions. Each branch of ``take`` has a
+sequence that forces it, so lending any idle worker (one CUDA context per worker broken) fails
+here, where a sweep that happens never to need a cross-GPU lend would not (issue 44)."""
+
+from __future__ import annotations
+
+import itertools
+
+from raysweep.trial.pool import Lending
+
+
+class Workers:
+    """Names for new workers per node (``A1``, ``A2``, ``B1``...), and the ones ended."""
+
+    def __init__(self) -> None:
+        self.counters: dict[str, itertools.count] = {}
+        self.ended: list[str] = []
+
+    def new(self, node: str) -> str:
+        return f"{node}{next(self.counters.setdefault(node, itertools.count(1)))}"
+
+    def end(self, workers: list[str]) -> None:
+        self.ended += workers
+
+
+def pool(**nodes: int) -> tuple[Lending[str], Workers]:
+    workers = Workers()
+    lending = Lending(workers.new, workers.end)
+    for node, count in nodes.items():
+        lending.start(node, count)
+    return lending, workers
+
+
+def serve(lending: Lending[str], gpus: dict[str, str]) -> None:
+    """Lend each named worker once for its GPU and give it back, so that it serves that GPU."""
+    for worker, gpu in gpus.items():
+        lending.gpu[worker] = gpu
+
+
+def test_a_rank_on_gpu_g_gets_the_idle_worker_that_serves_g():
+    lending, made = pool(A=2)
+    serve(lending, {"A1": "1", "A2": "0"})
+    _, (worker,) = lending.lend([("A", "0")], None)
+    assert worker == "A2" and made.ended == []
+
+
+def test_else_a_worker_that_serves_no_gpu_yet_and_it_serves_g_from_then_on():
+    lending, made = pool(A=2)
+    serve(lending, {"A1": "1"})
+    lease, (worker,) = lending.lend([("A", "0")], None)
+    assert worker == "A2" and lending.gpu["A2"] == "0" and made.ended == []
+    lending.give_back(lease, False, [worker])
+    _, (again,) = lending.lend([("A", "0")], None)
+    assert again == "A2"
+
+
+def test_else_a_new_worker_replaces_an_idle_worker_of_another_gpu():
+    lending, made = pool(A=1)
+    serve(lending, {"A1": "1"})
+    lease, (worker,) = lending.lend([("A", "0")], None)
+    assert worker == "A2" and made.ended == ["A1"]  # never A1: it holds GPU 1's CUDA context
+    assert lending.have("A") == 1  # the node keeps the workers it hosts
+
+
+def test_cpu_ranks_take_any_idle_worker_in_order():
+    lending, made = pool(A=2)
+    _, workers = lending.lend([("A", None), ("A", None)], None)
+    assert workers == ["A1", "A2"] and made.ended == []
+
+
+def test_a_multi_node_trial_gets_workers_on_each_rank_node_and_gives_each_back_to_its_node():
+    lending, made = pool(A=2, B=2)
+    ranks = [("A", "0"), ("A", "1"), ("B", "0"), ("B", "1")]
+    lease, workers = lending.lend(ranks, "pg")
+    assert workers == ["A1", "A2", "B1", "B2"] and lending.idle == {"A": [], "B": []}
+    assert lending.have("A") == 2 and lending.have("B") == 2
+    lending.give_back(lease, False, workers)
+    assert lending.idle == {"A": ["A1", "A2"], "B": ["B1", "B2"]}
+    _, again = lending.lend(ranks, "pg2")  # the same ranks on the same processes, GPU by GPU
+    assert again == workers and made.ended == []
+
+
+def test_a_broken_lease_ends_its_workers_on_every_node():
+    lending, made = pool(A=1, B=1)
+    lease, workers = lending.lend([("A", None), ("B", None)], "pg")
+    lending.give_back(lease, True, workers)
+    assert sorted(made.ended) == ["A1", "B1"] and lending.idle == {"A": [], "B": []}
+
+
+def test_a_node_never_keeps_more_workers_than_it_hosts():
+    lending, made = pool(A=1)
+    first, (a1,) = lending.lend([("A", None)], None)
+    second, (a2,) = lending.lend([("A", None)], None)  # no idle one: a new worker, made at once
+    lending.give_back(first, False, [a1])
+    lending.give_back(second, False, [a2])
+    assert lending.idle["A"] == ["A2"] and made.ended == ["A1"]  # the one back first found the node full
+
+
+def test_a_lease_the_pool_does_not_know_ends_its_workers():
+    lending, made = pool(A=1)
+    lending.give_back(41, False, ["Z9"])  # lent before the pool restarted
+    assert made.ended == ["Z9"] and lending.idle["A"] == ["A1"]
+
+
+def test_workers_of_a_trial_whose_placement_group_is_gone_are_ended():
+    lending, made = pool(A=2)
+    lending.lend([("A", None)], "gone")
+    lending.lend([("A", None)], "alive")
+    lending.end_abandoned(["gone"])
+    assert made.ended == ["A1"] and [group for group, _ in lending.lent.values()] == ["alive"]
+
+
+def test_workers_that_died_while_idle_are_never_lent():
+    lending, made = pool(A=2)
+    serve(lending, {"A1": "0"})
+    lending.drop_dead("A", ["A2"])
+    assert lending.idle["A"] == ["A2"] and "A1" not in lending.gpu
