@@ -89,7 +89,12 @@ class Capacity:
         unit = "GPU" if self.use_gpu else "CPU worker"
         if self.use_gpu and self.gpus_per_worker != 1:
             unit = f"GPU worker ({self.gpus_per_worker:g} GPU each)"
-        return f"{self.total} {unit} slot(s) on {len(self.nodes)} node(s), at most {self.largest_node} on one node"
+        text = f"{self.total} {unit} slot(s) on {len(self.nodes)} node(s), at most {self.largest_node} on one node"
+        bound = [n for n in self.nodes if self.hosts(n) < n.slots]
+        if bound:  # a node whose CPUs (or memory) hold fewer workers than its slots
+            limit, words = min(self.limits(bound[0]), key=lambda lw: lw[0])
+            text += f" (a node of {bound[0].slots} slots hosts {limit}: {words})"
+        return text
 
 
 @dataclass(frozen=True)
@@ -128,19 +133,18 @@ def shape(world_size: int, capacity: Capacity) -> Shape:
 
 
 def _never_placed_text(world_size: int, capacity: Capacity, largest: int, whole: int) -> str:
-    """Why ``world_size`` never fits, naming the resource that bounds a node and the sizes that fit."""
+    """Why ``world_size`` never fits: the resource that bounds the largest node, then the whole-node
+    rule, then the sizes that fit."""
     node = max(capacity.nodes, key=capacity.hosts, default=None)
-    bound = ""
-    if node is not None:
-        limit, words = min(capacity.limits(node), key=lambda lw: lw[0])
-        bound = f"its largest node hosts {limit} worker(s) ({words})"
-    if largest and world_size > largest and world_size % largest:
-        why = f"a trial larger than one node takes whole nodes of {largest} ranks each, and {world_size} is no multiple of {largest}"
-    elif largest and world_size > largest:
-        why = f"it needs {world_size // largest} whole nodes of {largest} workers, and the cluster has {whole}"
+    if node is None:
+        return f"num_gpus={world_size} can never be placed: no node of the cluster hosts a worker"
+    limit, words = min(capacity.limits(node), key=lambda lw: lw[0])
+    why = f"the largest node hosts {limit} worker(s) ({words})"
+    if world_size % largest:
+        why += f", and a larger trial takes whole nodes of {largest} ranks each: {world_size} is no multiple of {largest}"
     else:
-        why = "no node hosts that many workers"
-    return f"num_gpus={world_size} can never be placed: {why}; {bound}. Sizes that fit: {fitting_sizes(capacity)}"
+        why += f", and a larger trial needs {world_size // largest} whole nodes of {largest}: the cluster has {whole}"
+    return f"num_gpus={world_size} can never be placed: {why}. Sizes that fit: {fitting_sizes(capacity)}"
 
 
 def fitting_sizes(capacity: Capacity) -> str:

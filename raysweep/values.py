@@ -42,6 +42,11 @@ def short(value: Any) -> str:
     return json.dumps(value, default=str)
 
 
+def short_config(config: dict[str, Any]) -> str:
+    """A trial's config on one line: ``lr=0.001, num_gpus=2``."""
+    return ", ".join(f"{k}={short(v)}" for k, v in config.items())
+
+
 def clock(seconds: float) -> str:
     """``mm:ss`` (``h:mm:ss`` past an hour), as the progress line counts."""
     m, s = divmod(int(seconds), 60)

@@ -1,12 +1,14 @@
 """A loop that records where every rank of a trial ran (tests/test_multinode.py): per rank, one
 JSON line in ``<record_dir>/<trial x>.rank<r>.jsonl`` with its rank, local rank, world size, Ray
 node, the GPUs its process sees, and the sum of an all-reduce over every rank (each adds rank + 1).
-It works as a train loop (``train``) and as a W&B-style function (``main``, reading wandb.config)."""
+It works as a train loop (``train``) and as a W&B-style function (``main``, reading wandb.config).
+``hang_rank``: that rank stops answering at epoch 2, its peers stuck in the all-reduce."""
 
 from __future__ import annotations
 
 import json
 import os
+import tempfile
 import time
 
 import ray
@@ -16,7 +18,7 @@ import torch.distributed as dist
 import raysweep
 
 
-def record(config: dict) -> float:
+def record(config: dict, epoch: int = 1) -> float:
     ctx = raysweep.get_context()
     summed = torch.tensor([float(ctx.rank + 1)])
     dist.all_reduce(summed)
@@ -30,6 +32,7 @@ def record(config: dict) -> float:
         "visible": os.environ.get("CUDA_VISIBLE_DEVICES", ""),
         "gloo_ifname": os.environ.get("GLOO_SOCKET_IFNAME", ""),
         "sum": summed.item(),
+        "epoch": epoch,
     }
     with open(os.path.join(config["record_dir"], f"{config['x']}.rank{ctx.rank}.jsonl"), "a") as f:
         f.write(json.dumps(line) + "\n")
@@ -37,10 +40,21 @@ def record(config: dict) -> float:
 
 
 def train(config: dict) -> None:
-    for epoch in range(1, int(config.get("epochs", 1)) + 1):
-        summed = record(config)
+    """One record and one report per epoch, each with a checkpoint; a restart goes on from it."""
+    start = 0
+    checkpoint = raysweep.get_checkpoint()
+    if checkpoint is not None:
+        with checkpoint.as_directory() as d, open(os.path.join(d, "epoch")) as f:
+            start = int(f.read())
+    for epoch in range(start + 1, int(config.get("epochs", 1)) + 1):
+        if epoch == 2 and raysweep.get_context().rank == config.get("hang_rank"):
+            time.sleep(3600)  # its peers wait for it in the next all-reduce
+        summed = record(config, epoch)
         time.sleep(float(config.get("sleep", 0)))
-        raysweep.report({"score": summed / epoch, "epoch": epoch})
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "epoch"), "w") as f:
+                f.write(str(epoch))
+            raysweep.report({"score": summed / epoch, "epoch": epoch}, checkpoint=d)
 
 
 def main() -> None:

@@ -20,7 +20,10 @@ from pathlib import Path
 
 import psutil
 import pytest
+import yaml
 from conftest import RAY, ROOT, cli_env, ensure_ray_token, free_port, raysweep, show, stop_cluster, write_spec
+
+from raysweep.runs.files import TRIALS_FILE, read_trials
 
 pytestmark = pytest.mark.ray
 
@@ -141,6 +144,29 @@ def span_sweep(tmp_path: Path, name: str, **doc) -> tuple[Path, Path]:
     return spec, record_dir
 
 
+def start_run(spec: Path, address: str) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "raysweep", "run", str(spec), "--address", address, "--wandb", "disabled"]
+    cmd += ["--storage", str(spec.parent / "runs")]
+    return subprocess.Popen(cmd, cwd=ROOT, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for_records(record_dir: Path, driver: subprocess.Popen, done, timeout: float = 180) -> list[dict]:
+    """The records once ``done(records)`` holds; fails if the driver ends or time runs out first."""
+    deadline = time.time() + timeout
+    while not done(seen := records(record_dir)):
+        if driver.poll() is not None or time.time() > deadline:
+            driver.kill()
+            out, err = driver.communicate()
+            pytest.fail(f"waited in vain for the records ({len(seen)} so far)\n{out[-2000:]}\n{err[-2000:]}")
+        time.sleep(0.3)
+    return seen
+
+
+def trial_error(run_dir: Path) -> str:
+    (row,) = read_trials(run_dir / TRIALS_FILE)
+    return row.get("error", "")
+
+
 def assert_two_ranks_per_node(seen: list[dict], world: int = 4) -> None:
     """Every rank once per report; ranks node by node, local ranks 0 and 1 on each, by node (two
     addresses); the all-reduce over every rank right; each node's ranks see that node's two GPUs."""
@@ -224,6 +250,26 @@ def test_a_wandb_style_function_spans_two_nodes(tmp_path, two_nodes):
     assert_two_ranks_per_node(records(record_dir))
 
 
+def test_a_rank_stuck_on_one_node_is_ended_and_frees_the_workers_on_every_node(tmp_path, two_nodes):
+    """Rank 3 (on the second node) stops answering; its peers wait in an all-reduce. The watchdog
+    ends the trial with its sentence, every rank's worker is ended, and the next 4-worker trial
+    gets new workers on both nodes and finishes."""
+    address, _ = two_nodes
+    spec, record_dir = span_sweep(
+        tmp_path,
+        "span-hang",
+        raysweep={"train_loop": SPAN_LOOP, "report_timeout_s": 5, "base_config": {"epochs": 2}, "max_concurrent": 1},
+    )
+    doc = yaml.safe_load(spec.read_text())
+    doc["parameters"]["hang_rank"] = {"values": [3, -1]}
+    spec.write_text(yaml.safe_dump(doc))
+    out = raysweep("run", str(spec), "--address", address, "--storage", str(tmp_path / "runs"), "--wandb", "disabled")
+    assert out.returncode == 0, out.stderr + out.stdout
+    rows = {r["config"]["hang_rank"]: r for r in read_trials(tmp_path / "runs" / "span-hang" / TRIALS_FILE)}
+    assert rows[3]["status"] == "failed" and "watchdog:" in rows[3]["error"], rows[3]
+    assert rows[-1]["status"] == "done" and rows[-1]["iterations"] == 2, rows[-1]
+
+
 def _kill_node(raylet_port: int) -> int:
     """SIGKILL the worker node's raylet and everything under it (its workers and agents)."""
     raylet = next(
@@ -291,3 +337,37 @@ def test_killing_a_node_mid_sweep_loses_no_trial(tmp_path, two_nodes):
     assert checkpointed & moved, (checkpointed, moved)  # the trial seen at epoch 2 was cut off there, and retried
     for x in checkpointed & moved:  # and one that had saved a checkpoint went on from it
         assert min(r["epoch"] for r in seen if r["x"] == x and r["node"] == "node_head") >= 2
+
+
+def test_a_node_killed_under_a_two_node_trial_restarts_it_or_fails_it_with_a_sentence(tmp_path, two_nodes):
+    """Issue 44: a node that dies mid-trial ends the trial's ranks on every node; the trial goes on
+    from its last checkpoint on nodes that can hold it. When the nodes left cannot, it fails with a
+    sentence at once, never waiting for a node that is gone. Runs after the test that killed the
+    worker node: it adds two nodes of its own, so the cluster is the head plus those two."""
+    address, _ = two_nodes
+    ports = {ip: start_node(ip, f"node_{ip.rsplit('.', 1)[1]}", head=address) for ip in ("127.0.0.4", "127.0.0.5")}
+    spec, record_dir = span_sweep(
+        tmp_path,
+        "span-kill",
+        raysweep={"train_loop": SPAN_LOOP, "max_failures": 2, "base_config": {"epochs": 30, "sleep": 1.0}},
+    )
+    driver = start_run(spec, address)
+    try:
+        first = wait_for_records(record_dir, driver, lambda seen: len(seen) >= 8)  # two epochs on every rank
+        victim = next(ip for ip in {r["address"] for r in first} if ip in ports)  # never the head: the driver is there
+        _kill_node(ports.pop(victim))
+        # the trial goes on, on the head and the node left, from its checkpoint
+        wait_for_records(
+            record_dir, driver, lambda seen: any(r["address"] not in {r0["address"] for r0 in first} for r in seen)
+        )
+        moved = records(record_dir)
+        restarted = [r for r in moved if r["address"] not in {r0["address"] for r0 in first}]
+        assert min(r["epoch"] for r in restarted) > 1, "the retry did not go on from its checkpoint"
+        _kill_node(ports.pop(next(iter(ports))))  # now only the head is left: 2 workers, never 4
+        stdout, stderr = driver.communicate(timeout=180)
+    finally:
+        driver.kill()
+    (trial,) = show(tmp_path / "runs" / "span-kill")["trials"]
+    assert trial["status"] == "failed", trial
+    error = trial_error(tmp_path / "runs" / "span-kill")
+    assert "lost node(s)" in error and "can no longer place this trial" in error and "num_gpus=4" in error, error

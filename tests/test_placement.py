@@ -45,10 +45,10 @@ def test_a_larger_trial_takes_whole_nodes_with_equal_ranks():
     assert shape(16, gpu(8, 8, 8)) == Shape(2, 8)
     assert shape(24, gpu(8, 8, 8)) == Shape(3, 8)
     assert shape(4, cpu(2, 2)) == Shape(2, 2)
-    with pytest.raises(NeverPlaced, match=r"num_gpus=12 .* whole nodes of 8 ranks each, and 12 is no multiple of 8"):
+    with pytest.raises(NeverPlaced, match=r"num_gpus=12 .* whole nodes of 8 ranks each: 12 is no multiple of 8"):
         shape(12, gpu(8, 8))
     with pytest.raises(
-        NeverPlaced, match=r"needs 3 whole nodes of 8 workers, and the cluster has 2.*Sizes that fit: 1-8, 16"
+        NeverPlaced, match=r"needs 3 whole nodes of 8: the cluster has 2. Sizes that fit: 1-8, 16$"
     ):
         shape(24, gpu(8, 8, 4))
 
@@ -58,6 +58,7 @@ def test_never_placed_names_the_resource_that_bounds_a_node():
     and the sentence says it is the CPUs (it waited forever before)."""
     small = gpu(4, cpus=2)
     assert small.largest_node == 2 and small.slots_per_node == (4,)
+    assert small.describe().endswith("(a node of 4 slots hosts 2: 2 CPU(s), cpus_per_worker 1)")
     with pytest.raises(NeverPlaced, match=r"num_gpus=4 can never be placed: .* \(2 CPU\(s\), cpus_per_worker 1\)"):
         shape(4, small)
     assert trial_bundles(4, small) == ([{"memory": 1}], "STRICT_PACK")  # a token: it starts and explains

@@ -13,6 +13,7 @@ compacted to one line per trial when the sweep ends and when a driver resumes it
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sys
 import time
@@ -23,7 +24,7 @@ from ray.tune import Callback
 
 from raysweep.runs.files import TRIALS_FILE, read_explanation, read_trials, replace_text
 from raysweep.spec import SweepSpec
-from raysweep.values import clock, finite_number, plain, short
+from raysweep.values import clock, finite_number, plain, short, short_config
 from raysweep.words import ENDED, STATES, TrialStatus
 
 
@@ -53,7 +54,8 @@ class SweepMonitor(Callback):
 
     # --- bookkeeping ---
     def _row(self, trial: Any) -> dict[str, Any]:
-        row = self.rows.setdefault(trial.trial_id, {"trial_id": trial.trial_id, "start": time.time()})
+        row = self.rows.setdefault(trial.trial_id, {"trial_id": trial.trial_id})
+        row.setdefault("start", time.time())
         row["config"] = {k: plain(v) for k, v in trial.config.items()}
         row["num_workers"] = _world_size(self.spec, trial.config)
         row["trial_dir"] = trial.path  # in the run dir (trial.local_path is Ray's session staging copy)
@@ -75,14 +77,21 @@ class SweepMonitor(Callback):
         self._save(row)
 
     def on_experiment_end(self, trials: list, **info: Any) -> None:
+        for trial in trials:  # a trial Tune made that never started (it waited for room): pending
+            if trial.trial_id not in self.rows:
+                row = self._row(trial)
+                row["status"] = TrialStatus.PENDING
+                del row["start"]  # it starts when it runs
         self.compact()
 
-    def interrupted(self) -> None:
-        """The sweep was interrupted: its running trials wait for ``resume`` (``show``: pending)."""
+    def interrupted(self) -> list[dict[str, Any]]:
+        """The sweep was interrupted: its running trials and those that never started wait for
+        ``resume`` (``show``: pending); returns their rows."""
         for row in self.rows.values():
             if row.get("status") == TrialStatus.RUNNING:
                 row["status"] = TrialStatus.PENDING
         self.compact()
+        return [r for r in self.rows.values() if r.get("status") == TrialStatus.PENDING]
 
     def initial_failures(self, limit: int) -> bool:
         """The sweep's first ``limit`` trials to end all failed (W&B's agent gives up at 5)."""
@@ -166,7 +175,7 @@ class SweepMonitor(Callback):
             parts.append(f"ETA {clock(elapsed / finished * (self.budget - finished))}")
         if self.best_seen:
             value, config = self.best_seen
-            params = ", ".join(f"{k}={short(v)}" for k, v in config.items())
+            params = short_config(config)
             parts.append(f"| best {self.spec.metric.name}={short(value)} ({params})")
         return " ".join(parts)
 
@@ -193,7 +202,9 @@ def _better(value: float, than: float, goal: str) -> bool:
 
 
 def _error_text(trial: Any) -> str:
-    """The last lines of the trial's error, the part a user reads first.
+    """The part of the trial's error a user reads first: the sentence of one of raysweep's own
+    errors (they say what happened and what to do) without its traceback, else the last lines of
+    the traceback; never terminal colour codes (the text goes to files and pipes).
 
     A trial the watchdog ended died with its process; its explanation is in the trial dir.
     """
@@ -203,6 +214,19 @@ def _error_text(trial: Any) -> str:
             return explanation
     path = Path(trial.local_path or "") / "error.txt"
     text = path.read_text() if path.exists() else str(getattr(trial, "error_msg", "") or "unknown error")
+    return error_summary(text)
+
+
+_COLOUR = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_OWN_ERROR = re.compile(r"^\s*raysweep(?:\.\w+)*\.(\w+): ", re.M)
+
+
+def error_summary(text: str) -> str:
+    """``text`` (a traceback) as ``_error_text`` shows it."""
+    text = _COLOUR.sub("", text)
+    own = list(_OWN_ERROR.finditer(text))
+    if own:
+        return text[own[-1].end() :].strip()
     lines = [ln for ln in text.strip().splitlines() if ln.strip()]
     return "\n".join(lines[-12:])
 

@@ -53,7 +53,7 @@ from raysweep.spec import SweepSpec
 from raysweep.trial.job import Sweep
 from raysweep.trial.pool import start_pool
 from raysweep.trial.rank import import_loop
-from raysweep.values import safe_name
+from raysweep.values import safe_name, short_config
 from raysweep.words import FINISHED, Runner, TrialStatus
 
 log = logging.getLogger("raysweep")
@@ -182,11 +182,12 @@ def _run(spec: SweepSpec, settings: RunSettings, run_dir: Path, restore: bool, f
         started = time.time()
         results = tuner.fit()
     if signals.received or _left_unfinished(results, monitor, stoppers, settings.budget):
-        monitor.interrupted()
+        pending = monitor.interrupted()
         if on_wandb:
             wandb_sweep.set_state(on_wandb, wandb_sweep.PAUSED)
         print(
-            f"\nsweep {settings.name} interrupted; its state is saved. Continue it with: {hints.command('resume', run_dir)}",
+            f"\nsweep {settings.name} interrupted; its state is saved. {_pending_text(pending, settings.budget)}"
+            f"Continue it with: {hints.command('resume', run_dir)}",
             file=sys.stderr,
         )
         return 130
@@ -331,12 +332,21 @@ def _new_tuner(
     return tuner, scheduler
 
 
+def _pending_text(pending: list[dict[str, Any]], budget: int) -> str:
+    """The trials ``resume`` will run, in words (a few named)."""
+    if not pending:
+        return ""
+    shown = ", ".join(f"{r['trial_id']} ({short_config(r.get('config') or {})})" for r in pending[:5])
+    more = f" and {len(pending) - 5} more" if len(pending) > 5 else ""
+    return f"{len(pending)} of its {budget} trials are pending: {shown}{more}.\n"
+
+
 def _left_unfinished(results: Any, monitor: SweepMonitor, stoppers: list[Any], budget: int) -> bool:
     """Tune's first Ctrl-C ends ``fit()`` quietly, leaving trials for ``resume``: some are not
     ended, or fewer than the budget were started without a stopper ending the sweep."""
     if len(results) > results.num_terminated + results.num_errors:
         return True
-    if any(r.get("status") == TrialStatus.RUNNING for r in monitor.rows.values()):
+    if any(r.get("status") in (TrialStatus.RUNNING, TrialStatus.PENDING) for r in monitor.rows.values()):
         return True
     return len(results) < budget and not any(s.stop_all() for s in stoppers)
 

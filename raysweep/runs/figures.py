@@ -11,7 +11,7 @@ from raysweep.errors import UserError
 from raysweep.runs.files import OPTUNA_JOURNAL
 from raysweep.runs.record import SweepRecord
 from raysweep.spec import SweepSpec
-from raysweep.values import finite_number, short
+from raysweep.values import finite_number, short_config
 from raysweep.words import FINISHED, TrialStatus
 
 STOP_MARK = "stopped by the scheduler"
@@ -189,7 +189,7 @@ def curves_figure(sweep: SweepRecord) -> tuple[Any, str]:
         ]
         if not points:
             continue
-        config = ", ".join(f"{k}={short(v)}" for k, v in t["config"].items())
+        config = short_config(t["config"])
         fig.add_trace(
             go.Scatter(
                 x=[p[0] for p in points],

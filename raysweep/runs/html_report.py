@@ -16,7 +16,7 @@ from pathlib import Path
 from raysweep.runs.figures import figures, write_pngs
 from raysweep.runs.record import SweepRecord
 from raysweep.spec import SweepSpec
-from raysweep.values import duration, finite_number, short
+from raysweep.values import duration, finite_number, short, short_config
 from raysweep.words import STATES
 
 TOP = 10
@@ -82,7 +82,7 @@ def summary_html(sweep: SweepRecord) -> str:
     if starts:
         items.append(("ran", f"{_when(min(starts))} for {duration(max(ends) - min(starts))}"))
     if best:
-        config = ", ".join(f"{k}={short(v)}" for k, v in best["config"].items())
+        config = short_config(best["config"])
         items.append(("best", f"{sweep.metric} = {best['metric']:.6g} (trial {best['trial_id']}: {config})"))
     rows = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in items)
     return f'<section id="summary"><h2>Summary</h2><table class="summary">{rows}</table></section>'

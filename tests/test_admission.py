@@ -1,0 +1,97 @@
+"""Admission that never waits forever (issue 44), on an embedded Ray with 4 GPUs that do not exist
+on this 2-CPU machine: a node's slots are its GPUs, but its CPUs host 2 workers.
+
+A 4-worker trial there once waited forever (Ray's "insufficient resources" in driver.log each
+minute), and a Ctrl-C then printed "finished" and lost the trials that never started. Now it fails
+at once naming the CPUs; on a cluster that can grow (an autoscaler's config on the head) it waits,
+said once on the screen; a Ctrl-C lists every trial still pending, exits 130, and ``resume`` runs them.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, cli_env, write_spec
+
+from raysweep.runs.files import TRIALS_FILE, read_trials
+
+pytestmark = pytest.mark.ray
+
+
+def sweep(tmp_path: Path) -> Path:
+    return write_spec(
+        tmp_path / "mixed.yaml",
+        name="mixed",
+        method="random",
+        run_cap=6,
+        metric={"name": "score", "goal": "minimize"},
+        parameters={"x": {"min": 0.0, "max": 1.0}, "num_gpus": {"values": [1, 4]}},
+        raysweep={"train_loop": "train_loops.smoke:train", "base_config": {"epochs": 2}},
+    )
+
+
+def start(spec: Path, *args: str, home: Path | None = None) -> subprocess.Popen:
+    env = cli_env() | {"RAYSWEEP_FAKE_GPUS": "4"} | ({"HOME": str(home)} if home else {})
+    cmd = [sys.executable, "-m", "raysweep", *args, "--storage", str(spec.parent / "runs")]
+    return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def rows(spec: Path) -> dict[str, dict]:
+    path = spec.parent / "runs" / "mixed" / TRIALS_FILE
+    return {r["trial_id"]: r for r in read_trials(path)} if path.exists() else {}
+
+
+def test_a_trial_that_never_fits_fails_naming_the_cpus_and_a_growing_cluster_waits_until_ctrl_c(tmp_path):
+    spec = sweep(tmp_path)
+    home = tmp_path / "head-home"  # an autoscaler's config, as `ray up` leaves it on the head
+    home.mkdir()
+    (home / "ray_bootstrap_config.yaml").write_text("max_workers: 2\n")
+    driver = start(spec, "run", str(spec), "--wandb", "disabled", home=home)
+    deadline = time.time() + 120
+    while sum(r.get("status") == "done" for r in rows(spec).values()) < 2:  # the 1-worker trials ran
+        assert driver.poll() is None and time.time() < deadline, driver.communicate()
+        time.sleep(0.3)
+    time.sleep(2)  # the 4-worker ones wait for nodes
+    assert driver.poll() is None
+    driver.send_signal(signal.SIGINT)
+    out, err = driver.communicate(timeout=120)
+    assert driver.returncode == 130, out + err
+    assert "its autoscaler may add nodes" in out and "they wait for nodes" in out, out
+    pending = {k for k, r in rows(spec).items() if r["status"] == "pending"}
+    assert len(pending) == 4 and {rows(spec)[k]["config"]["num_gpus"] for k in pending} == {4}
+    assert "4 of its 6 trials are pending: " in err and all(k in err for k in pending), err
+    assert "finished" not in out + err
+
+    # Without the autoscaler they can never be placed: resume runs them, and they fail at once.
+    resumed = start(spec, "resume", str(spec.parent / "runs" / "mixed"))
+    out, err = resumed.communicate(timeout=180)
+    assert resumed.returncode == 0, out + err
+    after = rows(spec)
+    assert {after[k]["status"] for k in pending} == {"failed"}
+    for k in pending:
+        assert after[k]["error"].startswith(
+            "num_gpus=4 can never be placed: the largest node hosts 2 worker(s) (2 CPU(s), cpus_per_worker 1)"
+        ), after[k]["error"]
+    assert sum(r["status"] == "done" for r in after.values()) == 2
+
+
+def test_a_sweep_whose_every_trial_never_fits_is_refused_before_it_starts(tmp_path):
+    spec = write_spec(
+        tmp_path / "big.yaml",
+        name="big",
+        method="grid",
+        metric={"name": "score", "goal": "minimize"},
+        parameters={"num_gpus": {"values": [3, 4]}},
+        raysweep={"train_loop": "train_loops.smoke:train"},
+    )
+    out = start(spec, "run", str(spec), "--wandb", "disabled")
+    stdout, stderr = out.communicate(timeout=120)
+    assert out.returncode == 2, stdout + stderr
+    assert "num_gpus=3 can never be placed: the largest node hosts 2 worker(s) (2 CPU(s)" in stderr
+    assert "Sizes that fit: 1-2" in stderr and "Traceback" not in stderr
+    assert not (tmp_path / "runs" / "big").exists()  # nothing written
