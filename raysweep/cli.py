@@ -58,7 +58,7 @@ def _slurm(args: argparse.Namespace) -> int:
     import shlex
     from pathlib import Path
 
-    from raysweep.slurm import SlurmJob, render
+    from raysweep.slurm import SlurmJob, check_sizes, render
     from raysweep.spec import load_spec
 
     for flag in ("--address", "--gpus", "--dashboard-host"):
@@ -83,6 +83,9 @@ def _slurm(args: argparse.Namespace) -> int:
         port=args.port,
         sbatch=tuple(args.sbatch),
     )
+    note = check_sizes(job, spec.trial_sizes)
+    if note:
+        print(note, file=sys.stderr)
     script = render(job, shlex.join(["raysweep", *args.argv]))
     if not args.output:
         sys.stdout.write(script)

@@ -72,7 +72,7 @@ class Capacity:
 
     def limits(self, node: Node) -> list[tuple[int, str]]:
         """Each resource's count of workers on ``node``, with the words that name it."""
-        limits = [(node.slots, f"{node.slots} worker slot(s)")]
+        limits = [(node.slots, f"{node.slots} {'GPU' if self.use_gpu else 'worker'} slot(s)")]
         if self.cpus_per_worker > 0:
             cpus = workers_on(node.cpus, self.cpus_per_worker)
             limits.append((cpus, f"{node.cpus:g} CPU(s), cpus_per_worker {self.cpus_per_worker:g}"))
@@ -141,10 +141,23 @@ def _never_placed_text(world_size: int, capacity: Capacity, largest: int, whole:
     limit, words = min(capacity.limits(node), key=lambda lw: lw[0])
     why = f"the largest node hosts {limit} worker(s) ({words})"
     if world_size % largest:
-        why += f", and a larger trial takes whole nodes of {largest} ranks each: {world_size} is no multiple of {largest}"
+        why += (
+            f", and a larger trial takes whole nodes of {largest} ranks each: {world_size} is no multiple of {largest}"
+        )
     else:
         why += f", and a larger trial needs {world_size // largest} whole nodes of {largest}: the cluster has {whole}"
     return f"num_gpus={world_size} can never be placed: {why}. Sizes that fit: {fitting_sizes(capacity)}"
+
+
+def never_placed(sizes: set[int], capacity: Capacity) -> dict[int, str]:
+    """The sizes among ``sizes`` this cluster can never place, each with its sentence."""
+    out = {}
+    for size in sorted(sizes):
+        try:
+            shape(size, capacity)
+        except NeverPlaced as e:
+            out[size] = str(e)
+    return out
 
 
 def fitting_sizes(capacity: Capacity) -> str:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from raysweep.errors import UserError
+from raysweep.placement import Capacity, Node, never_placed
 
 TEMPLATE = r"""#!/bin/bash
 # One raysweep sweep as a SLURM job, written by:
@@ -148,6 +149,31 @@ class SlurmJob:
     bin_dir: str = str(Path(sys.executable).parent)
     start_timeout_s: int = 300
     signal_s: int = 180  # SIGTERM this long before the time limit: the sweep saves its state
+
+
+def allocation(job: SlurmJob) -> Capacity | None:
+    """The Ray cluster the job will have: ``nodes`` alike, each with its GPUs as slots (or its CPUs
+    / cpus_per_worker); None when the script learns the CPUs only when it runs."""
+    if job.gpus_per_node:
+        slots, cpus = job.gpus_per_node, float(job.cpus_per_node or job.gpus_per_node * job.cpus_per_worker)
+    elif job.cpus_per_node:
+        slots, cpus = int(job.cpus_per_node // job.cpus_per_worker), float(job.cpus_per_node)
+    else:
+        return None
+    nodes = tuple(Node(f"node{i}", f"node{i}", slots, cpus, float(job.gpus_per_node)) for i in range(job.nodes))
+    return Capacity(nodes, job.gpus_per_node > 0, job.cpus_per_worker, managed_slots=True)
+
+
+def check_sizes(job: SlurmJob, sizes: set[int]) -> str | None:
+    """Refuse a job none of whose trials its nodes can place; a note naming the sizes that never fit."""
+    capacity = allocation(job)
+    never = never_placed(sizes, capacity) if capacity else {}
+    where = f"--nodes {job.nodes}" + (f" --gpus-per-node {job.gpus_per_node}" if job.gpus_per_node else "")
+    if never and len(never) == len(sizes):
+        raise UserError(f"with {where}: {never[min(never)]}")
+    if never:
+        return f"note: with {where}, trials with num_gpus in {sorted(never)} will fail at once: {never[min(never)]}"
+    return None
 
 
 def sbatch_lines(job: SlurmJob) -> list[str]:

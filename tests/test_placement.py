@@ -47,9 +47,7 @@ def test_a_larger_trial_takes_whole_nodes_with_equal_ranks():
     assert shape(4, cpu(2, 2)) == Shape(2, 2)
     with pytest.raises(NeverPlaced, match=r"num_gpus=12 .* whole nodes of 8 ranks each: 12 is no multiple of 8"):
         shape(12, gpu(8, 8))
-    with pytest.raises(
-        NeverPlaced, match=r"needs 3 whole nodes of 8: the cluster has 2. Sizes that fit: 1-8, 16$"
-    ):
+    with pytest.raises(NeverPlaced, match=r"needs 3 whole nodes of 8: the cluster has 2. Sizes that fit: 1-8, 16$"):
         shape(24, gpu(8, 8, 4))
 
 

@@ -124,6 +124,10 @@ def test_script_to_stdout_uses_the_specs_cpus_per_worker(tmp_path):
         (["--nodes", "0"], "--nodes must be >= 1, got 0"),
         (["--sbatch", "qos=high"], "--sbatch takes sbatch options such as --sbatch=--qos=high, got 'qos=high'"),
         (["--", "--set", "method=grud"], "method"),
+        (
+            ["--gpus-per-node", "4", "--", "--set", "parameters.num_gpus.value=6"],
+            "with --nodes 1 --gpus-per-node 4: num_gpus=6 can never be placed",
+        ),
     ],
 )
 def test_refusals_are_one_sentence_and_exit_2(args, message):
@@ -182,12 +186,13 @@ def _shims(tmp_path: Path) -> Path:
     return shims
 
 
-def _job_env(tmp_path: Path, shims: Path, job_id: str) -> dict[str, str]:
+def _job_env(tmp_path: Path, shims: Path, job_id: str, nodes: int = 1) -> dict[str, str]:
     env = cli_env() | {
         "PATH": f"{shims}{os.pathsep}{os.environ['PATH']}",
         "SLURM_JOB_ID": job_id,
-        "SLURM_JOB_NODELIST": "node001",  # every job of the test on the one node
-        "SLURM_JOB_NUM_NODES": "1",
+        # every node of every job of the test on this machine, each a Ray node of its own
+        "SLURM_JOB_NODELIST": ",".join(f"node{i:03d}" for i in range(1, nodes + 1)),
+        "SLURM_JOB_NUM_NODES": str(nodes),
         "SLURM_CPUS_ON_NODE": "1",
         "SLURM_SUBMIT_DIR": str(ROOT),
         "HOME": str(tmp_path / "home"),  # a fresh home: no Ray token yet, as on a new cluster
@@ -197,11 +202,12 @@ def _job_env(tmp_path: Path, shims: Path, job_id: str) -> dict[str, str]:
     return env
 
 
-def _write_job(tmp_path: Path, name: str) -> Path:
+def _write_job(tmp_path: Path, name: str, *sizes: str) -> Path:
     script = tmp_path / f"{name}.sbatch"
     out = raysweep(
         "slurm",
         SMOKE,
+        *sizes,
         "-o",
         str(script),
         "--",
@@ -213,6 +219,7 @@ def _write_job(tmp_path: Path, name: str) -> Path:
         "raysweep.base_config.sleep=1",
         "--set",
         "raysweep.base_config.epochs=4",
+        *(("--set", "parameters.num_gpus.value=2") if sizes else ()),
     )
     assert out.returncode == 0, out.stderr
     return script
@@ -231,10 +238,14 @@ def test_two_jobs_share_a_node_and_ending_one_leaves_the_other_running(tmp_path)
     """Two jobs on one node, as SLURM may place them: each starts its own Ray (ports free when it
     starts, its own temp dir). SLURM sends job A SIGTERM before its limit (--signal=B:TERM@180):
     A saves its sweep and ends its own Ray only; B's sweep runs on to every trial done. The same
-    script run again (a requeued A) continues A's sweep to the end, and no Ray of either is left."""
+    script run again (a requeued A) continues A's sweep to the end, and no Ray of either is left.
+    Job B has two nodes of one slot each, and its trials two workers: each spans both nodes."""
     shims = _shims(tmp_path)
     tag = f"t{os.getpid()}"
-    jobs = {name: (_write_job(tmp_path, name), _job_env(tmp_path, shims, f"{tag}{name}")) for name in ("a", "b")}
+    jobs = {
+        "a": (_write_job(tmp_path, "a"), _job_env(tmp_path, shims, f"{tag}a")),
+        "b": (_write_job(tmp_path, "b", "--nodes", "2"), _job_env(tmp_path, shims, f"{tag}b", nodes=2)),
+    }
     temp = {name: Path("/tmp") / f"raysweep-{tag}{name}" for name in jobs}
     started = {
         name: subprocess.Popen(
@@ -257,7 +268,9 @@ def test_two_jobs_share_a_node_and_ending_one_leaves_the_other_running(tmp_path)
 
         stdout, stderr = started["b"].communicate(timeout=400)
         assert started["b"].returncode == 0, stdout + stderr
+        assert "2 node(s), 1 slot(s) each" in stdout and "cluster: 2 CPU worker slot(s) on 2 node(s)" in stdout
         assert "sweep smoke finished" in stdout and "3 finished, 0 failed" in stdout
+        assert {t["num_workers"] for t in show(tmp_path / "b" / "smoke")["trials"]} == {2}  # one rank on each node
         assert _ray_processes(temp["b"]) == []
     finally:
         for job in started.values():

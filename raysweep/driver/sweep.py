@@ -32,7 +32,7 @@ from raysweep.driver.settings import RunRequest, RunSettings
 from raysweep.driver.trainable import make_trainable
 from raysweep.driver.wandb_logging import WandbRuns
 from raysweep.errors import UserError
-from raysweep.placement import GIB, Capacity, NeverPlaced, concurrency_limit, shape
+from raysweep.placement import GIB, Capacity, concurrency_limit, never_placed
 from raysweep.private_api import restored_config
 from raysweep.runs.files import (
     OPTUNA_JOURNAL,
@@ -94,12 +94,7 @@ def new_run_dir(storage: str | os.PathLike, name: str) -> Path:
 
 def _check_feasible(sizes: set[int], capacity: Capacity) -> None:
     """Refuse a sweep none of whose trials can ever be placed; name the sizes that never will."""
-    never = {}
-    for size in sorted(sizes):
-        try:
-            shape(size, capacity)
-        except NeverPlaced as e:
-            never[size] = str(e)
+    never = never_placed(sizes, capacity)
     if never and len(never) == len(sizes):
         raise UserError(f"{never[min(never)]} (every trial of this sweep asks at least num_gpus={min(sizes)})")
     if never:
