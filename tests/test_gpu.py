@@ -106,6 +106,16 @@ def test_four_packed_trials_share_one_gpu_each_with_its_own_nccl_group(tmp_path)
     assert len({r["metrics"]["pid"] for r in rows}) == 4  # four workers, four groups
 
 
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="NCCL across GPUs needs 2+ GPUs (gpu-check says so)")
+@pytest.mark.parametrize("workers", ["warm", "torchtrainer"])
+def test_a_two_gpu_trial_all_reduces_over_nccl_across_its_gpus(tmp_path, workers):
+    """Each rank on a GPU of its own, one NCCL group over both: the sum of rank + 1 over the ranks."""
+    (row,) = run(tmp_path, "pair", parameters={"x": {"values": [1.0]}, "num_gpus": {"value": 2}}, ddp_workers=workers)
+    m = row["metrics"]
+    assert row["status"] == "done", row.get("error")
+    assert m["score"] == 3.0 and m["group_size"] == 2.0 and m["bf16"] == 1.0, m
+
+
 def test_gpus_0_runs_trials_on_gpu_0(tmp_path):
     (row,) = run(tmp_path, "zero", "--gpus", "0", parameters={"x": {"values": [1.0]}})
     m = row["metrics"]

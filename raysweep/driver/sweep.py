@@ -217,6 +217,12 @@ def _start(
     )
     interrupt.ray_is_up(signals)
     _check_feasible(spec.trial_sizes, capacity)
+    if max(spec.trial_sizes) > capacity.largest_node:
+        # A trial that spans nodes needs them empty at once: with many trials pending (Tune's
+        # default for random search) later 1-node trials kept taking the slots and every 2-node
+        # trial ran last (docs/benchmarks.md). One pending trial at a time, as grid and bayes run,
+        # reserves the nodes for it in turn.
+        os.environ.setdefault("TUNE_MAX_PENDING_TRIALS_PG", "1")  # a user's own choice stands
     limit = concurrency_limit(capacity, min(max(spec.trial_sizes), capacity.largest_node), settings.max_concurrent)
     _print_banner(spec, settings, run_dir, capacity, limit, on_wandb)
 

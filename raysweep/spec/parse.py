@@ -149,8 +149,8 @@ def _parse_parameters(block: Any, problems: list[str], prefix: str = "", nest: t
     params: list[Param] = []
     for key, entry in sorted(block.items(), key=lambda item: str(item[0])):  # W&B's order, nested blocks too
         name = f"{prefix}{key}"
-        if not isinstance(key, (str, int)) or "/" in str(key) or not str(key).strip():
-            problems.append(f"parameters.{name}: parameter names are words or indices joined by '.', no '/'")
+        if not isinstance(key, (str, int)) or not str(key).strip():
+            problems.append(f"parameters.{name!r}: a parameter name is a non-empty string")
             continue
         if not isinstance(entry, dict):
             problems.append(
