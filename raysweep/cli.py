@@ -25,11 +25,21 @@ def _validate(args: argparse.Namespace) -> int:
     _print_notes(spec)
     if args.sample:
         from raysweep.search.preview import first_configs  # Tune's and Optuna's samplers, as run draws
+        from raysweep.spec.model import draw_seed
 
         # What the loop gets (its config, dotted names nested), or what a script gets: W&B's
         # names as written (`--model.n_layers=4`, wandb.config["model.n_layers"]).
         shown = wandb_config if spec.runs_program else trial_config
-        for flat in first_configs(spec, args.sample, args.seed):
+        seed = args.seed if args.seed is not None else spec.seed
+        if seed is None:
+            seed = draw_seed()
+            print(
+                f"seed {seed}: this file fixes no seed, so each run draws its own; `run --seed {seed}` tries these",
+                file=sys.stderr,
+            )
+        else:
+            print(f"seed {seed}: `run` with this seed tries these", file=sys.stderr)
+        for flat in first_configs(spec, args.sample, seed):
             print(json.dumps(shown(spec, flat)))
     elif args.json:
         print(json.dumps(summary_json(spec)))

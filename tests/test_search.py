@@ -32,6 +32,7 @@ def bayes_search(tmp_path: Path, **searcher) -> OptunaSearch:
         train_loop="train_loops.smoke:train",
         parameters={"x": {"values": POINTS}},
         run_cap=8,
+        seed=0,
         searcher=searcher or {"n_startup_trials": 10},  # random draws: among 4 points, repeats come soon
     )
     found, _ = search.build_search(load_spec(path), 8, tmp_path)

@@ -59,6 +59,7 @@ class RunSettings:
     dashboard_host: str | None = None
     workdir: str = field(default_factory=os.getcwd)  # where program: scripts are resolved and run
     function: str | None = None  # the name of raysweep.run's function: resume needs it passed again
+    seed_drawn: bool = False  # the spec's seed was drawn for this sweep (neither the file nor --seed fixed one)
     retry_failed: bool = False  # resume --retry-failed (not saved)
     exit_at_once: bool = True  # a second Ctrl-C ends the process (the CLI) or raises KeyboardInterrupt (not saved)
 

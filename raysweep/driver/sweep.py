@@ -50,6 +50,7 @@ from raysweep.search.schedulers import build_scheduler
 from raysweep.search.searchers import build_search
 from raysweep.search.stoppers import InitialFailureStopper, TargetStopper
 from raysweep.spec import SweepSpec
+from raysweep.spec.model import draw_seed
 from raysweep.trial.job import Sweep
 from raysweep.trial.pool import start_pool
 from raysweep.trial.rank import import_loop
@@ -257,7 +258,10 @@ def _print_banner(
 ) -> None:
     if not settings.quiet:
         url = dashboard_url() if not settings.address else None
-        print(f"sweep {settings.name}: {settings.budget} trials, {spec.method} search, run dir {run_dir}")
+        seed = f"seed {spec.seed}" + (
+            f", drawn for it (--seed {spec.seed} repeats its draws)" if settings.seed_drawn else ""
+        )
+        print(f"sweep {settings.name}: {settings.budget} trials, {spec.method} search, {seed}, run dir {run_dir}")
         print(f"cluster: {capacity.describe()}" + (f"; Ray dashboard {url}" if url else ""))
     if on_wandb:
         print(f"W&B sweep: {on_wandb.url}")
@@ -398,6 +402,9 @@ def run_sweep(spec: SweepSpec, request: RunRequest, function: Callable | None = 
     _check_entry_point(spec)
     if request.seed is not None:
         spec = replace(spec, seed=request.seed)
+    seed_drawn = spec.seed is None
+    if seed_drawn:  # kept in spec.json: resume draws on from it
+        spec = replace(spec, seed=draw_seed())
     budget = spec.trial_budget(request.count)
     if budget is None:
         raise UserError(f"{spec.method} search needs a trial budget: set run_cap in the spec or pass --count N")
@@ -428,6 +435,7 @@ def run_sweep(spec: SweepSpec, request: RunRequest, function: Callable | None = 
         dashboard_host=request.dashboard_host,
         function=function_name(function),
         exit_at_once=request.exit_at_once,
+        seed_drawn=seed_drawn,
     )
     created = not run_dir.exists()
     run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)

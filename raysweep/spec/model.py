@@ -180,7 +180,7 @@ class SweepSpec:
     process_group_timeout_s: float = 1800.0  # torch.distributed's own default: set-up and collectives
     reuse_actors: bool = True  # trials of one size run one after another in one Tune actor process
     ddp_workers: str = Runner.WARM  # 2+ workers: warm DDP workers kept across trials, or a TorchTrainer run per trial
-    seed: int = 0
+    seed: int | None = None  # None: not fixed, so each sweep draws its own (draw_seed), as W&B's searches do
     resources: Resources = Resources()
     searcher: Searcher = Searcher()
     wandb: WandbSettings = WandbSettings()
@@ -267,6 +267,15 @@ class SweepSpec:
             if data.get(key) is not None:
                 data[key] = tuple(data[key])
         return cls(parameters=params, **data)
+
+
+def draw_seed() -> int:
+    """A sweep's own seed, for a file and a command that fix none: two sweeps of one file (or two
+    agents of one sweep) try different configurations, as under W&B; it is kept, so ``resume``
+    and ``--seed`` repeat it."""
+    import secrets
+
+    return secrets.randbelow(2**31)
 
 
 def trial_sizes(size_param: Param | None, num_gpus: int | None) -> set[int]:

@@ -517,7 +517,7 @@ def parse_spec(
         process_group_timeout_s=process_group_timeout_s or 1800.0,
         reuse_actors=reuse_actors is not False,
         ddp_workers=ddp_workers or Runner.WARM,
-        seed=seed or 0,
+        seed=seed,
         resources=resources,
         searcher=searcher,
         wandb=wandb,
