@@ -100,3 +100,30 @@ def test_result_json_holds_each_iteration_once_when_a_resumed_trial_goes_back_to
     resumed.on_trial_result(0, [trial], trial, report(4, 2))
     lines = [json.loads(line) for line in (Path(trial.local_path) / "result.json").read_text().splitlines()]
     assert [(r["epoch"], r["resumed_from"]) for r in lines] == [(1, 0), (2, 0), (3, 2), (4, 2)]
+
+
+def test_the_progress_lines_best_is_each_trials_last_report_as_show_ranks_it(tmp_path):
+    """Issue 42: the line said best 0.988, one trial's best report, while show ranked that trial
+    by its last value; one rule now, and the line says which."""
+    monitor, trials = monitor_and_trials(tmp_path, 2)  # metric score, minimize
+    for t in trials:
+        monitor.on_trial_start(0, trials, t)
+    monitor.on_trial_result(0, trials, trials[0], {"score": 0.1, "training_iteration": 1})
+    monitor.on_trial_result(0, trials, trials[0], {"score": 0.9, "training_iteration": 2})  # worse at its end
+    monitor.on_trial_result(0, trials, trials[1], {"score": 0.5, "training_iteration": 1})
+    line = monitor.status_line(trials)
+    assert "best score=0.5 (last report) (x=1)" in line, line
+    assert monitor.best()["trial_id"] == "t1"
+
+
+def test_the_eta_counts_only_the_trials_this_driver_ended(tmp_path):
+    """Issue 42: after a resume, trials that ended before the interrupt made the ETA fall 1:00:00 -> 13:30."""
+    first, trials = monitor_and_trials(tmp_path, 10)
+    for t in trials[:6]:  # an earlier driver ended six trials
+        first.on_trial_start(0, trials, t)
+        first.on_trial_complete(0, trials, t)
+    resumed, trials = monitor_and_trials(tmp_path, 10)
+    resumed.started -= 100.0  # this driver has run 100 s
+    resumed.on_trial_start(0, trials, trials[6])
+    resumed.on_trial_complete(0, trials, trials[6])  # and ended one trial in them
+    assert "ETA 05:00" in resumed.status_line(trials)  # 3 left at 100 s each, not at 100 s / 7

@@ -47,9 +47,7 @@ class SweepMonitor(Callback):
         self.last_print = 0.0
         self.first_error: str | None = None
         self.ended: list[str] = [r["status"] for r in self.rows.values() if r.get("status") in ENDED]
-        self.best_seen: tuple[float, dict[str, Any]] | None = (
-            None  # the live line's best: any report's, never worse later
-        )
+        self.ended_before = len(self.ended)  # by an earlier driver of this sweep: not in this one's ETA
         self._reconciled = not self.rows  # a fresh sweep has nothing left over
 
     # --- bookkeeping ---
@@ -103,10 +101,6 @@ class SweepMonitor(Callback):
         row["iterations"] = result.get("training_iteration")
         row["metrics"] = {k: plain(v) for k, v in result.items() if not isinstance(v, dict)}
         row["wall_s"] = round(time.time() - row["start"], 2)
-        metric = self.spec.metric
-        value = row["metrics"].get(metric.name) if metric else None
-        if finite_number(value) and (self.best_seen is None or _better(value, self.best_seen[0], metric.goal)):
-            self.best_seen = (value, row["config"])
         self._save(row)
         self._print(trials)
 
@@ -170,13 +164,14 @@ class SweepMonitor(Callback):
         counts[TrialStatus.PENDING] = sum(1 for t in trials if t.status == "PENDING")  # Tune's status
         elapsed = time.time() - self.started
         finished = sum(counts[s] for s in ENDED)
+        here = len(self.ended) - self.ended_before  # the ETA's rate: trials this driver ended, in its time
         parts = [f"[{clock(elapsed)}]", " · ".join(f"{counts[s]} {s}" for s in STATES), f"of {self.budget}"]
-        if 0 < finished < self.budget:
-            parts.append(f"ETA {clock(elapsed / finished * (self.budget - finished))}")
-        if self.best_seen:
-            value, config = self.best_seen
-            params = short_config(config)
-            parts.append(f"| best {self.spec.metric.name}={short(value)} ({params})")
+        if here and finished < self.budget:
+            parts.append(f"ETA {clock(elapsed / here * (self.budget - finished))}")
+        best = self.best()
+        if best:  # each trial ranked by its last report, as show, the report and W&B's summary rank it
+            parts.append(f"| best {self.spec.metric.name}={short(best['metrics'][self.spec.metric.name])} (last report)")
+            parts.append(f"({short_config(best['config'])})")
         return " ".join(parts)
 
     def _print(self, trials: list, force: bool = False) -> None:

@@ -416,6 +416,8 @@ def _apply_strictness(problems: list[str], notes: list[str], strict: bool) -> li
     """W&B's schema violations stay problems when ``strict``; else each becomes a warning in
     ``notes``, as W&B's service runs such a file."""
     violations = [p for p in problems if isinstance(p, SchemaViolation)]
+    if len(violations) < len(problems):  # the file is refused anyway: its unknown keys may be why (`methd:`)
+        return problems
     if violations and not strict:
         problems = [p for p in problems if not isinstance(p, SchemaViolation)]
         notes += [f"warning: {v}" for v in violations]
