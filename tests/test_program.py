@@ -454,6 +454,7 @@ def test_program_runs_carry_no_sweep_id_that_wandb_did_not_create(tmp_path, monk
         args_json_file="a.json",
         workdir=str(tmp_path),
         wandb_mode="offline",
+        wandb_dir=str(tmp_path),
         project="p",
         entity=None,
         group="g",

@@ -97,7 +97,7 @@ def test_every_run_of_every_rank_names_the_wandb_sweep_and_no_other(
         assert callbacks == []
         launch = job.program or job.wandb_function
         for rank in range(workers):
-            assert wandb_variables(launch, job.trial_dir, job.trial_id, rank)["WANDB_SWEEP_ID"] == sweep_id
+            assert wandb_variables(launch, job.trial_id, rank)["WANDB_SWEEP_ID"] == sweep_id
 
 
 def _env(server: FakeWandb | None) -> dict[str, str]:

@@ -1,5 +1,8 @@
 """A stand-in for W&B's server on loopback: the few GraphQL calls and HTTP routes wandb 0.31 makes
-to create a sweep, set its state, and start, log to, resume, finish and sync a run.
+to create a sweep, set its state, and start, log to, resume, finish and sync a run, and the two
+that ``wandb.agent`` makes (an agent, its heartbeats), so a function runs under wandb's own agent
+as the oracle of raysweep.run's one-line move: a test queues the runs (``queue_runs``) that W&B's
+controller would propose, and the heartbeat hands them out one at a time, then tells the agent to exit.
 
 No W&B server runs on these machines, and raysweep's online path is a handful of requests that
 only W&B's server sees. This answers them the way api.wandb.ai does in shape (not in logic) and
@@ -38,6 +41,8 @@ class FakeWandb:
     runs: dict[str, dict[str, Any]] = field(default_factory=dict)  # run name -> {"sweep", "history", "project", ...}
     refuse_sweeps: bool = False  # answer upsertSweep with an error, as for a user without rights
     refuse_key: bool = False  # answer every call 401, as for a key W&B does not know
+    queued: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # sweep name -> configs wandb.agent gets
+    agents: dict[str, str] = field(default_factory=dict)  # agent id -> its sweep's name
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def reset(self) -> None:
@@ -46,7 +51,14 @@ class FakeWandb:
             self.calls.clear()
             self.sweeps.clear()
             self.runs.clear()
+            self.queued.clear()
+            self.agents.clear()
             self.refuse_sweeps = self.refuse_key = False
+
+    def queue_runs(self, sweep: str, configs: list[dict[str, Any]]) -> None:
+        """The runs W&B's controller proposes for ``sweep`` (by name), in order: ``{param: value}`` each."""
+        with self.lock:
+            self.queued.setdefault(sweep, []).extend(configs)
 
     def operations(self) -> list[str]:
         return [call.operation for call in self.calls]
@@ -82,9 +94,28 @@ class FakeWandb:
                 }
             )
             return {"project": {**project_obj, "sweep": found}}
+        if operation == "CreateAgent":
+            agent = f"agent-{len(self.agents) + 1}"
+            self.agents[agent] = variables["sweep"]
+            return {"createAgent": {"agent": {"id": agent}}}
+        if operation == "Heartbeat":
+            return {
+                "agentHeartbeat": {"agent": {"id": variables["id"]}, "commands": json.dumps(self._commands(variables))}
+            }
         if operation == "OrganizationCoreWeaveOrganizationID":
             return {"entity": {"organization": None}}
         return {}
+
+    def _commands(self, variables: dict[str, Any]) -> list[dict[str, Any]]:
+        """The next queued run for the agent's sweep, once no run of it is queued or running; exit at the end."""
+        if any(json.loads(variables.get("runState") or "{}").values()):
+            return []
+        queue = self.queued.get(self.agents.get(variables["id"], ""), [])
+        if not queue:
+            return [{"type": "exit"}]
+        config = queue.pop(0)
+        run_id = f"r{len(self.calls):05d}"  # calls only grow: unique
+        return [{"type": "run", "run_id": run_id, "args": {k: {"value": v} for k, v in config.items()}}]
 
     def _upsert_sweep(self, variables: dict[str, Any], project_obj: dict[str, Any]) -> dict[str, Any]:
         if self.refuse_sweeps:

@@ -22,7 +22,7 @@ from typing import Any
 
 from ray.tune import Callback
 
-from raysweep.runs.files import TRIALS_FILE, read_explanation, read_trials, replace_text
+from raysweep.runs.files import TRIALS_FILE, TUNE_KEYS, read_explanation, read_trials, replace_text
 from raysweep.spec import SweepSpec
 from raysweep.values import clock, finite_number, plain, short, short_config
 from raysweep.words import ENDED, STATES, TrialStatus
@@ -48,6 +48,7 @@ class SweepMonitor(Callback):
         self.first_error: str | None = None
         self.ended: list[str] = [r["status"] for r in self.rows.values() if r.get("status") in ENDED]
         self.ended_before = len(self.ended)  # by an earlier driver of this sweep: not in this one's ETA
+        self.warned_metric = any(r.get("metric_logged") is False for r in self.rows.values())
         self._reconciled = not self.rows  # a fresh sweep has nothing left over
 
     # --- bookkeeping ---
@@ -82,6 +83,12 @@ class SweepMonitor(Callback):
                 del row["start"]  # it starts when it runs
         self.compact()
 
+    def forget_unstarted(self) -> None:
+        """A stopped sweep is over: trials Tune made that never started are no trials of it."""
+        for key in [k for k, r in self.rows.items() if r.get("status") == TrialStatus.PENDING and "start" not in r]:
+            del self.rows[key]
+        self.compact()
+
     def interrupted(self) -> list[dict[str, Any]]:
         """The sweep was interrupted: its running trials and those that never started wait for
         ``resume`` (``show``: pending); returns their rows."""
@@ -101,8 +108,25 @@ class SweepMonitor(Callback):
         row["iterations"] = result.get("training_iteration")
         row["metrics"] = {k: plain(v) for k, v in result.items() if not isinstance(v, dict)}
         row["wall_s"] = round(time.time() - row["start"], 2)
+        if self.spec.metric and self.spec.metric.name not in result:
+            self._metric_not_logged(row)
         self._save(row)
         self._print(trials)
+
+    def _metric_not_logged(self, row: dict[str, Any]) -> None:
+        """A W&B-style function or script ended without logging the metric: done, with no value (as
+        its W&B run is), marked in the row; said once a sweep."""
+        row["metric_logged"] = False
+        if self.warned_metric:
+            return
+        self.warned_metric = True
+        logged = ", ".join(sorted(k for k in row["metrics"] if k not in TUNE_KEYS)) or "nothing"
+        print(
+            f"\nwarning: trial {row['trial_id']} ended without logging the sweep's metric "
+            f"{self.spec.metric.name!r} (metric.name); it logged: {logged}. As under wandb.agent, such a trial "
+            "is done with no value (show: not logged); bayes leaves it out of its model, and no scheduler stops it.",
+            file=sys.stderr,
+        )
 
     def _end(self, trials: list, trial: Any, status: str, error: str | None = None) -> None:
         row = self._row(trial)

@@ -58,8 +58,12 @@ class RunSettings:
     gpus: str | None = None  # --gpus of the embedded Ray
     dashboard_host: str | None = None
     workdir: str = field(default_factory=os.getcwd)  # where program: scripts are resolved and run
+    # WANDB_DIR of scripts and W&B-style functions: the user's, else the working directory, as
+    # wandb.agent sets it (their runs are linked into the trial dirs)
+    wandb_dir: str = field(default_factory=lambda: os.environ.get("WANDB_DIR") or os.getcwd())
     function: str | None = None  # the name of raysweep.run's function: resume needs it passed again
     seed_drawn: bool = False  # the spec's seed was drawn for this sweep (neither the file nor --seed fixed one)
+    stopped: str | None = None  # why a stopper ended the sweep (W&B's words for the first failures), if one did
     retry_failed: bool = False  # resume --retry-failed (not saved)
     exit_at_once: bool = True  # a second Ctrl-C ends the process (the CLI) or raises KeyboardInterrupt (not saved)
 

@@ -177,7 +177,8 @@ def _run(spec: SweepSpec, settings: RunSettings, run_dir: Path, restore: bool, f
         tuner, monitor, stoppers = _start(spec, settings, run_dir, restore, signals, function, on_wandb)
         started = time.time()
         results = tuner.fit()
-    if signals.received or _left_unfinished(results, monitor, stoppers, settings.budget):
+    stopped = next((s.reason for s in stoppers if s.stop_all()), None)  # a stop, not an interrupt
+    if signals.received or (stopped is None and _left_unfinished(results, monitor, stoppers, settings.budget)):
         pending = monitor.interrupted()
         if on_wandb:
             wandb_sweep.set_state(on_wandb, wandb_sweep.PAUSED)
@@ -187,9 +188,12 @@ def _run(spec: SweepSpec, settings: RunSettings, run_dir: Path, restore: bool, f
             file=sys.stderr,
         )
         return 130
+    if stopped:
+        monitor.forget_unstarted()  # trials Tune made but never ran: the sweep is over
+    write_json(run_dir / SETTINGS_FILE, replace(settings, stopped=stopped).to_json())
     if on_wandb:
         wandb_sweep.set_state(on_wandb, wandb_sweep.FINISHED)
-    return _finish(spec, settings, run_dir, monitor, time.time() - started, on_wandb)
+    return _finish(spec, settings, run_dir, monitor, time.time() - started, on_wandb, stopped)
 
 
 def _start(
@@ -207,6 +211,10 @@ def _start(
     # written by the driver on Tune's loop, and the TensorBoard one kept every ended trial's
     # writer in memory. Runs are read with `raysweep show/report` and W&B.
     os.environ["TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"] = "1"
+    # A W&B-style function or script that never logs the metric ends with one report of what it
+    # did log, as its W&B run does; Tune would stop the sweep at a result without the metric.
+    # raysweep checks a train loop's reports itself (trial/metrics.py).
+    os.environ["TUNE_DISABLE_STRICT_METRIC_CHECKING"] = "1"
     capacity = start_or_connect(
         settings.address,
         spec.resources.use_gpu,
@@ -229,11 +237,23 @@ def _start(
 
     wandb_sweep_id = on_wandb.id if on_wandb else None
     sweep = Sweep(
-        spec, capacity, str(run_dir), settings.name, settings.workdir, settings.wandb, function, wandb_sweep_id
+        spec,
+        capacity,
+        str(run_dir),
+        settings.name,
+        settings.workdir,
+        settings.wandb,
+        function,
+        wandb_sweep_id,
+        settings.wandb_dir,
     )
     trainable = make_trainable(sweep, _start_pool(spec, capacity))
     monitor = SweepMonitor(spec, run_dir, settings.budget, quiet=settings.quiet)
-    stoppers = [InitialFailureStopper(functools.partial(monitor.initial_failures, spec.max_initial_failures))]
+    stoppers = [
+        InitialFailureStopper(
+            functools.partial(monitor.initial_failures, spec.max_initial_failures), spec.max_initial_failures
+        )
+    ]
     if spec.metric and spec.metric.target is not None:
         stoppers.append(TargetStopper(spec.metric.name, spec.metric.goal, spec.metric.target))
     callbacks = [interrupt.TuneListens(signals), monitor, ResultLog()] + _callbacks(spec, settings, restore, on_wandb)
@@ -363,13 +383,15 @@ def _finish(
     monitor: SweepMonitor,
     wall_s: float,
     on_wandb: wandb_sweep.WandbSweep | None,
+    stopped: str | None = None,
 ) -> int:
     rows = list(monitor.rows.values())
     failed = [r for r in rows if r.get("status") == TrialStatus.FAILED]
     ok = [r for r in rows if r.get("status") in FINISHED]
     if not settings.quiet:
         print()
-    print(f"sweep {settings.name} finished in {wall_s:.0f} s: {len(ok)} finished, {len(failed)} failed")
+    ended = f"stopped ({stopped})" if stopped else "finished"
+    print(f"sweep {settings.name} {ended} in {wall_s:.0f} s: {len(ok)} finished, {len(failed)} failed")
     best = monitor.best()
     if best:
         print(
@@ -385,8 +407,8 @@ def _finish(
         )
     if monitor.initial_failures(spec.max_initial_failures):
         print(
-            f"the sweep's first {spec.max_initial_failures} trials all failed, so it was stopped "
-            f"(raysweep.max_initial_failures; W&B's agent stops the same way); the first error:\n{monitor.first_error}"
+            f"the sweep's first {spec.max_initial_failures} trials all failed (raysweep.max_initial_failures; "
+            f"W&B's agent stops the same way); the first error:\n{monitor.first_error}"
         )
         return 1
     if rows and not ok:

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from raysweep.runs.files import TRIALS_FILE, TUNE_KEYS, read_results, read_trials
+from raysweep.runs.files import TRIALS_FILE, TUNE_KEYS, read_results, read_settings, read_trials
 from raysweep.runs.show import load_results, resolve_run_dir
 
 if TYPE_CHECKING:
@@ -37,6 +37,12 @@ class SweepResult:
         return load_results(self.run_dir)["trials"]
 
     @property
+    def stopped(self) -> str | None:
+        """Why the sweep was stopped before its budget, as ``wandb.agent`` stops (the first trials all
+        failed: W&B's words), or a trial reached metric.target; None when it was not."""
+        return read_settings(self.run_dir).get("stopped")
+
+    @property
     def best(self) -> dict[str, Any] | None:
         """The best trial's row (``show --json``'s ``best``), None before any trial has a finite metric."""
         return load_results(self.run_dir)["best"]
@@ -48,14 +54,20 @@ class SweepResult:
         import pandas
 
         last = {r["trial_id"]: r.get("metrics") or {} for r in read_trials(self.run_dir / TRIALS_FILE)}
+        metric = load_results(self.run_dir)["metric"]
         rows = []
         for t in self.trials:
             row: dict[str, Any] = {"trial_id": t["trial_id"], "status": t["status"], **t["config"]}
+            if metric:  # the column is there even when no trial logged it (NaN: not logged)
+                row[f"metric.{metric}" if metric in row else metric] = float("nan")
             for key, value in last.get(t["trial_id"], {}).items():
                 if key not in TUNE_KEYS and isinstance(value, (int, float)) and not isinstance(value, bool):
                     row[f"metric.{key}" if key in row else key] = value
             row |= {"iterations": t["iterations"], "num_workers": t["num_workers"], "wall_s": t["wall_s"]}
             rows.append(row)
+        if any(t.get("metric_logged") is False for t in self.trials):  # a W&B-style trial that never logged it
+            for row, t in zip(rows, self.trials, strict=True):
+                row["metric_logged"] = t.get("metric_logged", True)
         return pandas.DataFrame(rows)
 
     def history(self, trial_id: str) -> list[dict[str, Any]]:

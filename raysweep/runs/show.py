@@ -43,6 +43,7 @@ def load_results(run_dir: Path) -> dict[str, Any]:
                 "iterations": r.get("iterations") or 0,
                 "num_workers": r.get("num_workers", 1),
                 "wall_s": r.get("wall_s"),
+                **({"metric_logged": False} if r.get("metric_logged") is False else {}),
                 **({"error": r["error"]} if r.get("error") else {}),
             }
         )
@@ -65,7 +66,7 @@ def _columns(data: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
             t["trial_id"],
             t["status"],
             *(short(t["config"].get(p)) for p in params),
-            short(t["metric"]),
+            "not logged" if t.get("metric_logged") is False else short(t["metric"]),
             short(t["iterations"]),
             short(t["num_workers"]),
             short(t["wall_s"]),

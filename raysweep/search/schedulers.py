@@ -78,6 +78,8 @@ class StopRecorder:
         self.max_t = kwargs["max_t"]
 
     def on_trial_result(self, tune_controller: Any, trial: Any, result: dict) -> str:
+        if self._metric not in result:  # a W&B-style trial that never logged it: never stopped for a value it lacks
+            return TrialScheduler.CONTINUE
         decision = super().on_trial_result(tune_controller, trial, result)
         # At max_t the scheduler says STOP too: that trial ran its course.
         if decision == TrialScheduler.STOP and result.get("training_iteration", 0) < self.max_t:

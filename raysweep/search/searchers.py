@@ -60,7 +60,15 @@ def _random(spec: SweepSpec, budget: int, run_dir: Path, max_concurrent: int | N
     return BasicVariantGenerator(random_state=spec.seed, max_concurrent=max_concurrent or 0), tune_param_space(spec)
 
 
-class DistinctOptunaSearch(OptunaSearch):
+class WandbOptunaSearch(OptunaSearch):
+    """Ray's ``OptunaSearch``, except that a trial that ended without the metric is left out of the
+    model (told as failed), as W&B's bayes leaves out a run without it; Ray's would tell it as pruned."""
+
+    def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
+        super().on_trial_complete(trial_id, result, error or result is None or self.metric not in result)
+
+
+class DistinctOptunaSearch(WandbOptunaSearch):
     """Ray's ``OptunaSearch``, except that it does not run a configuration twice.
 
     TPE closes in on its best points and, in a space of a few hundred configurations, proposes
@@ -139,7 +147,7 @@ def _bayes(spec: SweepSpec, budget: int, run_dir: Path, max_concurrent: int | No
         "storage": storage,
         "study_name": spec.name or "raysweep",
     }
-    search = DistinctOptunaSearch(seed=spec.seed, **common) if spec.searcher.skip_duplicates else OptunaSearch(**common)
+    search = DistinctOptunaSearch(seed=spec.seed, **common) if spec.searcher.skip_duplicates else WandbOptunaSearch(**common)
     if max_concurrent:
         search = ConcurrencyLimiter(search, max_concurrent=max_concurrent)
     return search, {}

@@ -25,13 +25,23 @@ class TargetStopper(Stopper):
     def stop_all(self) -> bool:
         return self.reached
 
+    @property
+    def reason(self) -> str:
+        return f"a trial reached metric.target ({self.metric} {'>=' if self.goal == 'maximize' else '<='} {self.target:g})"
+
 
 class InitialFailureStopper(Stopper):
     """End the sweep when its first ``limit`` trials all failed: a script that fails on import
     would otherwise fail every trial of the budget (W&B's agent stops after 5)."""
 
-    def __init__(self, all_failed: Callable[[], bool]):
+    def __init__(self, all_failed: Callable[[], bool], limit: int = 5):
         self.all_failed = all_failed  # the driver's count of the first trials that failed
+        self.limit = limit
+
+    @property
+    def reason(self) -> str:
+        """W&B's agent's own words (wandb/agents/pyagent.py) for the same stop."""
+        return f"Detected {self.limit} failed runs in a row at start, killing sweep."
 
     def __call__(self, trial_id: str, result: dict) -> bool:
         return False

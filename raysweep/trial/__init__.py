@@ -66,6 +66,14 @@ def report(metrics: Mapping[str, Any], checkpoint: str | os.PathLike | None = No
         _current.watchdog.beat()
 
 
+def report_without_metric(metrics: Mapping[str, Any]) -> None:
+    """The one report of a W&B-style function or script that never logged the sweep's metric:
+    what it did log, as its W&B run's summary holds it (every rank, rank 0's values)."""
+    _current.report(dict(metrics), None)
+    if _current.watchdog is not None:
+        _current.watchdog.beat()
+
+
 def get_checkpoint() -> Any:
     """The trial's latest checkpoint (a ``ray.train.Checkpoint``), or None on a fresh start.
 

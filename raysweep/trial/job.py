@@ -30,6 +30,7 @@ class Sweep:
     wandb_mode: str
     function: Callable[..., Any] | None = None  # raysweep.run's function (spec.function says its style)
     wandb_sweep_id: str | None = None  # the sweep W&B created for it (online); never an id W&B did not return
+    wandb_dir: str = ""  # WANDB_DIR of scripts and W&B-style functions ("" : the workdir)
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,7 @@ class ProgramLaunch:
     args_json_file: str
     workdir: str
     wandb_mode: str
+    wandb_dir: str  # WANDB_DIR, as wandb.agent sets it: the user's, else the working directory
     project: str
     entity: str | None
     group: str

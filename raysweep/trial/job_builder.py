@@ -81,6 +81,7 @@ def _program_launch(sweep: Sweep, flat_config: dict[str, Any], trial_dir: str, t
         args_json_file=str(json_path),
         workdir=sweep.workdir,
         wandb_mode=sweep.wandb_mode,
+        wandb_dir=sweep.wandb_dir or sweep.workdir,
         project=spec.wandb.project_name,
         entity=spec.wandb.entity,
         group=spec.wandb.group or sweep.name,

@@ -32,7 +32,7 @@ from typing import Any
 from raysweep.placement import RankPlace
 from raysweep.trial.backends import METRIC_ENV, METRICS_FILE_ENV
 from raysweep.trial.job import ProgramLaunch, TrialJob
-from raysweep.trial.metrics import MetricError, check_metric
+from raysweep.trial.metrics import check_metric
 from raysweep.values import plain
 
 DEFAULT_COMMAND = ("${env}", "${interpreter}", "${program}", "${args}")
@@ -117,7 +117,7 @@ def script_env(
         }
         | job.network_env()
     )
-    for key, value in wandb_variables(job.program, job.trial_dir, job.trial_id, rank).items():
+    for key, value in wandb_variables(job.program, job.trial_id, rank).items():
         if value is None:
             env.pop(key, None)
         else:
@@ -127,7 +127,7 @@ def script_env(
     return env
 
 
-def wandb_variables(launch: ProgramLaunch, trial_dir: str, trial_id: str, rank: int) -> dict[str, str | None]:
+def wandb_variables(launch: ProgramLaunch, trial_id: str, rank: int) -> dict[str, str | None]:
     """What ``wandb agent`` sets for a run of a sweep (None: unset): ``wandb.init`` reads the trial's
     values from the file WANDB_SWEEP_PARAM_PATH names. Rank 0's run is the trial's W&B run; other
     ranks that call ``wandb.init`` get runs of their own in the group. WANDB_SWEEP_ID names only
@@ -138,13 +138,29 @@ def wandb_variables(launch: ProgramLaunch, trial_dir: str, trial_id: str, rank: 
         "WANDB_RUN_GROUP": launch.group,
         "WANDB_SWEEP_ID": launch.sweep_id,  # what wandb.run.sweep_id reads, as under wandb agent
         "WANDB_PROJECT": launch.project,
-        "WANDB_DIR": trial_dir,
+        "WANDB_DIR": launch.wandb_dir,  # as wandb.agent sets it; the run is linked into the trial dir
         "WANDB_MODE": launch.wandb_mode,
         "WANDB_RUN_ID": trial_id if rank == 0 else None,
     }
     if launch.entity:
         env["WANDB_ENTITY"] = launch.entity
     return env
+
+
+def link_wandb_runs(trial_dir: str | os.PathLike, wandb_dir: str, run_ids: set[str], run_dirs: set[str]) -> None:
+    """Link a trial's W&B runs (``run_dirs``, and those of ``run_ids`` under WANDB_DIR, where
+    wandb.agent's runs live) into ``<trial dir>/wandb``, where ``show``, ``publish`` and the
+    report look for them."""
+    found = set(run_dirs)
+    for run_id in run_ids:
+        found |= {str(p) for p in Path(wandb_dir, "wandb").glob(f"*run-*-{run_id}") if p.is_dir()}
+    target = Path(trial_dir) / "wandb"
+    for run_dir in sorted(found):
+        link = target / Path(run_dir).name
+        if Path(run_dir).resolve().parent == target.resolve() or link.exists() or link.is_symlink():
+            continue  # already there (WANDB_DIR is the trial dir), or linked by an earlier attempt
+        target.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(Path(run_dir).resolve(), target_is_directory=True)
 
 
 def metrics_file(trial_dir: Path, attempt: str, rank: int) -> Path:
@@ -159,7 +175,6 @@ class RankZeroMetrics:
         self.path, self.metric = path, metric
         self.offset = 0
         self.latest: dict[str, Any] = {}
-        self.seen_keys: set[str] = set()
         self.reports = 0
 
     def new_reports(self) -> list[dict[str, Any]]:
@@ -172,13 +187,24 @@ class RankZeroMetrics:
         self.offset += len(complete)
         out = []
         for line in complete.decode().splitlines():
-            metrics = json.loads(line)["metrics"]
-            self.seen_keys |= set(metrics)
+            entry = json.loads(line)
+            if "metrics" not in entry:  # the hook's note of its W&B run's dir
+                continue
+            metrics = entry["metrics"]
             self.latest |= metrics
             if self.metric is None or self.metric in metrics:
                 out.append(dict(self.latest))
         self.reports += len(out)
         return out
+
+
+def run_dirs_logged(path: Path) -> set[str]:
+    """The W&B run dirs a rank's script logged from (the hook notes each run's once)."""
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return set()
+    return {entry["run_dir"] for entry in map(json.loads, filter(None, lines)) if "run_dir" in entry}
 
 
 def _tail(path: Path) -> str:
@@ -203,9 +229,11 @@ def run_program(
     report: Callable[[dict[str, Any]], None],
     share: Callable[[Any], Any],
     visible_devices: str | None = None,
+    report_without_metric: Callable[[dict[str, Any]], None] = lambda metrics: None,
 ) -> None:
     """Run the script as one rank of the trial and report rank 0's metrics until rank 0's ends;
-    ``share(value)`` is rank 0's value on every rank (the runner's collective)."""
+    ``share(value)`` is rank 0's value on every rank (the runner's collective). A script that never
+    logged the metric ends with one ``report_without_metric`` of what rank 0 logged."""
     trial_dir, launch, world_size, metric = Path(job.trial_dir), job.program, job.world_size, job.metric
     argv = render_command(launch.command, launch.program, launch.params, launch.args_json_file)
     env = script_env(job, rank, place, master, visible_devices)
@@ -228,9 +256,9 @@ def run_program(
         while True:
             code = proc.poll() if code is None else code
             new = metrics.new_reports() if rank == 0 else []
-            rank_zero_code = code
+            rank_zero_code, logged = code, metrics.latest
             if world_size > 1:  # every rank gets rank 0's reports, and learns when its script ended
-                new, rank_zero_code = share((new, code) if rank == 0 else None)
+                new, rank_zero_code, logged = share((new, code, metrics.latest) if rank == 0 else None)
             for m in new:
                 check_metric(m, metric)
                 report(m)
@@ -257,9 +285,7 @@ def run_program(
                 proc.wait(GRACE_S + 5)
             except subprocess.TimeoutExpired:
                 proc.kill()
-    if rank == 0 and metric and metrics.reports == 0:
-        logged = ", ".join(sorted(metrics.seen_keys)) or "nothing"
-        raise MetricError(
-            f"program {launch.label} finished without logging the sweep's metric {metric!r} "
-            f"(metric.name in the spec) with wandb.log or raysweep.report; it logged: {logged}"
-        )
+        own = {job.trial_id} if rank == 0 else set()
+        link_wandb_runs(trial_dir, launch.wandb_dir, own, run_dirs_logged(metrics_file(trial_dir, job.attempt, rank)))
+    if metric and reports == 0:  # as under wandb agent, the run is done, without the metric
+        report_without_metric(logged)

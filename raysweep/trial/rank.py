@@ -54,7 +54,9 @@ def run(
     if job.program is not None:
         trial.use(backend)
         master = master or ("127.0.0.1", free_port())
-        run_program(job, rank, place, master, trial.report, backend.share, visible_devices)
+        run_program(
+            job, rank, place, master, trial.report, backend.share, visible_devices, trial.report_without_metric
+        )
         return
     guard = None
     if job.report_timeout_s:

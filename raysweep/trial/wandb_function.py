@@ -4,8 +4,9 @@
 ``wandb.init`` meets the variables ``wandb agent`` sets (``program.wandb_variables``), so
 ``wandb.config`` holds the trial's values on every rank. While it runs, each ``wandb.log`` that
 carries the sweep's metric is one report of the rank, with the latest value of every other key
-logged, as a ``program:`` script's logs are. The environment and wandb's ``log`` are put back
-when it returns: a warm worker runs other trials after it.
+logged, as a ``program:`` script's logs are. A function that never logs the metric ends done,
+as its W&B run does, with one report of what it did log (the driver says so, once a sweep). The
+environment and wandb's ``log`` are put back when it returns: a warm worker runs other trials after it.
 """
 
 from __future__ import annotations
@@ -18,8 +19,7 @@ from typing import Any
 from raysweep import trial
 from raysweep.trial import wandb_log
 from raysweep.trial.job import TrialJob
-from raysweep.trial.metrics import MetricError
-from raysweep.trial.program import wandb_variables
+from raysweep.trial.program import link_wandb_runs, wandb_variables
 
 # The run classes whose ``log`` a W&B-style function calls (disabled mode's NoopRun overrides Run.log).
 _RUN_CLASSES = (("wandb.sdk.wandb_run", "Run"), ("wandb.sdk.lib.noop_run", "NoopRun"))
@@ -32,8 +32,12 @@ class _Reports:
         self.metric = metric
         self.latest: dict[str, Any] = {}
         self.count = 0
+        self.run_dirs: set[str] = set()  # the W&B runs the function logged to (under WANDB_DIR)
 
-    def logged(self, data: Any) -> None:
+    def logged(self, run: Any, data: Any) -> None:
+        run_dir = os.path.dirname(getattr(run, "dir", "") or "")  # run.dir is <run dir>/files
+        if run_dir:
+            self.run_dirs.add(run_dir)
         if not isinstance(data, dict):
             return
         numbers = wandb_log.numbers(data)
@@ -49,10 +53,12 @@ def call(function: Callable[[], Any], job: TrialJob, rank: int) -> None:
     import wandb
 
     reports = _Reports(job.metric)
+    launch = job.wandb_function
     # wandb reads its environment once per process setup: a process that ran an earlier trial
     # (a warm worker, a reused Tune actor) tears it down, so this trial's wandb.init reads its own.
     wandb.teardown()
-    with _environment(wandb_variables(job.wandb_function, job.trial_dir, job.trial_id, rank)), _teed(reports.logged):
+    variables = wandb_variables(launch, job.trial_id, rank)
+    with _environment(variables), _working_dir(launch.workdir), _teed(reports.logged):
         failed = False
         try:
             function()
@@ -63,12 +69,9 @@ def call(function: Callable[[], Any], job: TrialJob, rank: int) -> None:
             if wandb.run is not None:
                 wandb.finish(exit_code=1 if failed else 0)
             wandb.teardown()
-    if job.metric and reports.count == 0:
-        logged = ", ".join(sorted(reports.latest)) or "nothing"
-        raise MetricError(
-            f"the function finished without logging the sweep's metric {job.metric!r} (metric.name in the spec) "
-            f"with wandb.log; it logged: {logged}"
-        )
+            link_wandb_runs(job.trial_dir, launch.wandb_dir, {job.trial_id} if rank == 0 else set(), reports.run_dirs)
+    if job.metric and reports.count == 0:  # as under wandb.agent, the run is done, without the metric
+        trial.report_without_metric(trial.current().share(reports.latest))  # rank 0's values, on every rank
 
 
 def _set(variables: dict[str, str | None]) -> None:
@@ -91,7 +94,23 @@ def _environment(variables: dict[str, str | None]) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _teed(on_log: Callable[[Any], None]) -> Iterator[None]:
+def _working_dir(path: str) -> Iterator[None]:
+    """The function runs where raysweep.run was called, as wandb.agent runs it (``wandb/latest-run``
+    and the like are found there); the process's own directory is put back after."""
+    before = os.getcwd()
+    try:
+        os.chdir(path)
+    except OSError:  # a node that lacks the caller's directory: the function runs where it is
+        yield
+        return
+    try:
+        yield
+    finally:
+        os.chdir(before)
+
+
+@contextlib.contextmanager
+def _teed(on_log: Callable[[Any, Any], None]) -> Iterator[None]:
     """wandb's ``Run.log`` (and ``NoopRun.log``) also hand each logged dict to ``on_log``."""
     import importlib
 
@@ -102,7 +121,7 @@ def _teed(on_log: Callable[[Any], None]) -> Iterator[None]:
 
         def log(self: Any, data: Any, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
             result = _original(self, data, *args, **kwargs)
-            on_log(data)
+            on_log(self, data)
             return result
 
         run_class.log = log

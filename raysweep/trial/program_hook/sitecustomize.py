@@ -38,6 +38,7 @@ def _patch(module) -> None:
 
     def log(self, data, *args, **kwargs):
         result = original(self, data, *args, **kwargs)
+        _note_run_dir(self, path)
         if isinstance(data, dict):
             numbers = _numbers(data)
             if numbers:
@@ -47,6 +48,18 @@ def _patch(module) -> None:
 
     log.__wrapped__ = original
     run_cls.log = log
+
+
+_NOTED = set()
+
+
+def _note_run_dir(run, path) -> None:
+    """Once per run: its dir (under WANDB_DIR), so the trial links it into its own dir."""
+    run_dir = os.path.dirname(getattr(run, "dir", "") or "")  # run.dir is <run dir>/files
+    if run_dir and run_dir not in _NOTED:
+        _NOTED.add(run_dir)
+        with open(path, "a") as f:
+            f.write(json.dumps({"source": "wandb", "run_dir": run_dir}) + "\n")
 
 
 class _Loader(importlib.abc.Loader):
