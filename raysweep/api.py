@@ -20,6 +20,7 @@ import inspect
 import os
 import sys
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +97,8 @@ def start(sweep: str | os.PathLike | Mapping, function: Callable | None, request
     if request.gpus is not None:
         select_gpus(request.gpus)  # a GPU that isn't there is an error now, not deep in a worker
     _ship_by_value(function)
+    if isinstance(sweep, Mapping) and request.name is None and not spec.name:
+        request = replace(request, name=spec.content_name())
     code = run_sweep(spec, request, function)
     return code, run_dir_for(spec, request.name, request.storage)
 

@@ -11,6 +11,9 @@ one fails there by name, not deep inside a sweep.
 * GPUs: the driver counts this machine's GPUs as Ray will (``local_gpu_count``), with Ray's
   accelerator manager rather than ``torch.cuda.device_count()``: importing torch would slow the
   driver's start, for a number Ray's detection already gives.
+* Worker output: Ray streams every worker's stdout and stderr to the driver (``log_to_driver``)
+  and prints it there itself; the driver shows only its trials' lines, prefixed with the trial's
+  id, in place of Ray's printer (``stream_worker_output``).
 * W&B sweeps: wandb's public API creates a sweep (``wandb.sweep``) but neither sets its state
   nor adds runs to one that exists; its CLI does both (``wandb sweep --stop``, ``--update -R``)
   through these (``set_sweep_state``, ``add_prior_runs``).
@@ -53,6 +56,18 @@ def local_gpu_count() -> int:
     count = manager.get_current_node_num_accelerators()
     visible = manager.get_current_process_visible_accelerator_ids()
     return count if visible is None else min(count, len(visible))
+
+
+# --- Worker output -----------------------------------------------------------------------------
+
+
+def stream_worker_output(handler: Any) -> None:
+    """Hand each batch of worker output Ray streams to this driver (a dict with ``lines``,
+    ``is_err``, ``pid``) to ``handler``, in place of Ray's own printer (``ray.init(log_to_driver=True)``)."""
+    from ray._private.worker import global_worker_stdstream_dispatcher
+
+    global_worker_stdstream_dispatcher.remove_handler("ray_print_logs")
+    global_worker_stdstream_dispatcher.add_handler("raysweep_trial_output", handler)
 
 
 # --- W&B sweeps --------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from typing import Any
 import ray
 from ray.exceptions import AuthenticationError
 
+from raysweep.driver.console import show_trial_output
 from raysweep.errors import UserError
 from raysweep.placement import SLOT, Capacity, nodes_from
 from raysweep.private_api import local_gpu_count
@@ -80,6 +81,7 @@ def start_or_connect(
     dashboard_host: str | None = None,
     gpus_per_worker: float = 1.0,
     memory_per_worker: float = 0.0,
+    quiet: bool = False,
 ) -> Capacity:
     """Start an embedded Ray (``address`` None) or join a cluster, and measure it.
 
@@ -95,7 +97,7 @@ def start_or_connect(
         "TUNE_FUNCTION_THREAD_TIMEOUT_S": os.environ.get("TUNE_FUNCTION_THREAD_TIMEOUT_S", "30"),
     }
     common: dict[str, Any] = {
-        "log_to_driver": False,  # worker output stays in Ray's log files, not the terminal
+        "log_to_driver": True,  # only trials' own lines reach the terminal (driver/console.py)
         "logging_level": logging.WARNING,
         "configure_logging": True,
     }
@@ -143,6 +145,7 @@ def start_or_connect(
             dashboard_host=host,
             **common,
         )
+    show_trial_output(quiet)
     private_token_file()
     _dashboard["url"] = context.dashboard_url  # what ray.init returned: the one public place that says
     return measure(use_gpu, cpus_per_worker, gpus_per_worker, memory_per_worker)

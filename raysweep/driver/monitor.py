@@ -100,7 +100,8 @@ class SweepMonitor(Callback):
 
     def initial_failures(self, limit: int) -> bool:
         """The sweep's first ``limit`` trials to end all failed (W&B's agent gives up at 5)."""
-        return limit > 0 and len(self.ended) >= limit and all(s == TrialStatus.FAILED for s in self.ended[:limit])
+        mine = self.ended[self.ended_before :]  # this driver's, as each of W&B's agents counts its own
+        return limit > 0 and len(mine) >= limit and all(s == TrialStatus.FAILED for s in mine[:limit])
 
     def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
         row = self._row(trial)
@@ -194,7 +195,9 @@ class SweepMonitor(Callback):
             parts.append(f"ETA {clock(elapsed / here * (self.budget - finished))}")
         best = self.best()
         if best:  # each trial ranked by its last report, as show, the report and W&B's summary rank it
-            parts.append(f"| best {self.spec.metric.name}={short(best['metrics'][self.spec.metric.name])} (last report)")
+            parts.append(
+                f"| best {self.spec.metric.name}={short(best['metrics'][self.spec.metric.name])} (last report)"
+            )
             parts.append(f"({short_config(best['config'])})")
         return " ".join(parts)
 

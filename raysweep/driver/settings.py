@@ -50,7 +50,7 @@ class RunSettings:
     """How this sweep was started (``run.json``): what ``resume`` needs besides the spec."""
 
     name: str
-    budget: int
+    budget: int  # the sweep's trials, every driver's
     wandb: str  # offline, online or disabled
     address: str | None = None
     max_concurrent: int | None = None
@@ -64,6 +64,8 @@ class RunSettings:
     function: str | None = None  # the name of raysweep.run's function: resume needs it passed again
     seed_drawn: bool = False  # the spec's seed was drawn for this sweep (neither the file nor --seed fixed one)
     stopped: str | None = None  # why a stopper ended the sweep (W&B's words for the first failures), if one did
+    agents: int = 1  # drivers that added trials to it (a second raysweep.run of its name joins it)
+    segment_budget: int | None = None  # the trials of the latest driver's Tune experiment (None: budget)
     retry_failed: bool = False  # resume --retry-failed (not saved)
     exit_at_once: bool = True  # a second Ctrl-C ends the process (the CLI) or raises KeyboardInterrupt (not saved)
 

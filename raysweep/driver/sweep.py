@@ -25,6 +25,7 @@ from ray.tune.stopper import CombinedStopper
 
 from raysweep import hints, wandb_sweep
 from raysweep.driver import interrupt
+from raysweep.driver.agents import driver_lock, plan_join
 from raysweep.driver.cluster import dashboard_url, start_or_connect
 from raysweep.driver.monitor import SweepMonitor
 from raysweep.driver.result_log import ResultLog
@@ -78,7 +79,7 @@ def run_dir_for(spec: SweepSpec, name: str | None, storage: str | os.PathLike) -
 
 
 def new_run_dir(storage: str | os.PathLike, name: str) -> Path:
-    """``<storage>/<name>``, checked before anything is written; created user-only (``resume``
+    """``<storage>/<name>`` (it holds no sweep yet), checked before anything is written; created user-only (``resume``
     unpickles Tune's state from it, so whoever can write it can run code as the sweep's user)."""
     root = Path(storage).resolve()
     if root.exists() and not root.is_dir():
@@ -86,10 +87,6 @@ def new_run_dir(storage: str | os.PathLike, name: str) -> Path:
     run_dir = root / name
     if run_dir.parent != root:
         raise UserError(f"--name {name!r} would leave --storage {storage}; pick a plain name")
-    if (run_dir / SPEC_FILE).exists():
-        raise UserError(
-            f"{run_dir} already holds a sweep: continue it with `{hints.command('resume', run_dir)}`, or pick another --name"
-        )
     return run_dir
 
 
@@ -157,7 +154,16 @@ def _callbacks(
     return [WandbRuns(spec.wandb.project_name, spec.wandb.entity, group, settings.wandb, resuming, sweep_id)]
 
 
-def _run(spec: SweepSpec, settings: RunSettings, run_dir: Path, restore: bool, function: Callable | None) -> int:
+def _run(
+    spec: SweepSpec,
+    settings: RunSettings,
+    run_dir: Path,
+    restore: bool,
+    function: Callable | None,
+    tried: list[dict[str, Any]] | None = None,
+) -> int:
+    """Run (or restore) the sweep's Tune experiment in the run dir; ``tried``: the configurations
+    an earlier driver ran (a joining one's grid goes on with the rest)."""
     # from here on, a Ctrl-C leaves the sweep resumable
     with interrupt.handled(run_dir, settings.exit_at_once) as signals:
         _setup_logging(run_dir)
@@ -174,11 +180,12 @@ def _run(spec: SweepSpec, settings: RunSettings, run_dir: Path, restore: bool, f
                     f"{hints.command('publish', run_dir)})",
                     file=sys.stderr,
                 )
-        tuner, monitor, stoppers = _start(spec, settings, run_dir, restore, signals, function, on_wandb)
+        tuner, monitor, stoppers = _start(spec, settings, run_dir, restore, signals, function, on_wandb, tried)
         started = time.time()
         results = tuner.fit()
     stopped = next((s.reason for s in stoppers if s.stop_all()), None)  # a stop, not an interrupt
-    if signals.received or (stopped is None and _left_unfinished(results, monitor, stoppers, settings.budget)):
+    segment = settings.segment_budget or settings.budget  # this Tune experiment's trials
+    if signals.received or (stopped is None and _left_unfinished(results, monitor, stoppers, segment)):
         pending = monitor.interrupted()
         if on_wandb:
             wandb_sweep.set_state(on_wandb, wandb_sweep.PAUSED)
@@ -204,6 +211,7 @@ def _start(
     signals: interrupt.Signals,
     function: Callable | None,
     on_wandb: wandb_sweep.WandbSweep | None,
+    tried: list[dict[str, Any]] | None = None,
 ) -> tuple[tune.Tuner, SweepMonitor, list[Any]]:
     """Ray, the worker pool and the Tuner (restored from the run dir with ``restore``); ``function``:
     raysweep.run's, bound into every trial; ``on_wandb``: the W&B sweep every trial's run joins."""
@@ -223,6 +231,7 @@ def _start(
         dashboard_host=settings.dashboard_host,
         gpus_per_worker=spec.resources.gpus_per_worker,
         memory_per_worker=spec.resources.memory_per_worker_gb * GIB,
+        quiet=settings.quiet,
     )
     interrupt.ray_is_up(signals)
     _check_feasible(spec.trial_sizes, capacity)
@@ -260,7 +269,8 @@ def _start(
     if restore:
         tuner, scheduler = _restored_tuner(run_dir, trainable, settings, callbacks, stoppers)
     else:
-        tuner, scheduler = _new_tuner(spec, settings.budget, run_dir, limit, trainable, callbacks, stoppers)
+        segment = settings.segment_budget or settings.budget
+        tuner, scheduler = _new_tuner(spec, segment, run_dir, limit, trainable, callbacks, stoppers, tried)
     monitor.stopped_by_scheduler = getattr(scheduler, "stopped", set())
     if hasattr(scheduler, "watch"):  # a run dir from before the guard has a scheduler without it
         scheduler.watch(spec, capacity)
@@ -330,9 +340,10 @@ def _new_tuner(
     trainable: Any,
     callbacks: list[Any],
     stoppers: list[Any],
+    tried: list[dict[str, Any]] | None = None,
 ) -> tuple[tune.Tuner, Any]:
     scheduler = build_scheduler(spec)
-    search, param_space = build_search(spec, budget, run_dir, limit)
+    search, param_space = build_search(spec, budget, run_dir, limit, tried)
     tuner = tune.Tuner(
         trainable,
         param_space=param_space,
@@ -434,16 +445,8 @@ def run_sweep(spec: SweepSpec, request: RunRequest, function: Callable | None = 
         budget = min(budget, spec.grid_size)
     name = _sweep_name(spec, request.name)
     storage = request.storage
-    if request.resume_existing and (Path(storage).resolve() / name / SPEC_FILE).exists():
-        print(f"sweep {name}: its run dir exists; continuing it (raysweep resume)")
-        return resume_sweep(
-            name,
-            storage=storage,
-            address=request.address,
-            quiet=request.quiet,
-            function=function,
-            exit_at_once=request.exit_at_once,
-        )
+    if (Path(storage).resolve() / name / SPEC_FILE).exists():
+        return _existing(spec, request, function, Path(storage).resolve() / name)
     run_dir = new_run_dir(storage, name)
     mode = request.wandb or spec.wandb.mode or ("online" if wandb_sweep.key_configured() else "offline")
     settings = RunSettings(
@@ -465,7 +468,8 @@ def run_sweep(spec: SweepSpec, request: RunRequest, function: Callable | None = 
     write_json(run_dir / SPEC_FILE, spec.to_json())
     write_json(run_dir / SETTINGS_FILE, settings.to_json())
     try:
-        return _run(spec, settings, run_dir, restore=False, function=function)
+        with driver_lock(run_dir):
+            return _run(spec, settings, run_dir, restore=False, function=function)
     except UserError:
         if created and not (run_dir / TRIALS_FILE).exists():  # nothing ran: leave no dir to block the retry
             shutil.rmtree(run_dir, ignore_errors=True)
@@ -473,6 +477,59 @@ def run_sweep(spec: SweepSpec, request: RunRequest, function: Callable | None = 
     finally:
         if ray.is_initialized():
             ray.shutdown()
+
+
+def _existing(spec: SweepSpec, request: RunRequest, function: Callable | None, run_dir: Path) -> int:
+    """``run`` of a sweep whose run dir exists: with ``resume_existing``, continue it (a requeued
+    SLURM job: its ``--count`` must be the sweep's); else join it, as a second ``wandb.agent`` of
+    the sweep, adding ``--count`` trials (or what is left of its budget)."""
+    stored = read_spec(run_dir)
+    settings = RunSettings.from_json(read_settings(run_dir))
+    if request.resume_existing:
+        if request.count is not None and request.count != settings.budget:
+            raise UserError(
+                f"--count {request.count}: sweep {run_dir.name} has {settings.budget} trials; --resume-existing "
+                f"continues them (leave --count out, or give {settings.budget}); to add trials, run it without "
+                "--resume-existing"
+            )
+        print(f"sweep {run_dir.name}: its run dir exists; continuing it (raysweep resume)")
+        return resume_sweep(
+            run_dir,
+            address=request.address,
+            quiet=request.quiet,
+            function=function,
+            exit_at_once=request.exit_at_once,
+        )
+    _check_function_given(stored, settings, function, run_dir)
+    if stored.function and spec.function and stored.function != spec.function:
+        shapes = {"raysweep": "train(config)", "wandb": "main(), reading wandb.config"}
+        raise UserError(
+            f"sweep {run_dir.name} ran a {shapes[stored.function]} function; this one is {shapes[spec.function]}"
+        )
+    with driver_lock(run_dir):
+        plan = plan_join(stored, spec, run_dir, request.count, settings.agents)
+        if plan.count == 0:
+            print(f"sweep {run_dir.name} has run its {plan.ran} trials; --count N (count=N) adds N more")
+            return 0
+        print(f"sweep {run_dir.name}: its run dir exists; adding {plan.count} trial(s) to its {plan.ran}")
+        settings = replace(
+            settings,
+            budget=plan.ran + plan.count,
+            segment_budget=plan.count,
+            agents=settings.agents + 1,
+            address=request.address,
+            quiet=request.quiet,
+            max_concurrent=request.max_concurrent or settings.max_concurrent,
+            function=function_name(function),
+            exit_at_once=request.exit_at_once,
+            stopped=None,
+        )
+        write_json(run_dir / SETTINGS_FILE, settings.to_json())
+        try:
+            return _run(replace(stored, seed=plan.seed), settings, run_dir, False, function, plan.tried)
+        finally:
+            if ray.is_initialized():
+                ray.shutdown()
 
 
 def resume_sweep(
@@ -504,7 +561,8 @@ def resume_sweep(
         print(f"sweep {settings.name}: no trial had started; starting it")
         (run_dir / OPTUNA_JOURNAL).unlink(missing_ok=True)  # its study, if any, holds no finished trial
     try:
-        return _run(spec, settings, run_dir, restore=restore, function=function)
+        with driver_lock(run_dir):
+            return _run(spec, settings, run_dir, restore=restore, function=function)
     finally:
         if ray.is_initialized():
             ray.shutdown()

@@ -16,6 +16,7 @@ from raysweep.private_api import optuna_study, optuna_trials
 from raysweep.runs.files import OPTUNA_JOURNAL
 from raysweep.spec import SweepSpec, optuna_space, tune_param_space
 from raysweep.spec.space import grid_point
+from raysweep.values import plain
 
 TPE_REDRAWS = 3  # TPE's repeats in a row before a random configuration is drawn instead
 MAX_REDRAWS = 20  # repeats in a row before one runs after all (the space is all but used up)
@@ -29,34 +30,48 @@ class GridSearch(Searcher):
     """W&B's grid, point by point: the n-th trial gets grid point n (``spec.space.grid_point``),
     so ``run_cap`` and ``--count`` run the same first points as W&B, and no grid is ever built."""
 
-    def __init__(self, spec: SweepSpec, budget: int):
+    def __init__(self, spec: SweepSpec, budget: int, tried: list[dict] | None = None):
         super().__init__()
         self.spec, self.budget, self.next = spec, budget, 0
+        self.given = 0
+        self.tried = {_config_key(c) for c in tried or ()}  # an earlier driver's points (a joining agent)
 
     def suggest(self, trial_id: str) -> dict | None:
-        if self.next >= self.budget:
-            return Searcher.FINISHED
-        self.next += 1
-        return grid_point(self.spec, self.next - 1)
+        while self.given < self.budget and self.next < (self.spec.grid_size or 0):
+            point = grid_point(self.spec, self.next)
+            self.next += 1
+            if _config_key(point) not in self.tried:
+                self.given += 1
+                return point
+        return Searcher.FINISHED
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
         pass
 
     def save(self, checkpoint_path: str) -> None:
         with open(checkpoint_path, "wb") as f:
-            pickle.dump({"next": self.next}, f)
+            pickle.dump({"next": self.next, "given": self.given}, f)
 
     def restore(self, checkpoint_path: str) -> None:
         with open(checkpoint_path, "rb") as f:
-            self.next = pickle.load(f)["next"]
+            state = pickle.load(f)
+        self.next, self.given = state["next"], state.get("given", state["next"])  # a run dir from before joins
 
 
-def _grid(spec: SweepSpec, budget: int, run_dir: Path, max_concurrent: int | None) -> tuple[Any, dict]:
-    search: Any = GridSearch(spec, budget)
+def _config_key(config: dict) -> str:
+    return repr(sorted((k, plain(v)) for k, v in config.items()))
+
+
+def _grid(
+    spec: SweepSpec, budget: int, run_dir: Path, max_concurrent: int | None, tried: list[dict] | None = None
+) -> tuple[Any, dict]:
+    search: Any = GridSearch(spec, budget, tried)
     return (ConcurrencyLimiter(search, max_concurrent=max_concurrent) if max_concurrent else search), {}
 
 
-def _random(spec: SweepSpec, budget: int, run_dir: Path, max_concurrent: int | None) -> tuple[Any, dict]:
+def _random(
+    spec: SweepSpec, budget: int, run_dir: Path, max_concurrent: int | None, tried: list[dict] | None = None
+) -> tuple[Any, dict]:
     return BasicVariantGenerator(random_state=spec.seed, max_concurrent=max_concurrent or 0), tune_param_space(spec)
 
 
@@ -124,7 +139,10 @@ def _twin(study: Any, ot_trial: Any, live: set[int]) -> int | None:
     return None
 
 
-def _bayes(spec: SweepSpec, budget: int, run_dir: Path, max_concurrent: int | None) -> tuple[Any, dict]:
+def _bayes(
+    spec: SweepSpec, budget: int, run_dir: Path, max_concurrent: int | None, tried: list[dict] | None = None
+) -> tuple[Any, dict]:
+    """Optuna on the sweep's journal: a joining driver's searcher goes on from its history."""
     import optuna
     from optuna.storages import JournalStorage
     from optuna.storages.journal import JournalFileBackend
@@ -147,7 +165,9 @@ def _bayes(spec: SweepSpec, budget: int, run_dir: Path, max_concurrent: int | No
         "storage": storage,
         "study_name": spec.name or "raysweep",
     }
-    search = DistinctOptunaSearch(seed=spec.seed, **common) if spec.searcher.skip_duplicates else WandbOptunaSearch(**common)
+    search = (
+        DistinctOptunaSearch(seed=spec.seed, **common) if spec.searcher.skip_duplicates else WandbOptunaSearch(**common)
+    )
     if max_concurrent:
         search = ConcurrencyLimiter(search, max_concurrent=max_concurrent)
     return search, {}
@@ -156,6 +176,9 @@ def _bayes(spec: SweepSpec, budget: int, run_dir: Path, max_concurrent: int | No
 SEARCHERS = {"grid": _grid, "random": _random, "bayes": _bayes}
 
 
-def build_search(spec: SweepSpec, budget: int, run_dir: Path, max_concurrent: int | None = None) -> tuple[Any, dict]:
-    """The Tune search algorithm, limited to ``max_concurrent`` trials at once, and its param_space."""
-    return SEARCHERS[spec.method](spec, budget, run_dir, max_concurrent)
+def build_search(
+    spec: SweepSpec, budget: int, run_dir: Path, max_concurrent: int | None = None, tried: list[dict] | None = None
+) -> tuple[Any, dict]:
+    """The Tune search algorithm, limited to ``max_concurrent`` trials at once, and its param_space;
+    ``tried``: the configurations an earlier driver of the sweep ran (grid skips them)."""
+    return SEARCHERS[spec.method](spec, budget, run_dir, max_concurrent, tried)

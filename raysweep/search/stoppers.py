@@ -27,7 +27,9 @@ class TargetStopper(Stopper):
 
     @property
     def reason(self) -> str:
-        return f"a trial reached metric.target ({self.metric} {'>=' if self.goal == 'maximize' else '<='} {self.target:g})"
+        return (
+            f"a trial reached metric.target ({self.metric} {'>=' if self.goal == 'maximize' else '<='} {self.target:g})"
+        )
 
 
 class InitialFailureStopper(Stopper):

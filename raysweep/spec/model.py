@@ -234,6 +234,16 @@ class SweepSpec:
         """``--count``, else ``run_cap``, else the grid size; None when unbounded."""
         return count or self.run_cap or self.grid_size
 
+    def content_name(self) -> str:
+        """A name for a sweep that has none (a dict given to ``raysweep.run``): its method and a hash
+        of what it sweeps, so running the same dict again joins the same sweep, as a second agent."""
+        import hashlib
+        import json
+
+        kept = {k: v for k, v in self.to_json().items() if k not in ("seed", "source", "notes", "function")}
+        digest = hashlib.sha1(json.dumps(kept, sort_keys=True, default=str).encode()).hexdigest()[:8]
+        return f"{self.method}-{digest}"
+
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
         out["parameters"] = {p.name: p.to_json() for p in self.parameters}

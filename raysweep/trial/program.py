@@ -31,6 +31,7 @@ from typing import Any
 
 from raysweep.placement import RankPlace
 from raysweep.trial.backends import METRIC_ENV, METRICS_FILE_ENV
+from raysweep.trial.console import forward
 from raysweep.trial.job import ProgramLaunch, TrialJob
 from raysweep.trial.metrics import check_metric
 from raysweep.values import plain
@@ -248,6 +249,8 @@ def run_program(
             stderr=err,
         )
     metrics = RankZeroMetrics(metrics_file(trial_dir, job.attempt, 0), metric)
+    # rank 0's output goes to the console as it comes (an earlier attempt's was shown then)
+    shown = {path: path.stat().st_size for path in (trial_dir / f"stdout.rank{rank}.log", stderr_path)}
     timeout = job.report_timeout_s
     last_progress = time.monotonic()
     code: int | None = None
@@ -255,6 +258,11 @@ def run_program(
     try:
         while True:
             code = proc.poll() if code is None else code
+            if rank == 0:
+                for path, offset in shown.items():
+                    shown[path] = forward(
+                        path, offset, job.trial_id, sys.stdout if "stdout" in path.name else sys.stderr
+                    )
             new = metrics.new_reports() if rank == 0 else []
             rank_zero_code, logged = code, metrics.latest
             if world_size > 1:  # every rank gets rank 0's reports, and learns when its script ended

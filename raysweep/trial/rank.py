@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from raysweep import trial
 from raysweep.placement import RankPlace
-from raysweep.trial import devices, wandb_function, watchdog
+from raysweep.trial import console, devices, wandb_function, watchdog
 from raysweep.trial.backends import Backend, TrainBackend, TuneBackend, WarmBackend
 from raysweep.trial.job import TrialJob
 from raysweep.trial.ports import free_port
@@ -54,9 +54,7 @@ def run(
     if job.program is not None:
         trial.use(backend)
         master = master or ("127.0.0.1", free_port())
-        run_program(
-            job, rank, place, master, trial.report, backend.share, visible_devices, trial.report_without_metric
-        )
+        run_program(job, rank, place, master, trial.report, backend.share, visible_devices, trial.report_without_metric)
         return
     guard = None
     if job.report_timeout_s:
@@ -68,10 +66,11 @@ def run(
         if job.capacity.use_gpu:  # a rank that cannot use its GPU fails with a sentence, before the loop
             devices.check_usable(str(backend.context().device))
         loop = job.function if job.function is not None else import_loop(job.train_loop)
-        if job.wandb_function is not None:
-            wandb_function.call(loop, job, rank)
-        else:
-            loop(job.config)
+        with console.shown(job.trial_id, job.trial_dir, rank):  # rank 0's prints on the user's console
+            if job.wandb_function is not None:
+                wandb_function.call(loop, job, rank)
+            else:
+                loop(job.config)
     finally:
         if guard is not None:
             guard.stop()
