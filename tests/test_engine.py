@@ -376,7 +376,9 @@ def test_validate_sample_previews_the_configurations_run_tries(tmp_path, ray_clu
     assert drawn["d1"][0] != drawn["d2"][0]
     assert drawn["d1"][0] == previewed(str(drawn["d1"][1]))
     sample = raysweep("validate", str(spec), "--sample", "2")
-    assert re.search(r"^seed \d+: this file fixes no seed, so each run draws its own", sample.stderr, re.M), sample.stderr
+    assert re.search(r"^seed \d+: this file fixes no seed, so each run draws its own", sample.stderr, re.M), (
+        sample.stderr
+    )
 
 
 def test_run_count_a_private_run_dir_show_csv_and_a_failed_trials_wandb_exit_code(tmp_path, ray_cluster):

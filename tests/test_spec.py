@@ -491,7 +491,9 @@ def test_a_schema_violation_is_a_warning_and_strict_refuses_it(tmp_path):
 
 def test_a_file_refused_for_other_reasons_names_its_unknown_keys_too(tmp_path):
     """Issue 42: `methd: random` said only "method: required"; the misspelt key is why."""
-    path = write_doc(tmp_path / "typo.yaml", {"methd": "random", "train_loop": "m:f", "parameters": {"x": {"value": 1}}})
+    path = write_doc(
+        tmp_path / "typo.yaml", {"methd": "random", "train_loop": "m:f", "parameters": {"x": {"value": 1}}}
+    )
     out = cli("validate", str(path))
     assert out.returncode == 2, out.stderr
     assert "methd: unknown key (did you mean 'method'?)" in out.stderr and "method: required" in out.stderr

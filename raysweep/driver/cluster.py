@@ -14,7 +14,6 @@ from typing import Any
 import ray
 from ray.exceptions import AuthenticationError
 
-from raysweep.driver.console import show_trial_output
 from raysweep.errors import UserError
 from raysweep.placement import SLOT, Capacity, nodes_from
 from raysweep.private_api import local_gpu_count
@@ -81,7 +80,6 @@ def start_or_connect(
     dashboard_host: str | None = None,
     gpus_per_worker: float = 1.0,
     memory_per_worker: float = 0.0,
-    quiet: bool = False,
 ) -> Capacity:
     """Start an embedded Ray (``address`` None) or join a cluster, and measure it.
 
@@ -145,7 +143,6 @@ def start_or_connect(
             dashboard_host=host,
             **common,
         )
-    show_trial_output(quiet)
     private_token_file()
     _dashboard["url"] = context.dashboard_url  # what ray.init returned: the one public place that says
     return measure(use_gpu, cpus_per_worker, gpus_per_worker, memory_per_worker)

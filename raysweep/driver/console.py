@@ -6,17 +6,31 @@ from __future__ import annotations
 
 import logging
 import sys
+import threading
+import time
 from typing import Any
 
 from raysweep.private_api import stream_worker_output
-from raysweep.trial.console import unmark
+from raysweep.trial.console import END, unmark
 
 log = logging.getLogger("raysweep.trials")
 
 
 class TrialOutput:
+    """Ray's handler of streamed worker output on the driver; ``wait`` lets a sweep's end show the
+    lines still on their way (Ray streams them a moment after they are printed)."""
+
     def __init__(self, quiet: bool):
         self.quiet = quiet
+        self.ended: set[str] = set()  # trials whose output's end came
+        self._changed = threading.Condition()
+
+    def wait(self, trial_ids: set[str], timeout_s: float = 5.0) -> None:
+        """Until the end of each of ``trial_ids``' output has been streamed here, or ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        with self._changed:
+            while not trial_ids <= self.ended and time.monotonic() < deadline:
+                self._changed.wait(deadline - time.monotonic())
 
     def __call__(self, batch: dict[str, Any]) -> None:
         sink = sys.stderr if batch.get("is_err") else sys.stdout
@@ -25,12 +39,19 @@ class TrialOutput:
             if found is None:
                 continue
             trial_id, text = found
+            if text == END:
+                with self._changed:
+                    self.ended.add(trial_id)
+                    self._changed.notify_all()
+                continue
             log.info("[%s] %s", trial_id, text)
             if not self.quiet:
                 sink.write(f"[{trial_id}] {text}\n")
         sink.flush()
 
 
-def show_trial_output(quiet: bool) -> None:
+def show_trial_output(quiet: bool) -> TrialOutput:
     """From now on, trials' marked lines reach this console (``ray.init`` ran with ``log_to_driver``)."""
-    stream_worker_output(TrialOutput(quiet))
+    output = TrialOutput(quiet)
+    stream_worker_output(output)
+    return output

@@ -25,7 +25,7 @@ from ray.tune import Callback
 from raysweep.runs.files import TRIALS_FILE, TUNE_KEYS, read_explanation, read_trials, replace_text
 from raysweep.spec import SweepSpec
 from raysweep.values import clock, finite_number, plain, short, short_config
-from raysweep.words import ENDED, STATES, TrialStatus
+from raysweep.words import ENDED, FINISHED, STATES, TrialStatus
 
 
 class SweepMonitor(Callback):
@@ -48,6 +48,7 @@ class SweepMonitor(Callback):
         self.first_error: str | None = None
         self.ended: list[str] = [r["status"] for r in self.rows.values() if r.get("status") in ENDED]
         self.ended_before = len(self.ended)  # by an earlier driver of this sweep: not in this one's ETA
+        self.finished_before = {k for k, r in self.rows.items() if r.get("status") in FINISHED}
         self.warned_metric = any(r.get("metric_logged") is False for r in self.rows.values())
         self._reconciled = not self.rows  # a fresh sweep has nothing left over
 
@@ -83,10 +84,14 @@ class SweepMonitor(Callback):
                 del row["start"]  # it starts when it runs
         self.compact()
 
-    def forget_unstarted(self) -> None:
-        """A stopped sweep is over: trials Tune made that never started are no trials of it."""
-        for key in [k for k, r in self.rows.items() if r.get("status") == TrialStatus.PENDING and "start" not in r]:
-            del self.rows[key]
+    def sweep_stopped(self) -> None:
+        """A stopper ended the sweep: trials still running then were stopped with it, and trials Tune
+        made that never started are no trials of it."""
+        for key, row in list(self.rows.items()):
+            if row.get("status") == TrialStatus.PENDING and "start" not in row:
+                del self.rows[key]
+            elif row.get("status") == TrialStatus.RUNNING:
+                row["status"] = TrialStatus.STOPPED
         self.compact()
 
     def interrupted(self) -> list[dict[str, Any]]:

@@ -27,6 +27,7 @@ from raysweep import hints, wandb_sweep
 from raysweep.driver import interrupt
 from raysweep.driver.agents import driver_lock, plan_join
 from raysweep.driver.cluster import dashboard_url, start_or_connect
+from raysweep.driver.console import TrialOutput, show_trial_output
 from raysweep.driver.monitor import SweepMonitor
 from raysweep.driver.result_log import ResultLog
 from raysweep.driver.settings import RunRequest, RunSettings
@@ -180,9 +181,11 @@ def _run(
                     f"{hints.command('publish', run_dir)})",
                     file=sys.stderr,
                 )
-        tuner, monitor, stoppers = _start(spec, settings, run_dir, restore, signals, function, on_wandb, tried)
+        tuner, monitor, stoppers, output = _start(spec, settings, run_dir, restore, signals, function, on_wandb, tried)
         started = time.time()
         results = tuner.fit()
+        # the last lines of the trials that ran to their end here, still on their way to this console
+        output.wait({k for k, r in monitor.rows.items() if r.get("status") in FINISHED} - monitor.finished_before)
     stopped = next((s.reason for s in stoppers if s.stop_all()), None)  # a stop, not an interrupt
     segment = settings.segment_budget or settings.budget  # this Tune experiment's trials
     if signals.received or (stopped is None and _left_unfinished(results, monitor, stoppers, segment)):
@@ -196,7 +199,7 @@ def _run(
         )
         return 130
     if stopped:
-        monitor.forget_unstarted()  # trials Tune made but never ran: the sweep is over
+        monitor.sweep_stopped()
     write_json(run_dir / SETTINGS_FILE, replace(settings, stopped=stopped).to_json())
     if on_wandb:
         wandb_sweep.set_state(on_wandb, wandb_sweep.FINISHED)
@@ -212,7 +215,7 @@ def _start(
     function: Callable | None,
     on_wandb: wandb_sweep.WandbSweep | None,
     tried: list[dict[str, Any]] | None = None,
-) -> tuple[tune.Tuner, SweepMonitor, list[Any]]:
+) -> tuple[tune.Tuner, SweepMonitor, list[Any], TrialOutput]:
     """Ray, the worker pool and the Tuner (restored from the run dir with ``restore``); ``function``:
     raysweep.run's, bound into every trial; ``on_wandb``: the W&B sweep every trial's run joins."""
     # No Tune CSV and TensorBoard loggers: a second and third copy of result.json (ResultLog),
@@ -231,8 +234,8 @@ def _start(
         dashboard_host=settings.dashboard_host,
         gpus_per_worker=spec.resources.gpus_per_worker,
         memory_per_worker=spec.resources.memory_per_worker_gb * GIB,
-        quiet=settings.quiet,
     )
+    output = show_trial_output(settings.quiet)
     interrupt.ray_is_up(signals)
     _check_feasible(spec.trial_sizes, capacity)
     if max(spec.trial_sizes) > capacity.largest_node:
@@ -275,7 +278,7 @@ def _start(
     if hasattr(scheduler, "watch"):  # a run dir from before the guard has a scheduler without it
         scheduler.watch(spec, capacity)
         monitor.never_placed = scheduler.never_placed
-    return tuner, monitor, stoppers
+    return tuner, monitor, stoppers, output
 
 
 def _print_banner(

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import IO, Any
 
 MARK = "[raysweep trial "  # then the trial id and "] "
+END = "\x04"  # a marked line of this alone: the rank's output is over (the driver waits for it, never shows it)
 
 
 def marked(trial_id: str, line: str) -> str:
@@ -81,6 +82,14 @@ def shown(trial_id: str, trial_dir: str, rank: int) -> Iterator[None]:
             for tee in tees:
                 tee.close_line()
             sys.stdout, sys.stderr = before
+            if shown_id is not None:
+                ended(shown_id)
+
+
+def ended(trial_id: str) -> None:
+    """Rank 0's output is over: every line of it was written before this one."""
+    sys.stdout.write(marked(trial_id, END) + "\n")
+    sys.stdout.flush()
 
 
 def forward(path: Path, offset: int, trial_id: str, stream: IO[str]) -> int:

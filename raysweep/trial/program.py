@@ -31,6 +31,7 @@ from typing import Any
 
 from raysweep.placement import RankPlace
 from raysweep.trial.backends import METRIC_ENV, METRICS_FILE_ENV
+from raysweep.trial.console import ended as console_ended
 from raysweep.trial.console import forward
 from raysweep.trial.job import ProgramLaunch, TrialJob
 from raysweep.trial.metrics import check_metric
@@ -293,6 +294,10 @@ def run_program(
                 proc.wait(GRACE_S + 5)
             except subprocess.TimeoutExpired:
                 proc.kill()
+        if rank == 0:  # the script's last lines, then the end of its output
+            for path, offset in shown.items():
+                forward(path, offset, job.trial_id, sys.stdout if "stdout" in path.name else sys.stderr)
+            console_ended(job.trial_id)
         own = {job.trial_id} if rank == 0 else set()
         link_wandb_runs(trial_dir, launch.wandb_dir, own, run_dirs_logged(metrics_file(trial_dir, job.attempt, rank)))
     if metric and reports == 0:  # as under wandb agent, the run is done, without the metric
