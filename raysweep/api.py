@@ -114,6 +114,7 @@ def run(
     max_concurrent: int | None = None,
     wandb: str | None = None,
     seed: int | None = None,
+    budget_gpu_hours: float | None = None,
     quiet: bool = False,
     gpus: str | None = None,
     dashboard_host: str | None = None,
@@ -132,6 +133,7 @@ def run(
         max_concurrent=max_concurrent,
         wandb=wandb,
         seed=seed,
+        budget_gpu_hours=budget_gpu_hours,
         quiet=quiet,
         gpus=gpus,
         dashboard_host=dashboard_host,
@@ -153,6 +155,7 @@ def resume(
     address: str | None = None,
     quiet: bool = False,
     retry_failed: bool = False,
+    budget_gpu_hours: float | None = None,
 ) -> SweepResult:
     """``raysweep resume`` from Python. A sweep of a function needs it again (a run dir stores no code)."""
     from raysweep.driver.sweep import resume_sweep
@@ -171,6 +174,7 @@ def resume(
             retry_failed=retry_failed,
             function=function,
             exit_at_once=False,
+            budget_gpu_hours=budget_gpu_hours,
         )
         return _ended(code, run_dir)
 

@@ -110,7 +110,12 @@ def _resume(args: argparse.Namespace) -> int:
     from raysweep.driver.sweep import resume_sweep
 
     return resume_sweep(
-        args.run, storage=args.storage, address=args.address, quiet=args.quiet, retry_failed=args.retry_failed
+        args.run,
+        storage=args.storage,
+        address=args.address,
+        quiet=args.quiet,
+        retry_failed=args.retry_failed,
+        budget_gpu_hours=args.budget_gpu_hours,
     )
 
 
@@ -180,6 +185,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--wandb", choices=("offline", "online", "disabled"), help="W&B mode (default: offline without a key)"
     )
     p.add_argument("--seed", type=int, help="seed for the searcher and the trials")
+    p.add_argument(
+        "--budget-gpu-hours",
+        type=float,
+        metavar="H",
+        help="spend at most H GPU-hours (worker-hours on CPUs): trials start only if they fit (raysweep.budget)",
+    )
     p.add_argument("--set", action="append", default=[], metavar="PATH=VALUE", help="override a key of the file")
     p.add_argument("--quiet", action="store_true", help="print only the final summary")
     p.add_argument("--gpus", metavar="I,J,...", help="the Ray started here uses only these GPUs, e.g. 0,1")
@@ -224,6 +235,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true")
     p.add_argument(
         "--retry-failed", action="store_true", help="also run failed trials again (default: they stay failed)"
+    )
+    p.add_argument(
+        "--budget-gpu-hours", type=float, metavar="H", help="the sweep's budget from now on (what it spent counts)"
     )
     p.set_defaults(func=_resume)
 

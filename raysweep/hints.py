@@ -18,7 +18,12 @@ from pathlib import Path
 
 # Set while raysweep.run/resume runs: the name its function goes by ("" for a sweep file's own entry).
 _PYTHON_FUNCTION: contextvars.ContextVar[str | None] = contextvars.ContextVar("raysweep_python_function", default=None)
-_PYTHON_CALLS = {"resume": "raysweep.resume({run}{function})", "show": "raysweep.load({run}).dataframe()"}
+_PYTHON_CALLS = {
+    "resume": "raysweep.resume({run}{function}{more})",
+    "show": "raysweep.load({run}).dataframe()",
+}
+# A command's flags as the Python call's keywords (``--budget-gpu-hours H`` -> ``budget_gpu_hours=H``).
+_KEYWORDS = {"--budget-gpu-hours": "budget_gpu_hours"}
 
 
 @contextlib.contextmanager
@@ -35,8 +40,12 @@ def command(*args: object) -> str:
     """``raysweep ARGS...`` as the user can type it from the current directory (or, from Python, the call)."""
     function = _PYTHON_FUNCTION.get()
     if function is not None and str(args[0]) in _PYTHON_CALLS:
+        flags = [str(a) for a in args[2:]]
+        more = "".join(f", {_KEYWORDS[flag]}={value}" for flag, value in zip(flags[::2], flags[1::2], strict=False))
         return _PYTHON_CALLS[str(args[0])].format(
-            run=repr(_shown(args[1])), function=f", function={function}" if function and args[0] == "resume" else ""
+            run=repr(_shown(args[1])),
+            function=f", function={function}" if function and args[0] == "resume" else "",
+            more=more,
         )
     if Path(sys.argv[0]).name == "raysweep" and shutil.which("raysweep"):
         program = ["raysweep"]

@@ -31,7 +31,7 @@ def sweep(tmp_path: Path) -> Path:
         run_cap=6,
         metric={"name": "score", "goal": "minimize"},
         parameters={"x": {"min": 0.0, "max": 1.0}, "num_gpus": {"values": [1, 4]}},
-        raysweep={"train_loop": "train_loops.smoke:train", "base_config": {"epochs": 2}},
+        raysweep={"train_loop": "train_loops.smoke:train", "base_config": {"epochs": 2}, "seed": 0},
     )
 
 
@@ -54,7 +54,9 @@ def test_a_trial_that_never_fits_fails_naming_the_cpus_and_a_growing_cluster_wai
     driver = start(spec, "run", str(spec), "--wandb", "disabled", home=home)
     deadline = time.time() + 120
     while sum(r.get("status") == "done" for r in rows(spec).values()) < 2:  # the 1-worker trials ran
-        assert driver.poll() is None and time.time() < deadline, driver.communicate()
+        if driver.poll() is not None or time.time() > deadline:
+            driver.kill()
+            pytest.fail("the 1-worker trials did not run:\n" + "\n".join(driver.communicate()))
         time.sleep(0.3)
     time.sleep(2)  # the 4-worker ones wait for nodes
     assert driver.poll() is None

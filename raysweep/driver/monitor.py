@@ -33,6 +33,7 @@ class SweepMonitor(Callback):
         self.spec = spec
         self.stopped_by_scheduler: set[str] = set()  # the scheduler's own record, when it keeps one
         self.never_placed: dict[str, str] = {}  # the scheduler's: trials failed for nodes that left, and why
+        self.ledger: Any = None  # driver/budget.py's Ledger when the sweep has a budget (the line shows the spend)
         self.path = run_dir / TRIALS_FILE
         self.budget = budget
         self.quiet = quiet
@@ -41,6 +42,8 @@ class SweepMonitor(Callback):
         self.rows: dict[str, dict[str, Any]] = {}
         # resuming: keep what the earlier driver recorded
         self.rows = {r["trial_id"]: r for r in read_trials(self.path)}
+        for row in self.rows.values():  # a killed driver's open accounts: its last reports counted them
+            row.pop("since", None)
         if self.rows:
             self.compact()  # one line per trial, and no half line a killed driver left to append after
         self.started = time.time()
@@ -74,7 +77,27 @@ class SweepMonitor(Callback):
         row = self._row(trial)
         row["status"] = TrialStatus.RUNNING
         row.pop("error", None)  # a failed trial run again (resume --retry-failed) starts clean
+        row["since"] = time.time()  # its running time is counted from here (its cost: workers x run_s)
         self._save(row)
+
+    def _account(self, row: dict[str, Any], running: bool = True) -> None:
+        """Add the time since the last account to the trial's ``run_s`` (the seconds it held its
+        workers, every driver's, start-up included); ``running`` False: its run ended here."""
+        since = row.pop("since", None)
+        if since is not None:
+            now = time.time()
+            row["run_s"] = round(row.get("run_s", 0.0) + now - since, 3)
+            if running:
+                row["since"] = now
+
+    def worker_seconds(self) -> float:
+        """What the sweep has spent: each trial's workers x the time it ran, running ones to now."""
+        now = time.time()
+        total = 0.0
+        for row in self.rows.values():
+            seconds = row.get("run_s", 0.0) + (now - row["since"] if "since" in row else 0.0)
+            total += (row.get("num_workers") or 1) * seconds
+        return total
 
     def on_experiment_end(self, trials: list, **info: Any) -> None:
         for trial in trials:  # a trial Tune made that never started (it waited for room): pending
@@ -91,6 +114,7 @@ class SweepMonitor(Callback):
             if row.get("status") == TrialStatus.PENDING and "start" not in row:
                 del self.rows[key]
             elif row.get("status") == TrialStatus.RUNNING:
+                self._account(row, running=False)
                 row["status"] = TrialStatus.STOPPED
         self.compact()
 
@@ -99,6 +123,7 @@ class SweepMonitor(Callback):
         ``resume`` (``show``: pending); returns their rows."""
         for row in self.rows.values():
             if row.get("status") == TrialStatus.RUNNING:
+                self._account(row, running=False)
                 row["status"] = TrialStatus.PENDING
         self.compact()
         return [r for r in self.rows.values() if r.get("status") == TrialStatus.PENDING]
@@ -114,6 +139,7 @@ class SweepMonitor(Callback):
         row["iterations"] = result.get("training_iteration")
         row["metrics"] = {k: plain(v) for k, v in result.items() if not isinstance(v, dict)}
         row["wall_s"] = round(time.time() - row["start"], 2)
+        self._account(row)
         if self.spec.metric and self.spec.metric.name not in result:
             self._metric_not_logged(row)
         self._save(row)
@@ -136,6 +162,7 @@ class SweepMonitor(Callback):
 
     def _end(self, trials: list, trial: Any, status: str, error: str | None = None) -> None:
         row = self._row(trial)
+        self._account(row, running=False)
         row["status"] = status
         row["end"] = time.time()
         row["wall_s"] = round(row["end"] - row["start"], 2)
@@ -198,6 +225,8 @@ class SweepMonitor(Callback):
         parts = [f"[{clock(elapsed)}]", " · ".join(f"{counts[s]} {s}" for s in STATES), f"of {self.budget}"]
         if here and finished < self.budget:
             parts.append(f"ETA {clock(elapsed / here * (self.budget - finished))}")
+        if self.ledger is not None:
+            parts.append(f"spent {self.ledger.spent_s() / 3600:.3g}/{self.ledger.limit_s / 3600:g} {self.ledger.unit}")
         best = self.best()
         if best:  # each trial ranked by its last report, as show, the report and W&B's summary rank it
             parts.append(

@@ -27,6 +27,7 @@ class RunRequest:
     max_concurrent: int | None = None
     wandb: str | None = None  # None: the spec's raysweep.wandb.mode, else online with a key, else offline
     seed: int | None = None
+    budget_gpu_hours: float | None = None  # None: the spec's raysweep.budget.gpu_hours, if any
     quiet: bool = False
     gpus: str | None = None  # the embedded Ray's GPUs, e.g. "0,1"
     dashboard_host: str | None = None
@@ -41,8 +42,14 @@ class RunRequest:
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < low):
                 raise UserError(f"{name} must be a whole number >= {low}, got {value!r}")
+        check_budget(self.budget_gpu_hours)
         if self.wandb is not None and self.wandb not in WANDB_MODES:
             raise UserError(f"wandb must be one of {', '.join(WANDB_MODES)}, got {self.wandb!r}")
+
+
+def check_budget(hours: float | None) -> None:
+    if hours is not None and (isinstance(hours, bool) or not isinstance(hours, (int, float)) or not hours > 0):
+        raise UserError(f"--budget-gpu-hours must be a number of hours > 0, got {hours!r}")
 
 
 @dataclass(frozen=True)
@@ -65,6 +72,8 @@ class RunSettings:
     seed_drawn: bool = False  # the spec's seed was drawn for this sweep (neither the file nor --seed fixed one)
     stopped: str | None = None  # why a stopper ended the sweep (W&B's words for the first failures), if one did
     agents: int = 1  # drivers that added trials to it (a second raysweep.run of its name joins it)
+    budget_gpu_hours: float | None = None  # what it may spend (GPU-hours; worker-hours on CPUs); None: no limit
+    plan: dict | None = None  # search/plan.py's Plan of its latest driver, beside what it spent (show, report)
     segment_budget: int | None = None  # the trials of the latest driver's Tune experiment (None: budget)
     retry_failed: bool = False  # resume --retry-failed (not saved)
     exit_at_once: bool = True  # a second Ctrl-C ends the process (the CLI) or raises KeyboardInterrupt (not saved)

@@ -21,16 +21,18 @@ from typing import Any
 
 import ray
 from ray import tune
+from ray.tune.search import Searcher, SearchGenerator
 from ray.tune.stopper import CombinedStopper
 
 from raysweep import hints, wandb_sweep
 from raysweep.driver import interrupt
 from raysweep.driver.agents import driver_lock, plan_join
+from raysweep.driver.budget import BudgetedSearch, BudgetStopper, Ledger
 from raysweep.driver.cluster import dashboard_url, start_or_connect
 from raysweep.driver.console import TrialOutput, show_trial_output
 from raysweep.driver.monitor import SweepMonitor
 from raysweep.driver.result_log import ResultLog
-from raysweep.driver.settings import RunRequest, RunSettings
+from raysweep.driver.settings import RunRequest, RunSettings, check_budget
 from raysweep.driver.trainable import make_trainable
 from raysweep.driver.wandb_logging import WandbRuns
 from raysweep.errors import UserError
@@ -48,6 +50,7 @@ from raysweep.runs.files import (
     write_json,
 )
 from raysweep.runs.show import resolve_run_dir
+from raysweep.search.plan import cheapest_trial_hours, plan
 from raysweep.search.schedulers import build_scheduler
 from raysweep.search.searchers import build_search
 from raysweep.search.stoppers import InitialFailureStopper, TargetStopper
@@ -181,12 +184,18 @@ def _run(
                     f"{hints.command('publish', run_dir)})",
                     file=sys.stderr,
                 )
-        tuner, monitor, stoppers, output = _start(spec, settings, run_dir, restore, signals, function, on_wandb, tried)
+        tuner, monitor, stoppers, output, settings = _start(
+            spec, settings, run_dir, restore, signals, function, on_wandb, tried
+        )
         started = time.time()
         results = tuner.fit()
         # the last lines of the trials that ran to their end here, still on their way to this console
         output.wait({k for k, r in monitor.rows.items() if r.get("status") in FINISHED} - monitor.finished_before)
-    stopped = next((s.reason for s in stoppers if s.stop_all()), None)  # a stop, not an interrupt
+    budget = next((s for s in stoppers if getattr(s, "fired", False)), None)  # it interrupted the sweep itself
+    if budget is not None and not signals.received:
+        return _budget_spent(settings, run_dir, monitor, budget.reason, on_wandb)
+    stopper = next((s for s in stoppers if s.stop_all()), None)  # a stop, not an interrupt
+    stopped = stopper.reason if stopper else None
     segment = settings.segment_budget or settings.budget  # this Tune experiment's trials
     if signals.received or (stopped is None and _left_unfinished(results, monitor, stoppers, segment)):
         pending = monitor.interrupted()
@@ -215,7 +224,7 @@ def _start(
     function: Callable | None,
     on_wandb: wandb_sweep.WandbSweep | None,
     tried: list[dict[str, Any]] | None = None,
-) -> tuple[tune.Tuner, SweepMonitor, list[Any], TrialOutput]:
+) -> tuple[tune.Tuner, SweepMonitor, list[Any], TrialOutput, RunSettings]:
     """Ray, the worker pool and the Tuner (restored from the run dir with ``restore``); ``function``:
     raysweep.run's, bound into every trial; ``on_wandb``: the W&B sweep every trial's run joins."""
     # No Tune CSV and TensorBoard loggers: a second and third copy of result.json (ResultLog),
@@ -238,14 +247,24 @@ def _start(
     output = show_trial_output(settings.quiet)
     interrupt.ray_is_up(signals)
     _check_feasible(spec.trial_sizes, capacity)
-    if max(spec.trial_sizes) > capacity.largest_node:
+    today = replace(capacity, grows=None)  # the nodes there are now
+    spans = [
+        size for size in spec.trial_sizes if size > capacity.largest_node and size not in never_placed({size}, today)
+    ]
+    if spans:
         # A trial that spans nodes needs them empty at once: with many trials pending (Tune's
         # default for random search) later 1-node trials kept taking the slots and every 2-node
         # trial ran last (docs/benchmarks.md). One pending trial at a time, as grid and bayes run,
         # reserves the nodes for it in turn.
         os.environ.setdefault("TUNE_MAX_PENDING_TRIALS_PG", "1")  # a user's own choice stands
     limit = concurrency_limit(capacity, min(max(spec.trial_sizes), capacity.largest_node), settings.max_concurrent)
+    planned = plan(spec, settings.segment_budget or settings.budget, spec.budget.epoch_seconds, capacity.use_gpu)
+    _check_budget_fits(spec, settings, restore)
+    settings = replace(settings, plan=planned.to_json())
+    write_json(run_dir / SETTINGS_FILE, settings.to_json())
     _print_banner(spec, settings, run_dir, capacity, limit, on_wandb)
+    if not settings.quiet and (settings.budget_gpu_hours or spec.budget.epoch_seconds):
+        print("\n".join(planned.lines(capacity.total)))
 
     wandb_sweep_id = on_wandb.id if on_wandb else None
     sweep = Sweep(
@@ -261,6 +280,11 @@ def _start(
     )
     trainable = make_trainable(sweep, _start_pool(spec, capacity))
     monitor = SweepMonitor(spec, run_dir, settings.budget, quiet=settings.quiet)
+    ledger = None
+    if settings.budget_gpu_hours:
+        ledger = Ledger(spec, monitor, settings.budget_gpu_hours, capacity.use_gpu)
+        monitor.ledger = ledger
+        os.environ.setdefault("TUNE_MAX_PENDING_TRIALS_PG", "1")  # trials are admitted one at a time, as they fit
     stoppers = [
         InitialFailureStopper(
             functools.partial(monitor.initial_failures, spec.max_initial_failures), spec.max_initial_failures
@@ -268,17 +292,19 @@ def _start(
     ]
     if spec.metric and spec.metric.target is not None:
         stoppers.append(TargetStopper(spec.metric.name, spec.metric.goal, spec.metric.target))
+    if ledger is not None:
+        stoppers.append(BudgetStopper(ledger))
     callbacks = [interrupt.TuneListens(signals), monitor, ResultLog()] + _callbacks(spec, settings, restore, on_wandb)
     if restore:
-        tuner, scheduler = _restored_tuner(run_dir, trainable, settings, callbacks, stoppers)
+        tuner, scheduler = _restored_tuner(run_dir, trainable, settings, callbacks, stoppers, ledger)
     else:
         segment = settings.segment_budget or settings.budget
-        tuner, scheduler = _new_tuner(spec, segment, run_dir, limit, trainable, callbacks, stoppers, tried)
+        tuner, scheduler = _new_tuner(spec, segment, run_dir, limit, trainable, callbacks, stoppers, tried, ledger)
     monitor.stopped_by_scheduler = getattr(scheduler, "stopped", set())
     if hasattr(scheduler, "watch"):  # a run dir from before the guard has a scheduler without it
         scheduler.watch(spec, capacity)
         monitor.never_placed = scheduler.never_placed
-    return tuner, monitor, stoppers, output
+    return tuner, monitor, stoppers, output, settings
 
 
 def _print_banner(
@@ -321,7 +347,12 @@ def _start_pool(spec: SweepSpec, capacity: Capacity) -> Any:
 
 
 def _restored_tuner(
-    run_dir: Path, trainable: Any, settings: RunSettings, callbacks: list[Any], stoppers: list[Any]
+    run_dir: Path,
+    trainable: Any,
+    settings: RunSettings,
+    callbacks: list[Any],
+    stoppers: list[Any],
+    ledger: Ledger | None = None,
 ) -> tuple[tune.Tuner, Any]:
     """Tune's Tuner from the run dir. ``Tuner.restore`` keeps the original RunConfig and
     scheduler: this driver's callbacks and stoppers are attached, and stops read from the
@@ -332,6 +363,12 @@ def _restored_tuner(
     run_config, tune_config = restored_config(tuner)
     run_config.callbacks = callbacks
     run_config.stop = CombinedStopper(*stoppers)  # this driver's monitor
+    if ledger is not None:  # this driver's budget, which an earlier one may not have had
+        search = tune_config.search_alg
+        if isinstance(search, BudgetedSearch):
+            search.ledger = ledger
+        else:
+            tune_config.search_alg = budgeted(search, ledger)
     return tuner, tune_config.scheduler
 
 
@@ -344,9 +381,12 @@ def _new_tuner(
     callbacks: list[Any],
     stoppers: list[Any],
     tried: list[dict[str, Any]] | None = None,
+    ledger: Ledger | None = None,
 ) -> tuple[tune.Tuner, Any]:
     scheduler = build_scheduler(spec)
     search, param_space = build_search(spec, budget, run_dir, limit, tried)
+    if ledger is not None:
+        search = budgeted(search, ledger)
     tuner = tune.Tuner(
         trainable,
         param_space=param_space,
@@ -380,6 +420,23 @@ def _pending_text(pending: list[dict[str, Any]], budget: int) -> str:
     return f"{len(pending)} of its {budget} trials are pending: {shown}{more}.\n"
 
 
+def budgeted(search: Any, ledger: Ledger) -> BudgetedSearch:
+    """The search algorithm, its trials admitted as they fit the budget."""
+    return BudgetedSearch(SearchGenerator(search) if isinstance(search, Searcher) else search, ledger)
+
+
+def _check_budget_fits(spec: SweepSpec, settings: RunSettings, restore: bool) -> None:
+    """A budget below the cheapest trial's cost (as the spec's epoch_seconds estimate says) is the
+    user's mistake, said before any trial runs."""
+    hours, epoch_s = settings.budget_gpu_hours, spec.budget.epoch_seconds
+    cheapest = cheapest_trial_hours(spec, epoch_s) if hours and epoch_s and not restore else None
+    if cheapest is not None and cheapest > hours:
+        raise UserError(
+            f"budget {hours:g} GPU-hours is below one trial's cost: the cheapest trial (num_gpus="
+            f"{min(spec.trial_sizes)}, to its first rung at {epoch_s:g} s a report) costs {cheapest:.4g}"
+        )
+
+
 def _left_unfinished(results: Any, monitor: SweepMonitor, stoppers: list[Any], budget: int) -> bool:
     """Tune's first Ctrl-C ends ``fit()`` quietly, leaving trials for ``resume``: some are not
     ended, or fewer than the budget were started without a stopper ending the sweep."""
@@ -388,6 +445,20 @@ def _left_unfinished(results: Any, monitor: SweepMonitor, stoppers: list[Any], b
     if any(r.get("status") in (TrialStatus.RUNNING, TrialStatus.PENDING) for r in monitor.rows.values()):
         return True
     return len(results) < budget and not any(s.stop_all() for s in stoppers)
+
+
+def _budget_spent(settings: RunSettings, run_dir: Path, monitor: SweepMonitor, sentence: str, on_wandb: Any) -> int:
+    """The budget ended the sweep: what it did not finish stays, for ``resume`` with a larger one."""
+    pending = monitor.interrupted()
+    write_json(run_dir / SETTINGS_FILE, replace(settings, stopped=sentence).to_json())
+    if on_wandb:
+        wandb_sweep.set_state(on_wandb, wandb_sweep.PAUSED)
+    more = hints.command("resume", run_dir, "--budget-gpu-hours", "H")
+    print(
+        f"\nsweep {settings.name}: {sentence}. {_pending_text(pending, settings.budget)}To go on with a larger budget: {more}"
+    )
+    print(f"results: {hints.command('show', run_dir)}")
+    return 0
 
 
 def _finish(
@@ -464,6 +535,7 @@ def run_sweep(spec: SweepSpec, request: RunRequest, function: Callable | None = 
         function=function_name(function),
         exit_at_once=request.exit_at_once,
         seed_drawn=seed_drawn,
+        budget_gpu_hours=request.budget_gpu_hours or spec.budget.gpu_hours,
     )
     created = not run_dir.exists()
     run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -526,6 +598,7 @@ def _existing(spec: SweepSpec, request: RunRequest, function: Callable | None, r
             function=function_name(function),
             exit_at_once=request.exit_at_once,
             stopped=None,
+            budget_gpu_hours=request.budget_gpu_hours or settings.budget_gpu_hours,
         )
         write_json(run_dir / SETTINGS_FILE, settings.to_json())
         try:
@@ -543,15 +616,20 @@ def resume_sweep(
     retry_failed: bool = False,
     function: Callable | None = None,
     exit_at_once: bool = True,
+    budget_gpu_hours: float | None = None,
 ) -> int:
-    """Continue an interrupted sweep: finished and failed trials stay, unfinished ones continue
+    """Continue an interrupted sweep (``budget_gpu_hours``: its budget from now on, what it spent
+    counted): finished and failed trials stay, unfinished ones continue
     (``retry_failed``: failed ones run again too, from their last checkpoint). A sweep of a
     Python function needs it again: a run dir stores no code."""
     run_dir = resolve_run_dir(run, storage)
     check_format(run_dir)
     spec = read_spec(run_dir)
     settings = RunSettings.from_json(read_settings(run_dir))
-    settings = replace(settings, quiet=quiet, retry_failed=retry_failed, exit_at_once=exit_at_once)
+    settings = replace(settings, quiet=quiet, retry_failed=retry_failed, exit_at_once=exit_at_once, stopped=None)
+    if budget_gpu_hours is not None:
+        check_budget(budget_gpu_hours)
+        settings = replace(settings, budget_gpu_hours=budget_gpu_hours)
     _check_function_given(spec, settings, function, run_dir)
     if address:  # another cluster: the embedded Ray's --gpus / --dashboard-host don't apply
         settings = replace(settings, address=address, gpus=None, dashboard_host=None)

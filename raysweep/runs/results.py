@@ -63,7 +63,12 @@ class SweepResult:
             for key, value in last.get(t["trial_id"], {}).items():
                 if key not in TUNE_KEYS and isinstance(value, (int, float)) and not isinstance(value, bool):
                     row[f"metric.{key}" if key in row else key] = value
-            row |= {"iterations": t["iterations"], "num_workers": t["num_workers"], "wall_s": t["wall_s"]}
+            row |= {
+                "iterations": t["iterations"],
+                "num_workers": t["num_workers"],
+                "wall_s": t["wall_s"],
+                "cost_hours": t["cost_hours"],
+            }
             rows.append(row)
         if any(t.get("metric_logged") is False for t in self.trials):  # a W&B-style trial that never logged it
             for row, t in zip(rows, self.trials, strict=True):

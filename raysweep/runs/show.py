@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from raysweep.errors import UserError
-from raysweep.runs.files import SPEC_FILE, TRIALS_FILE, read_spec, read_trials
+from raysweep.runs.files import SPEC_FILE, TRIALS_FILE, read_settings, read_spec, read_trials
 from raysweep.values import finite_number, short
 from raysweep.words import TrialStatus
 
@@ -43,6 +43,7 @@ def load_results(run_dir: Path) -> dict[str, Any]:
                 "iterations": r.get("iterations") or 0,
                 "num_workers": r.get("num_workers", 1),
                 "wall_s": r.get("wall_s"),
+                "cost_hours": round(r.get("num_workers", 1) * r.get("run_s", 0.0) / 3600, 6),
                 **({"metric_logged": False} if r.get("metric_logged") is False else {}),
                 **({"error": r["error"]} if r.get("error") else {}),
             }
@@ -55,12 +56,43 @@ def load_results(run_dir: Path) -> dict[str, Any]:
 
     trials.sort(key=rank)
     best = next((t for t in trials if rank(t)[0] is False), None)
-    return {"name": run_dir.name, "metric": metric, "goal": goal, "trials": trials, "best": best}
+    return {
+        "name": run_dir.name,
+        "metric": metric,
+        "goal": goal,
+        "trials": trials,
+        "best": best,
+        "cost": _cost(run_dir, trials),
+    }
+
+
+def _cost(run_dir: Path, trials: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the sweep spent (each trial's workers x the time it ran), beside its plan and budget."""
+    try:
+        settings = read_settings(run_dir)
+    except (OSError, ValueError):
+        settings = {}
+    planned = settings.get("plan") or {}
+    return {
+        "spent_hours": round(sum(t["cost_hours"] for t in trials), 6),
+        "unit": planned.get("unit", "GPU-hours"),
+        "plan_hours": planned.get("hours"),
+        "budget_hours": settings.get("budget_gpu_hours"),
+    }
 
 
 def _columns(data: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     params = list(dict.fromkeys(k for t in data["trials"] for k in t["config"]))
-    header = ["trial_id", "status", *params, data["metric"] or "metric", "iterations", "num_workers", "wall_s"]
+    header = [
+        "trial_id",
+        "status",
+        *params,
+        data["metric"] or "metric",
+        "iterations",
+        "num_workers",
+        "wall_s",
+        "cost_h",
+    ]
     rows = [
         [
             t["trial_id"],
@@ -70,6 +102,7 @@ def _columns(data: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
             short(t["iterations"]),
             short(t["num_workers"]),
             short(t["wall_s"]),
+            short(t["cost_hours"]),
         ]
         for t in data["trials"]
     ]
@@ -84,6 +117,13 @@ def render_table(data: dict[str, Any], of: int | None = None) -> str:
     lines = [f"sweep {data['name']}: {count}, {data['metric']} ({data['goal']}), best first"]
     lines.append("  ".join(h.ljust(w) for h, w in zip(header, widths)))
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
+    cost = data["cost"]
+    spent = f"cost: {cost['spent_hours']:.4g} {cost['unit']} spent (cost_h: workers x the time each trial ran)"
+    if cost["plan_hours"] is not None:
+        spent += f"; planned {cost['plan_hours']:.4g}"
+    if cost["budget_hours"]:
+        spent += f"; budget {cost['budget_hours']:g}"
+    lines.append(spent)
     for t in data["trials"]:
         if t.get("error"):
             lines.append(f"\ntrial {t['trial_id']} failed:\n" + "\n".join("  " + ln for ln in t["error"].splitlines()))

@@ -133,6 +133,15 @@ class Resources:
 
 
 @dataclass(frozen=True)
+class Budget:
+    """``raysweep.budget``: what the sweep may spend, in GPU-hours (worker-hours on CPUs): each
+    trial costs its workers x its wall time, start-up included."""
+
+    gpu_hours: float | None = None
+    epoch_seconds: float | None = None  # an estimate of one report's seconds, for the plan (--epoch-seconds)
+
+
+@dataclass(frozen=True)
 class Searcher:
     """Optuna's settings for ``method: bayes``: TPE by default, or a Gaussian process (W&B's
     own bayes is one) with ``sampler: gp``."""
@@ -182,6 +191,7 @@ class SweepSpec:
     ddp_workers: str = Runner.WARM  # 2+ workers: warm DDP workers kept across trials, or a TorchTrainer run per trial
     seed: int | None = None  # None: not fixed, so each sweep draws its own (draw_seed), as W&B's searches do
     resources: Resources = Resources()
+    budget: Budget = Budget()
     searcher: Searcher = Searcher()
     wandb: WandbSettings = WandbSettings()
     source: str | None = None
@@ -267,6 +277,7 @@ class SweepSpec:
             "metric": Metric,
             "scheduler": Scheduler,
             "resources": Resources,
+            "budget": Budget,
             "searcher": Searcher,
             "wandb": WandbSettings,
         }

@@ -42,6 +42,7 @@ from raysweep.spec.model import (
     SIZE,
     USE_GPU,
     WANDB_MODES,
+    Budget,
     Metric,
     Resources,
     Scheduler,
@@ -367,7 +368,7 @@ def _parse_size(params: list[Param], own: dict, problems: list[str]) -> tuple[Pa
     return size_param, num_gpus, sizes_known
 
 
-def _parse_blocks(doc: dict, own: dict, problems: list[str]) -> tuple[Resources, Searcher, WandbSettings]:
+def _parse_blocks(doc: dict, own: dict, problems: list[str]) -> tuple[Resources, Budget, Searcher, WandbSettings]:
     """``raysweep.resources``, ``raysweep.searcher`` and ``raysweep.wandb`` (with W&B's own
     ``project`` and ``entity`` as the defaults)."""
     resources = Resources()
@@ -384,6 +385,11 @@ def _parse_blocks(doc: dict, own: dict, problems: list[str]) -> tuple[Resources,
                 "use_gpu": lambda v, w, pr: choice(v, USE_GPU, w, pr),
             },
             problems,
+        )
+    budget = Budget()
+    if "budget" in own:
+        budget = parse_block(
+            own["budget"], "raysweep.budget", Budget, {"gpu_hours": positive, "epoch_seconds": positive}, problems
         )
     searcher = Searcher()
     if "searcher" in own:
@@ -409,7 +415,7 @@ def _parse_blocks(doc: dict, own: dict, problems: list[str]) -> tuple[Resources,
             problems,
         )
         wandb = replace(block, project=block.project or wandb.project, entity=block.entity or wandb.entity)
-    return resources, searcher, wandb
+    return resources, budget, searcher, wandb
 
 
 def _apply_strictness(problems: list[str], notes: list[str], strict: bool) -> list[str]:
@@ -491,7 +497,7 @@ def parse_spec(
         if key in doc:
             text(doc[key], key, problems)
 
-    resources, searcher, wandb = _parse_blocks(doc, own, problems)
+    resources, budget, searcher, wandb = _parse_blocks(doc, own, problems)
     if sizes_known:  # the size parameter's values are whole numbers >= 1
         _check_packing(resources, size_param, num_gpus, problems)
 
@@ -521,6 +527,7 @@ def parse_spec(
         ddp_workers=ddp_workers or Runner.WARM,
         seed=seed,
         resources=resources,
+        budget=budget,
         searcher=searcher,
         wandb=wandb,
         source=source,

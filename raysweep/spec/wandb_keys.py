@@ -52,6 +52,7 @@ RAYSWEEP_KEYS = (
     "searcher",
     "max_concurrent",
     "resources",
+    "budget",
     "max_failures",
     "max_initial_failures",
     "report_timeout_s",
