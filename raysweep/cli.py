@@ -11,6 +11,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from raysweep.errors import UserError
 from raysweep.values import safe_name
@@ -21,8 +22,10 @@ def _validate(args: argparse.Namespace) -> int:
     from raysweep.spec.space import wandb_config
     from raysweep.spec.summary import summary_json, summary_text
 
-    spec = load_spec(args.spec, args.set, strict=args.strict)
+    spec = load_spec(args.spec, _with_epoch_seconds(args), strict=args.strict)
     _print_notes(spec)
+    if args.plan:
+        return _plan(spec, args)
     if args.sample:
         from raysweep.search.preview import first_configs  # Tune's and Optuna's samplers, as run draws
         from raysweep.spec.model import draw_seed
@@ -48,6 +51,41 @@ def _validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _with_epoch_seconds(args: argparse.Namespace) -> list[str]:
+    """``--epoch-seconds S`` is ``--set raysweep.budget.epoch_seconds=S``."""
+    if getattr(args, "epoch_seconds", None) is None:
+        return list(args.set)
+    if not args.epoch_seconds > 0:
+        raise UserError(f"--epoch-seconds must be a number of seconds > 0, got {args.epoch_seconds!r}")
+    return [*args.set, f"raysweep.budget.epoch_seconds={args.epoch_seconds}"]
+
+
+def _plan(spec: Any, args: argparse.Namespace) -> int:
+    """``validate --plan``: what the sweep will cost, before anything runs."""
+    from raysweep.driver.settings import check_budget
+    from raysweep.search.plan import cheapest_trial_hours, plan
+
+    trials = spec.trial_budget(args.count)
+    if trials is None:
+        raise UserError(
+            f"{spec.method} search needs a trial budget for a plan: set run_cap in the spec or pass --count N"
+        )
+    if spec.method == "grid":
+        trials = min(trials, spec.grid_size)
+    check_budget(args.budget_gpu_hours)
+    planned = plan(spec, trials, spec.budget.epoch_seconds, spec.resources.use_gpu is not False)
+    if args.json:
+        print(json.dumps(planned.to_json()))
+        return 0
+    print("\n".join(planned.lines(args.slots)))
+    budget = args.budget_gpu_hours or spec.budget.gpu_hours
+    if budget and planned.hours is not None:
+        cheapest = cheapest_trial_hours(spec, spec.budget.epoch_seconds)
+        verdict = "fits" if planned.hours <= budget else f"runs out after about {budget / planned.hours:.0%} of it"
+        print(f"plan: the budget of {budget:g} {planned.unit} {verdict}; the cheapest trial costs {cheapest:.3g}")
+    return 0
+
+
 def _print_notes(spec: object) -> None:
     for note in getattr(spec, "notes", ()):
         print(note, file=sys.stderr)
@@ -59,6 +97,7 @@ def _run(args: argparse.Namespace) -> int:
     from raysweep.api import start
     from raysweep.driver.settings import RunRequest
 
+    args.set = _with_epoch_seconds(args)
     flags = {f.name: getattr(args, f.name) for f in fields(RunRequest) if hasattr(args, f.name)}
     code, _ = start(args.spec, None, RunRequest(**flags, exit_at_once=True))
     return code
@@ -166,6 +205,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="print the first N configurations `run` (same --seed) tries, as the loop or script receives them",
     )
     p.add_argument("--seed", type=int, help="seed for --sample (default: the spec's seed)")
+    p.add_argument(
+        "--plan", action="store_true", help="print what the sweep will cost (trials, reports, GPU-hours) before it runs"
+    )
+    p.add_argument("--count", type=int, help="--plan: the trials `run --count` would run")
+    p.add_argument("--epoch-seconds", type=float, metavar="S", help="--plan: one report's seconds (raysweep.budget)")
+    p.add_argument("--slots", type=int, help="--plan: the cluster's worker slots, for the wall time")
+    p.add_argument("--budget-gpu-hours", type=float, metavar="H", help="--plan: a budget to hold the plan against")
     p.add_argument("--set", action="append", default=[], metavar="PATH=VALUE", help="override a key of the file")
     p.add_argument(
         "--strict",
@@ -190,6 +236,9 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         metavar="H",
         help="spend at most H GPU-hours (worker-hours on CPUs): trials start only if they fit (raysweep.budget)",
+    )
+    p.add_argument(
+        "--epoch-seconds", type=float, metavar="S", help="one report's seconds, for the banner's plan (raysweep.budget)"
     )
     p.add_argument("--set", action="append", default=[], metavar="PATH=VALUE", help="override a key of the file")
     p.add_argument("--quiet", action="store_true", help="print only the final summary")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import time
+from typing import Any
 from collections import Counter
 from pathlib import Path
 
@@ -34,7 +35,7 @@ def build_report(run_dir: str | Path, out_html: str | Path, png_dir: str | Path 
     run_dir = Path(run_dir)
     sweep = SweepRecord.read(run_dir)
     sections = figures(sweep)
-    body = [summary_html(sweep), table_html(sweep)]
+    body = [summary_html(sweep), table_html(sweep), rung_cost_html(sweep)]
     for name, title, fig, note in sections:
         body.append(f'<section id="{name}"><h2>{html.escape(title)}</h2>')
         if note:
@@ -84,8 +85,50 @@ def summary_html(sweep: SweepRecord) -> str:
     if best:
         config = short_config(best["config"])
         items.append(("best", f"{sweep.metric} = {best['metric']:.6g} (trial {best['trial_id']}: {config})"))
+    items.append(("cost", cost_text(sweep.cost)))
     rows = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in items)
     return f'<section id="summary"><h2>Summary</h2><table class="summary">{rows}</table></section>'
+
+
+def cost_text(cost: dict[str, Any]) -> str:
+    """Spent, beside the plan and the budget (``show``'s ``cost:`` line says the same)."""
+    text = f"{cost['spent_hours']:.4g} {cost['unit']} spent"
+    if cost.get("plan_hours") is not None:
+        text += f", {cost['plan_hours']:.4g} planned"
+    if cost.get("budget_hours"):
+        text += f", budget {cost['budget_hours']:g}"
+    return text
+
+
+def rung_cost_html(sweep: SweepRecord) -> str:
+    """Where the GPU-hours went under early stopping: per rung, the trials that reached it and what
+    the reports up to it cost (each trial's report costs its workers x its run time / its reports)."""
+    rungs = sweep.spec.scheduler.rungs if sweep.spec.scheduler else []
+    if not rungs:
+        return ""
+    unit = sweep.cost["unit"]
+    bounds = [0, *rungs, max([rungs[-1], *(t["iterations"] for t in sweep.trials)])]
+    lines = []
+    for low, high in zip(bounds, bounds[1:], strict=False):
+        if high <= low:
+            continue
+        reached, hours = 0, 0.0
+        for t in sweep.trials:
+            n = t["iterations"]
+            if n <= 0:
+                continue
+            per_report = t["cost_hours"] / n
+            hours += per_report * max(0, min(n, high) - low)
+            reached += n > low
+        span = f"reports {low + 1}-{high}" if high > low + 1 else f"report {high}"
+        lines.append((span, reached, hours))
+    head = f"<tr><th>reports</th><th>trials that made them</th><th>{html.escape(unit)}</th></tr>"
+    body = "".join(f"<tr><td>{s}</td><td>{n}</td><td>{h:.4g}</td></tr>" for s, n, h in lines)
+    return (
+        '<section id="rung-cost"><h2>Cost by rung</h2><p class="note">What the reports between the '
+        f"scheduler's rungs ({', '.join(map(str, rungs))}) cost, and how many trials made them.</p>"
+        f'<table class="trials">{head}{body}</table></section>'
+    )
 
 
 def table_html(sweep: SweepRecord) -> str:

@@ -22,6 +22,7 @@ class SweepRecord:
     best: dict[str, Any] | None
     rows: dict[str, dict[str, Any]]  # trial id -> its trials.jsonl row (start, end, trial_dir, ...)
     histories: dict[str, list[dict[str, Any]]]  # trial id -> its result.json lines
+    cost: dict[str, Any]  # ``show --json``'s cost: spent, its unit, the plan's and the budget's hours
 
     @classmethod
     def read(cls, run_dir: Path) -> SweepRecord:
@@ -37,4 +38,5 @@ class SweepRecord:
             best=data["best"],
             rows=rows,
             histories={tid: read_results(r.get("trial_dir")) for tid, r in rows.items()},
+            cost=data["cost"],
         )
