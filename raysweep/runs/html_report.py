@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import html
 import time
-from typing import Any
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from raysweep.runs.figures import figures, write_pngs
 from raysweep.runs.record import SweepRecord
