@@ -18,7 +18,7 @@ def wandb_main() -> None:
 
     wandb.init()
     rank = dist.get_rank() if dist.is_initialized() else 0
-    with open(os.path.join(os.environ["WANDB_DIR"], f"config.rank{rank}.json"), "w") as f:
+    with open(os.path.join(raysweep.get_context().trial_dir, f"config.rank{rank}.json"), "w") as f:
         json.dump({**dict(wandb.config), "world_size": dist.get_world_size() if dist.is_initialized() else 1}, f)
     for epoch in range(1, wandb.config.epochs + 1):
         wandb.log({"loss": (wandb.config.lr - 0.3) ** 2 + 1.0 / epoch, "epoch": epoch})

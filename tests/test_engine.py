@@ -169,7 +169,8 @@ def test_infeasible_num_gpus(tmp_path, ray_cluster):
     out = run(spec, ray_cluster, "--wandb", "disabled")
     assert out.returncode == 2
     assert not (tmp_path / "runs" / "i").exists()  # refused before any trial: nothing left behind
-    assert "num_gpus=4" in out.stderr and "2 CPU worker slot(s)" in out.stderr and "Traceback" not in out.stderr
+    assert "num_gpus=4 can never be placed: the largest node hosts 2 worker(s) (2 worker slot(s))" in out.stderr
+    assert "Sizes that fit: 1-2" in out.stderr and "Traceback" not in out.stderr
 
     spec = sweep(
         tmp_path, name="i2", method="grid", base_config={"epochs": 1}, parameters={"num_gpus": {"values": [3, 1]}}
@@ -328,7 +329,8 @@ def test_a_sweep_whose_first_trials_all_fail_stops_like_wandbs_agent(tmp_path, r
     )
     out = run(spec, ray_cluster, "--wandb", "disabled")
     assert out.returncode == 1, out.stderr
-    assert "first 3 trials all failed, so it was stopped" in out.stdout and "planned failure at epoch 1" in out.stdout
+    assert "Detected 3 failed runs in a row at start, killing sweep." in out.stdout, out.stdout
+    assert "first 3 trials all failed" in out.stdout and "planned failure at epoch 1" in out.stdout
     statuses = [t["status"] for t in show(tmp_path / "runs" / "m")["trials"]]
     assert statuses.count("failed") == 3 and len(statuses) < 8, statuses
 
@@ -413,8 +415,9 @@ def test_run_count_a_private_run_dir_show_csv_and_a_failed_trials_wandb_exit_cod
 
 
 def test_make_run_again_continues_the_sweep_and_printed_hints_run_as_printed(tmp_path, ray_cluster):
-    """`make run` run a second time continues its sweep instead of refusing the name; a hint raysweep
-    prints (here: the one for a name already taken) works pasted into a shell as printed."""
+    """`make run` run a second time continues its sweep instead of refusing the name; a plain `run` of
+    it joins it (a second W&B agent) with nothing left to add; a hint raysweep prints works pasted
+    into a shell as printed."""
     spec = sweep(tmp_path, name="m", method="grid", base_config={"epochs": 1}, parameters={"x": {"values": [0.1, 0.3]}})
     flags = f"--storage {tmp_path / 'runs'} --wandb disabled --address {ray_cluster}"
     make = ["make", "-s", "run", f"RUN_SPEC={spec}", f"RUN_FLAGS={flags}"]
@@ -423,14 +426,14 @@ def test_make_run_again_continues_the_sweep_and_printed_hints_run_as_printed(tmp
     again = subprocess.run(make, cwd=ROOT, capture_output=True, text=True, env=cli_env(), timeout=600)
     assert again.returncode == 0 and "its run dir exists; continuing it" in again.stdout, again.stdout + again.stderr
 
-    taken = run(spec, ray_cluster, "--wandb", "disabled")
-    assert taken.returncode == 2, taken.stderr
-    hint = taken.stderr.split("continue it with `")[1].split("`")[0]
-    assert hint.startswith(".venv/bin/python -m raysweep resume ") or hint.startswith(
-        f"{sys.executable} -m raysweep resume"
+    joined = run(spec, ray_cluster, "--wandb", "disabled")  # a second agent of the finished sweep: nothing to add
+    assert joined.returncode == 0 and "sweep m has run its 2 trials; --count N" in joined.stdout, joined.stderr
+    hint = first.stdout.split("results: ")[1].splitlines()[0]
+    assert hint.startswith(".venv/bin/python -m raysweep show ") or hint.startswith(
+        f"{sys.executable} -m raysweep show"
     ), hint
     pasted = subprocess.run(
-        ["bash", "-c", f"{hint} --address {ray_cluster}"],
+        ["bash", "-c", hint],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -88,7 +88,8 @@ def test_report_is_self_contained_and_holds_every_plot(sweeps):
     data = show(sweeps / "a")
     best = data["best"]
     assert best["config"]["x"] == 0.3 and f"trial {best['trial_id']}" in page
-    assert page.count("<tr><td>") == 10  # the top-10 table
+    best = page.split('<section id="best">')[1].split("</section>")[0]
+    assert best.count("<tr><td>") == 10  # the top-10 table
     counts = {s: sum(t["status"] == s for t in data["trials"]) for s in ("done", "stopped")}
     assert counts["stopped"] > 0 and f"{counts['done']} done, {counts['stopped']} stopped" in page
     assert "rungs [1, 3, 9]" in page and f"each of the {counts['stopped']} trials stopped by the scheduler" in page

@@ -58,11 +58,11 @@ class SweepResult:
         rows = []
         for t in self.trials:
             row: dict[str, Any] = {"trial_id": t["trial_id"], "status": t["status"], **t["config"]}
-            if metric:  # the column is there even when no trial logged it (NaN: not logged)
-                row[f"metric.{metric}" if metric in row else metric] = float("nan")
             for key, value in last.get(t["trial_id"], {}).items():
                 if key not in TUNE_KEYS and isinstance(value, (int, float)) and not isinstance(value, bool):
                     row[f"metric.{key}" if key in row else key] = value
+            if metric:  # the column is there even for a trial that never logged it (NaN: not logged)
+                row.setdefault(f"metric.{metric}" if metric in t["config"] else metric, float("nan"))
             row |= {
                 "iterations": t["iterations"],
                 "num_workers": t["num_workers"],

@@ -2,7 +2,8 @@
 ``arch.stages.0.repeat=3``: the stages sweep of the project's origin, dotted overrides into a list).
 
 It reports with ``raysweep.report`` instead of W&B (the other way a script can talk to the sweep),
-and writes the arguments it received to ``$WANDB_DIR/argv.rank<RANK>.json`` (the trial's dir).
+and writes the arguments it received to ``argv.rank<RANK>.json`` in the trial's dir (the metrics
+file raysweep names lives under it).
 """
 
 import json
@@ -46,7 +47,8 @@ ConfigStore.instance().store(name="config", node=Config)
 
 @hydra.main(version_base=None, config_name="config")
 def main(cfg: Config) -> None:
-    with open(os.path.join(os.environ.get("WANDB_DIR", "."), f"argv.rank{os.environ.get('RANK', '0')}.json"), "w") as f:
+    trial_dir = os.path.dirname(os.path.dirname(os.environ.get("RAYSWEEP_METRICS_FILE", "./metrics/x")))
+    with open(os.path.join(trial_dir, f"argv.rank{os.environ.get('RANK', '0')}.json"), "w") as f:
         json.dump(sys.argv[1:], f)
     extra = sum(stage.repeat - 1 for stage in cfg.arch.stages)  # 0 with the default stages
     for epoch in range(1, cfg.epochs + 1):
