@@ -50,7 +50,7 @@ def main(mode: str, address: str, storage: str) -> None:
         sweep = {
             "method": "grid",
             "metric": {"name": "loss", "goal": "minimize"},
-            "parameters": {"lr": {"values": [0.3, 0.31, 2.0, 3.0]}, "epochs": {"value": 3}, "num_gpus": {"value": 2}},
+            "parameters": {"lr": {"values": [0.3, 2.0, 3.0]}, "epochs": {"value": 3}, "num_gpus": {"value": 2}},
             "raysweep": {
                 "max_concurrent": 1,
                 "ddp_workers": mode.split()[1],

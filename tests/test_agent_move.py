@@ -108,15 +108,21 @@ def test_the_functions_prints_reach_the_console_with_the_trial_id(tmp_path, ray_
     for row in trials(tmp_path / "raysweep"):
         line = f"[{row['trial_id']}] training with batch size {row['config']['batch_size']}"
         assert line in out.stdout, out.stdout
-    quiet = tmp_path / "quiet"
-    env = cli_env() | {"RAY_ADDRESS": ray_cluster}
-    script = (SCRIPTS / "context_run_prints.py").read_text().replace("count=2)", "count=2, quiet=True)")
-    (quiet / "s.py").parent.mkdir()
-    (quiet / "s.py").write_text(script)
-    silent = subprocess.run([sys.executable, "s.py"], cwd=quiet, env=env, capture_output=True, text=True)
-    assert silent.returncode == 0 and "training with batch size" not in silent.stdout, silent.stderr[-2000:]
-    (log,) = (quiet / "raysweep_runs").glob("*/driver.log")
-    assert "training with batch size 32" in log.read_text()  # kept either way
+
+
+def test_quiet_keeps_trial_output_off_the_console_and_in_driver_log(capsys, caplog):
+    """``--quiet``: the driver's handler of streamed worker output shows nothing, logs every trial line."""
+    from raysweep.driver.console import TrialOutput
+    from raysweep.trial.console import END, marked
+
+    batch = {"lines": [marked("t1", "hello"), "a Ray worker's own line", marked("t1", END)], "is_err": False}
+    loud, quiet = TrialOutput(quiet=False), TrialOutput(quiet=True)
+    with caplog.at_level("INFO", logger="raysweep.trials"):
+        loud(batch)
+        quiet(batch)
+    assert capsys.readouterr().out == "[t1] hello\n"  # once: the loud one's; never Ray's own lines nor the end
+    assert [r.getMessage() for r in caplog.records] == ["[t1] hello", "[t1] hello"]
+    assert loud.ended == quiet.ended == {"t1"}
 
 
 def test_wandb_files_are_under_the_working_directory_as_wandb_agent_puts_them(tmp_path, ray_cluster, server):

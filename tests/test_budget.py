@@ -1,5 +1,6 @@
-"""GPU-hour budgets and the plan (issue 43), on an embedded Ray with 4 GPUs that do not exist:
-trials of 1 and 2 workers of a loop whose report takes a known time (the smoke loop's sleep).
+"""GPU-hour budgets and the plan (issue 43), on a Ray node with 4 GPUs that do not exist (and 2
+CPUs: 2 workers at once): trials of 1 and 2 workers of a loop whose report takes a known time
+(the smoke loop's sleep).
 
 The budget: the spend stays within the budget plus one report of the trials running when it ran
 out; the sweep ends with the sentence, resumable; ``resume --budget-gpu-hours`` with a larger one
@@ -14,7 +15,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, cli_env, raysweep, write_spec
+import yaml
+from conftest import RAY, ROOT, cli_env, ensure_ray_token, free_port, raysweep, stop_cluster, write_spec
 
 from raysweep.runs.files import TRIALS_FILE, read_trials
 
@@ -23,21 +25,37 @@ pytestmark = pytest.mark.ray
 REPORT_S = 1.0  # the smoke loop's sleep: one report's seconds
 
 
+@pytest.fixture(scope="module")
+def fake_gpus():
+    """One node, 2 CPUs, 4 GPUs that do not exist, 4 worker slots (its CPUs host 2 workers)."""
+    port = free_port()
+    ensure_ray_token()
+    args = [RAY, "start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1", "--num-cpus=2", "--num-gpus=4"]
+    args += ["--resources", json.dumps({"raysweep_slot": 4}), "--include-dashboard=false", "--disable-usage-stats"]
+    subprocess.run(args, check=True, capture_output=True, cwd=ROOT, env=cli_env())
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        stop_cluster(f"127.0.0.1:{port}")
+
+
 def sweep(tmp_path: Path, name: str, **raysweep_keys) -> Path:
     doc = {
         "name": name,
         "method": "grid",
         "metric": {"name": "score", "goal": "minimize"},
-        "parameters": {"x": {"values": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]}, "num_gpus": {"values": [1, 2]}},
+        "parameters": {"x": {"values": [0.1, 0.2, 0.3, 0.4]}, "num_gpus": {"values": [1, 2]}},
         "raysweep": {"train_loop": "train_loops.smoke:train", "base_config": {"epochs": 3, "sleep": REPORT_S}}
         | raysweep_keys,
     }
     return write_spec(tmp_path / f"{name}.yaml", **doc)
 
 
-def cli(*args: str) -> subprocess.CompletedProcess:
-    env = cli_env() | {"RAYSWEEP_FAKE_GPUS": "4"}
-    return subprocess.run([sys.executable, "-m", "raysweep", *args], capture_output=True, text=True, env=env, cwd=ROOT)
+def cli(*args: str, address: str | None = None) -> subprocess.CompletedProcess:
+    where = ["--address", address] if address else []
+    return subprocess.run(
+        [sys.executable, "-m", "raysweep", *args, *where], capture_output=True, text=True, env=cli_env(), cwd=ROOT
+    )
 
 
 def spent(run_dir: Path) -> float:
@@ -45,34 +63,42 @@ def spent(run_dir: Path) -> float:
     return sum(r["num_workers"] * r.get("run_s", 0.0) for r in read_trials(run_dir / TRIALS_FILE)) / 3600
 
 
-def test_a_budget_is_never_overspent_and_resume_with_a_larger_one_goes_on(tmp_path):
-    budget = 0.012  # 43 worker-seconds: about three quarters of the 12 trials' 56
+def test_a_budget_is_never_overspent_and_resume_with_a_larger_one_goes_on(tmp_path, fake_gpus):
+    budget = 0.005  # 18 worker-seconds: about two thirds of the 8 trials' 27
     spec = sweep(tmp_path, "capped")
     storage = str(tmp_path / "runs")
-    out = cli("run", str(spec), "--storage", storage, "--wandb", "disabled", "--budget-gpu-hours", str(budget))
+    out = cli(
+        "run",
+        str(spec),
+        "--storage",
+        storage,
+        "--wandb",
+        "disabled",
+        "--budget-gpu-hours",
+        str(budget),
+        address=fake_gpus,
+    )
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     assert "sweep capped: budget spent: " in out.stdout and f"of {budget:g} GPU-hours" in out.stdout, out.stdout
     assert "--budget-gpu-hours H" in out.stdout
     run_dir = tmp_path / "runs" / "capped"
     first = spent(run_dir)
     report = 2 * (REPORT_S + 0.5) / 3600  # one report of the largest trial (2 workers) that may be running
-    assert budget * 0.8 < first <= budget + report, first
+    assert budget * 0.7 < first <= budget + report, first
     rows = read_trials(run_dir / TRIALS_FILE)
-    waiting = [r for r in rows if r["status"] == "pending"]
-    assert waiting and len(rows) < 12 + 1
+    assert [r for r in rows if r["status"] == "pending"] and len(rows) < 8
     settings = json.loads((run_dir / "run.json").read_text())
     assert settings["stopped"].startswith("budget spent:")
 
-    again = cli("resume", str(run_dir), "--budget-gpu-hours", "0.05")
+    again = cli("resume", str(run_dir), "--budget-gpu-hours", "0.02", address=fake_gpus)
     assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
     assert "finished" in again.stdout
     rows = read_trials(run_dir / TRIALS_FILE)
-    assert len(rows) == 12 and {r["status"] for r in rows} == {"done"}
+    assert len(rows) == 8 and {r["status"] for r in rows} == {"done"}
     total = spent(run_dir)
-    assert first < total <= 0.05 and total < first + 0.02  # counted on from the first driver's spend
-    shown = raysweep("show", str(run_dir), "--json")
-    cost = json.loads(shown.stdout)["cost"]
-    assert cost["budget_hours"] == 0.05 and cost["spent_hours"] == pytest.approx(total, rel=1e-3)
+    assert first < total <= 0.02 and total < first + 0.01  # counted on from the first driver's spend
+    cost = json.loads(raysweep("show", str(run_dir), "--json").stdout)["cost"]
+    assert cost["budget_hours"] == 0.02 and cost["spent_hours"] == pytest.approx(total, rel=1e-3)
 
 
 @pytest.mark.parametrize(
@@ -87,38 +113,46 @@ def test_a_budget_is_never_overspent_and_resume_with_a_larger_one_goes_on(tmp_pa
         ),
     ],
 )
-def test_a_budget_that_cannot_be_is_one_sentence_and_exit_2(tmp_path, args, message):
+def test_a_budget_that_cannot_be_is_one_sentence_and_exit_2(tmp_path, fake_gpus, args, message):
     spec = sweep(tmp_path, "bad")
-    out = cli("run", str(spec), "--storage", str(tmp_path / "runs"), "--wandb", "disabled", *args)
+    out = cli("run", str(spec), "--storage", str(tmp_path / "runs"), "--wandb", "disabled", *args, address=fake_gpus)
     assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr, out.stderr
     assert not (tmp_path / "runs" / "bad").exists()  # nothing written
 
 
-def test_the_plan_of_a_grid_sweep_is_within_ten_percent_of_its_spend(tmp_path):
+def test_the_plan_of_a_grid_sweep_is_within_ten_percent_of_its_spend(tmp_path, fake_gpus):
+    """Reports of 3 s: a trial's start-up, which the plan does not count, is a small share (the
+    sweep's first trials wait about 2 s for its warm workers to import torch; later ones 0.1 s)."""
     spec = sweep(tmp_path, "planned", max_concurrent=2)
-    plan = cli("validate", str(spec), "--plan", "--json", "--epoch-seconds", str(REPORT_S))
+    doc = yaml.safe_load(spec.read_text())
+    doc["parameters"]["x"] = {"values": [0.1, 0.2]}
+    doc["raysweep"]["base_config"]["sleep"] = 3.0
+    spec.write_text(yaml.safe_dump(doc))
+    plan = cli("validate", str(spec), "--plan", "--json", "--epoch-seconds", "3")
     assert plan.returncode == 0, plan.stderr
     hours = json.loads(plan.stdout)["hours"]
-    assert hours == pytest.approx(6 * (1 + 2) * 3 * REPORT_S / 3600)  # 6 trials of each size, 3 reports each
-    out = cli("run", str(spec), "--storage", str(tmp_path / "runs"), "--wandb", "disabled", "--epoch-seconds", "1")
+    assert hours == pytest.approx(2 * (1 + 2) * 3 * 3.0 / 3600)  # 2 trials of each size, 3 reports of 3 s each
+    storage = str(tmp_path / "runs")
+    out = cli("run", str(spec), "--storage", storage, "--wandb", "disabled", "--epoch-seconds", "3", address=fake_gpus)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert "plan: expected 0.015 GPU-hours at 1 s a report" in out.stdout  # the banner says it too
+    assert "plan: expected 0.015 GPU-hours at 3 s a report" in out.stdout  # the banner says it too
     assert spent(tmp_path / "runs" / "planned") == pytest.approx(hours, rel=0.10)
 
 
-def test_the_plan_of_an_asha_sweep_counts_the_reports_its_early_stopping_leaves(tmp_path):
+def test_the_plan_of_an_asha_sweep_counts_the_reports_its_early_stopping_leaves(tmp_path, fake_gpus):
     """ASHA's stops depend on the order trials come in: the plan runs ASHA itself on trials of
-    random quality. A random sweep of 16 trials, one at a time, fixed seed: the reports it made
-    against the plan's worker-reports (what it spends, before seconds)."""
+    random quality, one after another. A random sweep of 32 short trials, one at a time, fixed
+    seed: the reports it made, against the plan's (what it spends, before seconds). Which trials a
+    sweep stops is its own draw: over 32 trials a sweep's reports vary by about 8% around the mean."""
     doc = {
         "name": "halving",
         "method": "random",
-        "run_cap": 16,
+        "run_cap": 32,
         "metric": {"name": "score", "goal": "minimize"},
-        "parameters": {"x": {"min": 0.0, "max": 1.0}, "num_gpus": {"values": [1, 2]}},
+        "parameters": {"x": {"min": 0.0, "max": 1.0}},
         "raysweep": {
             "train_loop": "train_loops.smoke:train",
-            "base_config": {"epochs": 4, "sleep": 0.05},
+            "base_config": {"epochs": 4, "sleep": 0.0},
             "scheduler": {"type": "asha", "grace_period": 1, "max_t": 4, "reduction_factor": 2},
             "max_concurrent": 1,
             "seed": 3,
@@ -126,9 +160,9 @@ def test_the_plan_of_an_asha_sweep_counts_the_reports_its_early_stopping_leaves(
     }
     spec = write_spec(tmp_path / "halving.yaml", **doc)
     plan = json.loads(cli("validate", str(spec), "--plan", "--json").stdout)
-    assert 1 < plan["reports_per_trial"] < 4  # early stopping counted: not every trial runs to max_t
-    out = cli("run", str(spec), "--storage", str(tmp_path / "runs"), "--wandb", "disabled")
+    assert 1.5 < plan["reports_per_trial"] < 3  # early stopping counted: far from every trial at max_t
+    out = cli("run", str(spec), "--storage", str(tmp_path / "runs"), "--wandb", "disabled", address=fake_gpus)
     assert out.returncode == 0, out.stderr[-2000:]
     rows = read_trials(tmp_path / "runs" / "halving" / TRIALS_FILE)
-    made = sum(r["num_workers"] * r["iterations"] for r in rows)
-    assert made == pytest.approx(plan["worker_reports"], rel=0.10), (made, plan)
+    made = sum(r["iterations"] for r in rows)
+    assert made == pytest.approx(plan["worker_reports"], rel=0.15), (made, plan)

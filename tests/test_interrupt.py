@@ -90,7 +90,9 @@ def test_ctrl_c_sigterm_a_killed_driver_and_two_ctrl_cs_each_resume_without_losi
     driver.send_signal(signal.SIGINT)
     out, err = driver.communicate(timeout=120)
     assert driver.returncode == 130, out + err
-    assert "sweep i interrupted; its state is saved." in err and "Continue it with: " in err and "raysweep resume" in err
+    assert (
+        "sweep i interrupted; its state is saved." in err and "Continue it with: " in err and "raysweep resume" in err
+    )
     assert "Traceback" not in err
     statuses = [t["status"] for t in show(run_dir)["trials"]]
     assert "pending" in statuses and "running" not in statuses, statuses
