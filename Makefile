@@ -46,11 +46,11 @@ test: $(BIN)/raysweep /usr/bin/chromium $(ORACLE)/bin/python
 RAY_VERSIONS ?= 2.54.0 2.56.0 2.58.0 2.60.0
 RAY_SUBSET := tests/test_private_api.py tests/test_decisions.py tests/test_runs_without_ray.py tests/test_search.py \
 	tests/test_gpu_placement.py \
-	tests/test_engine.py::test_grid_runs_its_grid_and_logs_every_trial_to_wandb \
-	tests/test_engine.py::test_searched_num_gpus_sizes_each_trial_and_averages_over_ranks \
-	tests/test_engine.py::test_bayes_uses_optuna_and_keeps_its_journal \
-	tests/test_engine.py::test_asha_stops_poor_trials_at_rungs \
-	tests/test_engine.py::test_driver_killed_mid_sweep_then_resume_completes_the_budget \
+	tests/test_driver.py::test_grid_runs_its_grid_and_logs_every_trial_to_wandb \
+	tests/test_driver.py::test_searched_num_gpus_sizes_each_trial_and_averages_over_ranks \
+	tests/test_driver.py::test_bayes_uses_optuna_and_keeps_its_journal \
+	tests/test_driver.py::test_asha_stops_poor_trials_at_rungs \
+	tests/test_driver.py::test_driver_killed_mid_sweep_then_resume_completes_the_budget \
 	tests/test_reliability.py::test_a_killed_train_worker_restarts_from_its_checkpoint \
 	tests/test_reliability.py::test_watchdog_ends_a_rank_stuck_in_a_collective \
 	tests/test_interrupt.py \

@@ -32,8 +32,6 @@ from raysweep.runs.results import SweepResult, load
 
 __all__ = ["SweepResult", "load", "resume", "run", "start"]
 
-WANDB_MODES = ("offline", "online", "disabled")
-
 
 def function_style(function: Callable | None) -> str | None:
     """``"raysweep"`` for ``train(config)``, ``"wandb"`` for ``main()`` (``SweepSpec.function``)."""

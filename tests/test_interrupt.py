@@ -63,7 +63,7 @@ def test_ctrl_c_sigterm_a_killed_driver_and_two_ctrl_cs_each_resume_without_losi
     (exit 139) and leave a run dir that `resume` met with a traceback." (The first second:
     test_edges.py; scripts: test_program.py.)
 
-    And of resume's guarantee (whole in test_engine.py): "`resume` (after a killed or interrupted
+    And of resume's guarantee (whole in test_driver.py): "`resume` (after a killed or interrupted
     driver) reads the run dir and runs only what is unfinished, each trial listed once; unfinished
     trials continue from their last checkpoint".
     """

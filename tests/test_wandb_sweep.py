@@ -68,8 +68,8 @@ def test_every_run_of_every_rank_names_the_wandb_sweep_and_no_other(
     script and a W&B-style function (each rank's ``wandb.init``, from its environment): the run
     names the sweep W&B created, and none when W&B created none (offline, or W&B refused), not
     even a WANDB_SWEEP_ID left in the user's environment."""
+    from raysweep.driver.experiment import _callbacks
     from raysweep.driver.settings import RunSettings
-    from raysweep.driver.sweep import _callbacks
     from raysweep.placement import Capacity, Node
     from raysweep.spec import parse_spec
     from raysweep.trial.job import Sweep

@@ -14,6 +14,7 @@ from typing import Any
 import ray
 from ray.exceptions import AuthenticationError
 
+from raysweep.env import FAKE_GPUS
 from raysweep.errors import UserError
 from raysweep.placement import SLOT, Capacity, nodes_from
 from raysweep.private_api import local_gpu_count
@@ -56,7 +57,7 @@ def cuda_visible_devices(gpus: tuple[int, ...], inherited: str | None) -> str:
 
 # Set to N, an embedded Ray advertises N GPUs that do not exist; Ray hands them out and sets
 # CUDA_VISIBLE_DEVICES all the same, so --gpus and placement are tested on a CPU machine.
-FAKE_GPUS_ENV = "RAYSWEEP_FAKE_GPUS"
+FAKE_GPUS_ENV = FAKE_GPUS
 
 
 def machine_gpus() -> int:

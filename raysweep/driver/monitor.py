@@ -39,9 +39,8 @@ class SweepMonitor(Callback):
         self.quiet = quiet
         self.interval_s = interval_s
         self.tty = sys.stdout.isatty()
-        self.rows: dict[str, dict[str, Any]] = {}
         # resuming: keep what the earlier driver recorded
-        self.rows = {r["trial_id"]: r for r in read_trials(self.path)}
+        self.rows: dict[str, dict[str, Any]] = {r["trial_id"]: r for r in read_trials(self.path)}
         for row in self.rows.values():  # a killed driver's open accounts: its last reports counted them
             row.pop("since", None)
         if self.rows:

@@ -1,4 +1,6 @@
-"""``run_sweep`` and ``resume_sweep``: a spec becomes a Ray Tune experiment in a run dir.
+"""``run_sweep`` and ``resume_sweep``: a spec becomes a Ray Tune experiment in a run dir, and a
+later ``run`` of the same sweep joins it (``driver/agents.py``). ``experiment.py`` starts the
+experiment, ``outcome.py`` says how it ended.
 
 The run dir (``<storage>/<name>``) holds everything a sweep needs to be read or resumed:
 ``spec.json`` (the resolved spec), ``run.json`` (the command's settings), Tune's experiment
@@ -8,7 +10,6 @@ offline runs (inside the trial dirs) and ``driver.log``.
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import shutil
@@ -21,23 +22,12 @@ from typing import Any
 
 import ray
 from ray import tune
-from ray.tune.search import Searcher, SearchGenerator
-from ray.tune.stopper import CombinedStopper
 
 from raysweep import hints, wandb_sweep
-from raysweep.driver import interrupt
+from raysweep.driver import experiment, interrupt, outcome
 from raysweep.driver.agents import driver_lock, plan_join
-from raysweep.driver.budget import BudgetedSearch, BudgetStopper, Ledger
-from raysweep.driver.cluster import dashboard_url, start_or_connect
-from raysweep.driver.console import TrialOutput, show_trial_output
-from raysweep.driver.monitor import SweepMonitor
-from raysweep.driver.result_log import ResultLog
 from raysweep.driver.settings import RunRequest, RunSettings, check_budget
-from raysweep.driver.trainable import make_trainable
-from raysweep.driver.wandb_logging import WandbRuns
 from raysweep.errors import UserError
-from raysweep.placement import GIB, Capacity, concurrency_limit, never_placed
-from raysweep.private_api import restored_config
 from raysweep.runs.files import (
     OPTUNA_JOURNAL,
     SETTINGS_FILE,
@@ -50,17 +40,11 @@ from raysweep.runs.files import (
     write_json,
 )
 from raysweep.runs.show import resolve_run_dir
-from raysweep.search.plan import cheapest_trial_hours, plan
-from raysweep.search.schedulers import build_scheduler
-from raysweep.search.searchers import build_search
-from raysweep.search.stoppers import InitialFailureStopper, TargetStopper
 from raysweep.spec import SweepSpec
 from raysweep.spec.model import draw_seed
-from raysweep.trial.job import Sweep
-from raysweep.trial.pool import start_pool
 from raysweep.trial.rank import import_loop
-from raysweep.values import safe_name, short_config
-from raysweep.words import FINISHED, Runner, TrialStatus
+from raysweep.values import safe_name
+from raysweep.words import FINISHED
 
 log = logging.getLogger("raysweep")
 
@@ -94,34 +78,6 @@ def new_run_dir(storage: str | os.PathLike, name: str) -> Path:
     return run_dir
 
 
-def _check_feasible(sizes: set[int], capacity: Capacity) -> None:
-    """Refuse a sweep none of whose trials can ever be placed; name the sizes that never will."""
-    never = never_placed(sizes, capacity)
-    if never and len(never) == len(sizes):
-        raise UserError(f"{never[min(never)]} (every trial of this sweep asks at least num_gpus={min(sizes)})")
-    if never:
-        print(f"note: trials with num_gpus in {sorted(never)} will fail at once: {never[min(never)]}")
-    if capacity.grows:
-        late = sorted(s for s in sizes if s > capacity.largest_node)
-        if late:
-            print(
-                f"note: trials with num_gpus in {late} do not fit the cluster as it is now ({capacity.describe()}), "
-                f"but {capacity.grows}: they wait for nodes"
-            )
-
-
-def _reuse_actors(spec: SweepSpec, sizes: set[int]) -> bool:
-    """Run trials one after another in the same Tune actor (a trial on warm workers then starts
-    no new Tune actor: docs/benchmarks.md), where a stopped trial ends at its report.
-
-    A stopped ``TorchTrainer.fit()`` (``ddp_workers: torchtrainer``) and a script keep running
-    in the old trial's thread until their process ends, so those sweeps get a fresh actor per trial.
-    """
-    if not spec.reuse_actors or spec.runs_program:
-        return False
-    return spec.ddp_workers == Runner.WARM or sizes == {1}
-
-
 def _check_entry_point(spec: SweepSpec) -> None:
     """A typo in the loop or script name is the user's, and should not cost a cluster start."""
     if spec.function is not None:
@@ -146,16 +102,6 @@ def _setup_logging(run_dir: Path) -> None:
         logger.handlers = [handler]
         logger.propagate = False
     logging.getLogger("raysweep").setLevel(logging.INFO)
-
-
-def _callbacks(
-    spec: SweepSpec, settings: RunSettings, resuming: bool, on_wandb: wandb_sweep.WandbSweep | None
-) -> list[Any]:
-    if settings.wandb == "disabled" or spec.calls_wandb_init:  # a script (a W&B-style function) logs its own W&B run
-        return []
-    group = spec.wandb.group or settings.name
-    sweep_id = on_wandb.id if on_wandb else None
-    return [WandbRuns(spec.wandb.project_name, spec.wandb.entity, group, settings.wandb, resuming, sweep_id)]
 
 
 def _run(
@@ -184,7 +130,7 @@ def _run(
                     f"{hints.command('publish', run_dir)})",
                     file=sys.stderr,
                 )
-        tuner, monitor, stoppers, output, settings = _start(
+        tuner, monitor, stoppers, output, settings = experiment.start(
             spec, settings, run_dir, restore, signals, function, on_wandb, tried
         )
         started = time.time()
@@ -193,16 +139,16 @@ def _run(
         output.wait({k for k, r in monitor.rows.items() if r.get("status") in FINISHED} - monitor.finished_before)
     budget = next((s for s in stoppers if getattr(s, "fired", False)), None)  # it interrupted the sweep itself
     if budget is not None and not signals.received:
-        return _budget_spent(settings, run_dir, monitor, budget.reason, on_wandb)
+        return outcome.budget_spent(settings, run_dir, monitor, budget.reason, on_wandb)
     stopper = next((s for s in stoppers if s.stop_all()), None)  # a stop, not an interrupt
     stopped = stopper.reason if stopper else None
     segment = settings.segment_budget or settings.budget  # this Tune experiment's trials
-    if signals.received or (stopped is None and _left_unfinished(results, monitor, stoppers, segment)):
+    if signals.received or (stopped is None and outcome.left_unfinished(results, monitor, stoppers, segment)):
         pending = monitor.interrupted()
         if on_wandb:
             wandb_sweep.set_state(on_wandb, wandb_sweep.PAUSED)
         print(
-            f"\nsweep {settings.name} interrupted; its state is saved. {_pending_text(pending, settings.budget)}"
+            f"\nsweep {settings.name} interrupted; its state is saved. {outcome.pending_text(pending, settings.budget)}"
             f"Continue it with: {hints.command('resume', run_dir)}",
             file=sys.stderr,
         )
@@ -212,294 +158,7 @@ def _run(
     write_json(run_dir / SETTINGS_FILE, replace(settings, stopped=stopped).to_json())
     if on_wandb:
         wandb_sweep.set_state(on_wandb, wandb_sweep.FINISHED)
-    return _finish(spec, settings, run_dir, monitor, time.time() - started, on_wandb, stopped)
-
-
-def _start(
-    spec: SweepSpec,
-    settings: RunSettings,
-    run_dir: Path,
-    restore: bool,
-    signals: interrupt.Signals,
-    function: Callable | None,
-    on_wandb: wandb_sweep.WandbSweep | None,
-    tried: list[dict[str, Any]] | None = None,
-) -> tuple[tune.Tuner, SweepMonitor, list[Any], TrialOutput, RunSettings]:
-    """Ray, the worker pool and the Tuner (restored from the run dir with ``restore``); ``function``:
-    raysweep.run's, bound into every trial; ``on_wandb``: the W&B sweep every trial's run joins."""
-    # No Tune CSV and TensorBoard loggers: a second and third copy of result.json (ResultLog),
-    # written by the driver on Tune's loop, and the TensorBoard one kept every ended trial's
-    # writer in memory. Runs are read with `raysweep show/report` and W&B.
-    os.environ["TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"] = "1"
-    # A W&B-style function or script that never logs the metric ends with one report of what it
-    # did log, as its W&B run does; Tune would stop the sweep at a result without the metric.
-    # raysweep checks a train loop's reports itself (trial/metrics.py).
-    os.environ["TUNE_DISABLE_STRICT_METRIC_CHECKING"] = "1"
-    capacity = start_or_connect(
-        settings.address,
-        spec.resources.use_gpu,
-        spec.resources.cpus_per_worker,
-        gpus=settings.gpus,
-        dashboard_host=settings.dashboard_host,
-        gpus_per_worker=spec.resources.gpus_per_worker,
-        memory_per_worker=spec.resources.memory_per_worker_gb * GIB,
-    )
-    output = show_trial_output(settings.quiet)
-    interrupt.ray_is_up(signals)
-    _check_feasible(spec.trial_sizes, capacity)
-    today = replace(capacity, grows=None)  # the nodes there are now
-    spans = [
-        size for size in spec.trial_sizes if size > capacity.largest_node and size not in never_placed({size}, today)
-    ]
-    if spans:
-        # A trial that spans nodes needs them empty at once: with many trials pending (Tune's
-        # default for random search) later 1-node trials kept taking the slots and every 2-node
-        # trial ran last (docs/benchmarks.md). One pending trial at a time, as grid and bayes run,
-        # reserves the nodes for it in turn.
-        os.environ.setdefault("TUNE_MAX_PENDING_TRIALS_PG", "1")  # a user's own choice stands
-    limit = concurrency_limit(capacity, min(max(spec.trial_sizes), capacity.largest_node), settings.max_concurrent)
-    planned = plan(spec, settings.segment_budget or settings.budget, spec.budget.epoch_seconds, capacity.use_gpu)
-    _check_budget_fits(spec, settings, restore)
-    settings = replace(settings, plan=planned.to_json())
-    write_json(run_dir / SETTINGS_FILE, settings.to_json())
-    _print_banner(spec, settings, run_dir, capacity, limit, on_wandb)
-    if not settings.quiet and (settings.budget_gpu_hours or spec.budget.epoch_seconds):
-        print("\n".join(planned.lines(capacity.total)))
-
-    wandb_sweep_id = on_wandb.id if on_wandb else None
-    sweep = Sweep(
-        spec,
-        capacity,
-        str(run_dir),
-        settings.name,
-        settings.workdir,
-        settings.wandb,
-        function,
-        wandb_sweep_id,
-        settings.wandb_dir,
-    )
-    trainable = make_trainable(sweep, _start_pool(spec, capacity))
-    monitor = SweepMonitor(spec, run_dir, settings.budget, quiet=settings.quiet)
-    ledger = None
-    if settings.budget_gpu_hours:
-        ledger = Ledger(spec, monitor, settings.budget_gpu_hours, capacity.use_gpu)
-        monitor.ledger = ledger
-        os.environ.setdefault("TUNE_MAX_PENDING_TRIALS_PG", "1")  # trials are admitted one at a time, as they fit
-    stoppers = [
-        InitialFailureStopper(
-            functools.partial(monitor.initial_failures, spec.max_initial_failures), spec.max_initial_failures
-        )
-    ]
-    if spec.metric and spec.metric.target is not None:
-        stoppers.append(TargetStopper(spec.metric.name, spec.metric.goal, spec.metric.target))
-    if ledger is not None:
-        stoppers.append(BudgetStopper(ledger))
-    callbacks = [interrupt.TuneListens(signals), monitor, ResultLog()] + _callbacks(spec, settings, restore, on_wandb)
-    if restore:
-        tuner, scheduler = _restored_tuner(run_dir, trainable, settings, callbacks, stoppers, ledger)
-    else:
-        segment = settings.segment_budget or settings.budget
-        tuner, scheduler = _new_tuner(spec, segment, run_dir, limit, trainable, callbacks, stoppers, tried, ledger)
-    monitor.stopped_by_scheduler = getattr(scheduler, "stopped", set())
-    if hasattr(scheduler, "watch"):  # a run dir from before the guard has a scheduler without it
-        scheduler.watch(spec, capacity)
-        monitor.never_placed = scheduler.never_placed
-    return tuner, monitor, stoppers, output, settings
-
-
-def _print_banner(
-    spec: SweepSpec,
-    settings: RunSettings,
-    run_dir: Path,
-    capacity: Capacity,
-    limit: int | None,
-    on_wandb: wandb_sweep.WandbSweep | None,
-) -> None:
-    if not settings.quiet:
-        url = dashboard_url() if not settings.address else None
-        seed = f"seed {spec.seed}" + (
-            f", drawn for it (--seed {spec.seed} repeats its draws)" if settings.seed_drawn else ""
-        )
-        print(f"sweep {settings.name}: {settings.budget} trials, {spec.method} search, {seed}, run dir {run_dir}")
-        print(f"cluster: {capacity.describe()}" + (f"; Ray dashboard {url}" if url else ""))
-    if on_wandb:
-        print(f"W&B sweep: {on_wandb.url}")
-    if not settings.quiet:
-        if not capacity.use_gpu:
-            print("no GPUs: each trial's num_gpus becomes that many CPU workers, DDP over gloo")
-        if not capacity.managed_slots:
-            print(f"note: the cluster's nodes don't advertise raysweep_slot; running at most {limit} trials at once")
-    if max(spec.trial_sizes) > 1 and spec.ddp_workers == Runner.TORCHTRAINER and not dashboard_url():
-        print(
-            "warning: this Ray cluster runs no dashboard. Ray Train frees the workers of a 2+-worker trial "
-            "that the scheduler stops through the dashboard's State API; without it their CPUs/GPUs stay "
-            "reserved. Start the cluster with its dashboard (the default of `ray start`)."
-        )
-
-
-def _start_pool(spec: SweepSpec, capacity: Capacity) -> Any:
-    """The warm workers' pool, started now so that its workers import torch while Tune starts.
-    None for TorchTrainer runs, and for a program: sweep of 1-worker trials (each runs its script
-    from the Tune trial process)."""
-    if spec.ddp_workers == Runner.WARM and (max(spec.trial_sizes) > 1 or not spec.runs_program):
-        return start_pool({node.id: capacity.hosts(node) for node in capacity.nodes})
-    return None
-
-
-def _restored_tuner(
-    run_dir: Path,
-    trainable: Any,
-    settings: RunSettings,
-    callbacks: list[Any],
-    stoppers: list[Any],
-    ledger: Ledger | None = None,
-) -> tuple[tune.Tuner, Any]:
-    """Tune's Tuner from the run dir. ``Tuner.restore`` keeps the original RunConfig and
-    scheduler: this driver's callbacks and stoppers are attached, and stops read from the
-    restored scheduler."""
-    tuner = tune.Tuner.restore(
-        str(run_dir), trainable=trainable, resume_unfinished=True, resume_errored=settings.retry_failed
-    )
-    run_config, tune_config = restored_config(tuner)
-    run_config.callbacks = callbacks
-    run_config.stop = CombinedStopper(*stoppers)  # this driver's monitor
-    if ledger is not None:  # this driver's budget, which an earlier one may not have had
-        search = tune_config.search_alg
-        if isinstance(search, BudgetedSearch):
-            search.ledger = ledger
-        else:
-            tune_config.search_alg = budgeted(search, ledger)
-    return tuner, tune_config.scheduler
-
-
-def _new_tuner(
-    spec: SweepSpec,
-    budget: int,
-    run_dir: Path,
-    limit: int | None,
-    trainable: Any,
-    callbacks: list[Any],
-    stoppers: list[Any],
-    tried: list[dict[str, Any]] | None = None,
-    ledger: Ledger | None = None,
-) -> tuple[tune.Tuner, Any]:
-    scheduler = build_scheduler(spec)
-    search, param_space = build_search(spec, budget, run_dir, limit, tried)
-    if ledger is not None:
-        search = budgeted(search, ledger)
-    tuner = tune.Tuner(
-        trainable,
-        param_space=param_space,
-        tune_config=tune.TuneConfig(
-            metric=spec.metric.name if spec.metric else None,
-            mode=spec.metric.mode if spec.metric else None,
-            search_alg=search,
-            scheduler=scheduler,
-            num_samples=budget,
-            reuse_actors=_reuse_actors(spec, spec.trial_sizes),
-        ),
-        run_config=tune.RunConfig(
-            name=run_dir.name,
-            storage_path=str(run_dir.parent),
-            callbacks=callbacks,
-            stop=CombinedStopper(*stoppers),
-            verbose=0,
-            failure_config=tune.FailureConfig(max_failures=spec.max_failures),
-            checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
-        ),
-    )
-    return tuner, scheduler
-
-
-def _pending_text(pending: list[dict[str, Any]], budget: int) -> str:
-    """The trials ``resume`` will run, in words (a few named)."""
-    if not pending:
-        return ""
-    shown = ", ".join(f"{r['trial_id']} ({short_config(r.get('config') or {})})" for r in pending[:5])
-    more = f" and {len(pending) - 5} more" if len(pending) > 5 else ""
-    return f"{len(pending)} of its {budget} trials are pending: {shown}{more}.\n"
-
-
-def budgeted(search: Any, ledger: Ledger) -> BudgetedSearch:
-    """The search algorithm, its trials admitted as they fit the budget."""
-    return BudgetedSearch(SearchGenerator(search) if isinstance(search, Searcher) else search, ledger)
-
-
-def _check_budget_fits(spec: SweepSpec, settings: RunSettings, restore: bool) -> None:
-    """A budget below the cheapest trial's cost (as the spec's epoch_seconds estimate says) is the
-    user's mistake, said before any trial runs."""
-    hours, epoch_s = settings.budget_gpu_hours, spec.budget.epoch_seconds
-    cheapest = cheapest_trial_hours(spec, epoch_s) if hours and epoch_s and not restore else None
-    if cheapest is not None and cheapest > hours:
-        raise UserError(
-            f"budget {hours:g} GPU-hours is below one trial's cost: the cheapest trial (num_gpus="
-            f"{min(spec.trial_sizes)}, to its first rung at {epoch_s:g} s a report) costs {cheapest:.4g}"
-        )
-
-
-def _left_unfinished(results: Any, monitor: SweepMonitor, stoppers: list[Any], budget: int) -> bool:
-    """Tune's first Ctrl-C ends ``fit()`` quietly, leaving trials for ``resume``: some are not
-    ended, or fewer than the budget were started without a stopper ending the sweep."""
-    if len(results) > results.num_terminated + results.num_errors:
-        return True
-    if any(r.get("status") in (TrialStatus.RUNNING, TrialStatus.PENDING) for r in monitor.rows.values()):
-        return True
-    return len(results) < budget and not any(s.stop_all() for s in stoppers)
-
-
-def _budget_spent(settings: RunSettings, run_dir: Path, monitor: SweepMonitor, sentence: str, on_wandb: Any) -> int:
-    """The budget ended the sweep: what it did not finish stays, for ``resume`` with a larger one."""
-    pending = monitor.interrupted()
-    write_json(run_dir / SETTINGS_FILE, replace(settings, stopped=sentence).to_json())
-    if on_wandb:
-        wandb_sweep.set_state(on_wandb, wandb_sweep.PAUSED)
-    more = hints.command("resume", run_dir, "--budget-gpu-hours", "H")
-    print(
-        f"\nsweep {settings.name}: {sentence}. {_pending_text(pending, settings.budget)}To go on with a larger budget: {more}"
-    )
-    print(f"results: {hints.command('show', run_dir)}")
-    return 0
-
-
-def _finish(
-    spec: SweepSpec,
-    settings: RunSettings,
-    run_dir: Path,
-    monitor: SweepMonitor,
-    wall_s: float,
-    on_wandb: wandb_sweep.WandbSweep | None,
-    stopped: str | None = None,
-) -> int:
-    rows = list(monitor.rows.values())
-    failed = [r for r in rows if r.get("status") == TrialStatus.FAILED]
-    ok = [r for r in rows if r.get("status") in FINISHED]
-    if not settings.quiet:
-        print()
-    ended = f"stopped ({stopped})" if stopped else "finished"
-    print(f"sweep {settings.name} {ended} in {wall_s:.0f} s: {len(ok)} finished, {len(failed)} failed")
-    best = monitor.best()
-    if best:
-        print(
-            f"best {spec.metric.name} = {best['metrics'][spec.metric.name]:.6g} from trial {best['trial_id']}: {best['config']}"
-        )
-    print(f"results: {hints.command('show', run_dir)}")
-    if on_wandb:
-        print(f"W&B sweep: {on_wandb.url}")
-    if settings.wandb == "offline":
-        print(
-            f"W&B offline runs: wandb sync {run_dir}/*/wandb/offline-run-*, or as a W&B sweep: "
-            f"{hints.command('publish', run_dir)}"
-        )
-    if monitor.initial_failures(spec.max_initial_failures):
-        print(
-            f"the sweep's first {spec.max_initial_failures} trials all failed (raysweep.max_initial_failures; "
-            f"W&B's agent stops the same way); the first error:\n{monitor.first_error}"
-        )
-        return 1
-    if rows and not ok:
-        print(f"every trial failed; the first error:\n{monitor.first_error or 'unknown'}")
-        return 1
-    return 0
+    return outcome.finish(spec, settings, run_dir, monitor, time.time() - started, on_wandb, stopped)
 
 
 def run_sweep(spec: SweepSpec, request: RunRequest, function: Callable | None = None) -> int:

@@ -17,14 +17,14 @@ from typing import Any
 from raysweep.errors import UserError
 from raysweep.spec import SweepSpec
 
-# Not *.json: Tune copies a run dir's top-level .json files into its staging dir on restore and
-# syncs them back later, which would overwrite this file with the stale copy.
 # What this raysweep writes and resumes. Tune pickles the searcher, scheduler and callbacks into
 # a run dir under their module paths: a raysweep whose classes moved cannot resume it, so a
 # change of those (or of the files' meaning) takes the next number. Run dirs without one are 0.
 RUN_DIR_FORMAT = 1
 SPEC_FILE = "spec.json"  # the resolved spec (SweepSpec.to_json)
 SETTINGS_FILE = "run.json"  # how the sweep was started (driver.settings.RunSettings)
+# Not *.json (nor the W&B sweep's file): Tune copies a run dir's top-level .json files into its
+# staging dir on restore and syncs them back later, which would overwrite them with stale copies.
 TRIALS_FILE = "trials.jsonl"
 RESULTS_FILE = "result.json"  # a trial's reports, one JSON line each (Tune's name)
 OPTUNA_JOURNAL = "optuna.journal"

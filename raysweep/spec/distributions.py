@@ -13,8 +13,9 @@ This is the only module that knows a distribution's meaning. Rules that hold eve
 * normal family: ``mu`` (default 0) and ``sigma`` (default 1); ``log_normal`` is exp(N(mu, sigma));
 * ``beta`` / ``q_beta``: Beta(a, b) on [0, 1], ``a`` and ``b`` default 1.
 
-Three samplers are kept equal in law and tested against each other: ``sample`` (NumPy,
-for ``validate --sample``), ``tune_domain`` (random search through Tune's
+Three samplers are kept equal in law and tested against each other: ``sample`` (NumPy:
+``spec.space.sample_points``, which the benchmarks and the property tests draw with; ``validate
+--sample`` shows what Tune's and Optuna's own samplers draw, search/preview.py), ``tune_domain`` (random search through Tune's
 BasicVariantGenerator) and ``suggest`` (Optuna define-by-run, for bayes). Optuna has no
 normal distribution: the normal family is suggested as a uniform quantile u in (0, 1)
 under the parameter's name and mapped through the inverse CDF, so TPE's prior matches.
@@ -358,7 +359,7 @@ def _normal(log: bool, quantised: bool) -> Distribution:
 
 
 def _beta(quantised: bool) -> Distribution:
-    """W&B's ``beta`` / ``q_beta``: Beta(a, b) on [0, 1] (``a``, ``b`` default 1, must be >= 0)."""
+    """W&B's ``beta`` / ``q_beta``: Beta(a, b) on [0, 1] (``a``, ``b`` default 1, must be > 0)."""
 
     def finish(p: Param, x: float) -> Any:
         return _quantise(p, x) if quantised else float(x)

@@ -28,9 +28,8 @@ if TYPE_CHECKING:  # torch is heavy: imported only where a device is needed
     from raysweep.placement import RankPlace
     from raysweep.trial.warm_rank import RankLink
 
-# Set by raysweep in the environment of a program: script; its reports go to this file.
-METRICS_FILE_ENV = "RAYSWEEP_METRICS_FILE"
-METRIC_ENV = "RAYSWEEP_METRIC"
+from raysweep.env import METRIC as METRIC_ENV
+from raysweep.env import METRICS_FILE as METRICS_FILE_ENV
 
 
 @dataclass(frozen=True)

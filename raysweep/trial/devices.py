@@ -13,10 +13,12 @@ import glob
 import os
 from typing import Any
 
+from raysweep.env import GPU_DEVICE_FILES
+
 ENV = "CUDA_VISIBLE_DEVICES"
 # Where NVIDIA's device files are (a glob): a test points it at files of its own, so the check
 # below runs on a CPU machine with fake GPUs as it does on a GPU node whose torch has no CUDA.
-DEVICE_FILES_ENV = "RAYSWEEP_GPU_DEVICE_FILES"
+DEVICE_FILES_ENV = GPU_DEVICE_FILES
 
 
 def visible() -> list[str]:

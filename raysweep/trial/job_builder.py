@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from raysweep.env import ONE_WORKER_TORCHTRAINER
 from raysweep.placement import NeverPlaced, shape
 from raysweep.spec import SweepSpec, trial_config
 from raysweep.spec.space import wandb_config
@@ -18,7 +19,7 @@ from raysweep.words import Runner
 
 # Set to 1, a 1-worker trial under ddp_workers: torchtrainer is a TorchTrainer run too, not the
 # trial's own process (the GPU suite runs Ray Train's 1-GPU path with it).
-ONE_WORKER_TORCHTRAINER_ENV = "RAYSWEEP_ONE_WORKER_TORCHTRAINER"
+ONE_WORKER_TORCHTRAINER_ENV = ONE_WORKER_TORCHTRAINER
 
 
 class InfeasibleTrial(RuntimeError):

@@ -29,8 +29,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from raysweep.env import METRIC as METRIC_ENV
+from raysweep.env import METRICS_FILE as METRICS_FILE_ENV
 from raysweep.placement import RankPlace
-from raysweep.trial.backends import METRIC_ENV, METRICS_FILE_ENV
 from raysweep.trial.console import ended as console_ended
 from raysweep.trial.console import forward
 from raysweep.trial.job import ProgramLaunch, TrialJob
@@ -119,11 +120,8 @@ def script_env(
         }
         | job.network_env()
     )
-    for key, value in wandb_variables(job.program, job.trial_id, rank).items():
-        if value is None:
-            env.pop(key, None)
-        else:
-            env[key] = value
+    env |= wandb_variables(job.program, job.trial_id, rank)
+    env = {key: value for key, value in env.items() if value is not None}  # None: unset, as wandb agent leaves it
     if visible_devices:  # the trial's GPUs on this node (the warm worker that starts it sees only its own)
         env["CUDA_VISIBLE_DEVICES"] = visible_devices
     return env

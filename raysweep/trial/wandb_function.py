@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from raysweep import trial
+from raysweep.env import env_set
 from raysweep.trial import wandb_log
 from raysweep.trial.job import TrialJob
 from raysweep.trial.program import link_wandb_runs, wandb_variables
@@ -58,7 +59,7 @@ def call(function: Callable[[], Any], job: TrialJob, rank: int) -> None:
     # (a warm worker, a reused Tune actor) tears it down, so this trial's wandb.init reads its own.
     wandb.teardown()
     variables = wandb_variables(launch, job.trial_id, rank)
-    with _environment(variables), _working_dir(launch.workdir), _teed(reports.logged):
+    with env_set(variables), _working_dir(launch.workdir), _teed(reports.logged):
         failed = False
         try:
             function()
@@ -72,25 +73,6 @@ def call(function: Callable[[], Any], job: TrialJob, rank: int) -> None:
             link_wandb_runs(job.trial_dir, launch.wandb_dir, {job.trial_id} if rank == 0 else set(), reports.run_dirs)
     if job.metric and reports.count == 0:  # as under wandb.agent, the run is done, without the metric
         trial.report_without_metric(trial.current().share(reports.latest))  # rank 0's values, on every rank
-
-
-def _set(variables: dict[str, str | None]) -> None:
-    for key, value in variables.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
-
-
-@contextlib.contextmanager
-def _environment(variables: dict[str, str | None]) -> Iterator[None]:
-    """``variables`` set (None: unset) while the function runs, then put back as they were."""
-    before = {k: os.environ.get(k) for k in variables}
-    _set(variables)
-    try:
-        yield
-    finally:
-        _set(before)
 
 
 @contextlib.contextmanager

@@ -17,6 +17,7 @@ from typing import Any
 
 import ray
 
+from raysweep.env import set_env
 from raysweep.placement import RankPlace
 from raysweep.trial import devices
 from raysweep.trial.ports import free_port
@@ -134,7 +135,7 @@ class DDPWorker:
         import torch
         import torch.distributed as dist
 
-        before = {key: os.environ.get(key) for key in call.env}
+        before = {key: os.environ.get(key) for key in call.env}  # put back when the trial ends
         try:  # everything, device choice included: an error must reach the trial, never leave it waiting
             place = call.places[rank]
             gpu = place.gpu if call.use_gpu else None
@@ -201,15 +202,6 @@ def _join_group(backend: str, call: RankCall, rank: int, world_size: int, master
             "Check that the nodes reach each other on that address, and raysweep.resources.network_interface "
             f"({interface or 'not set'})"
         ) from e
-
-
-def set_env(values: dict[str, str | None]) -> None:
-    """Set each variable to its value, or unset it where the value is None."""
-    for key, value in values.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
 
 
 def _portable(e: BaseException) -> BaseException:

@@ -1,4 +1,4 @@
-"""The engine on a real local Ray cluster: search, scheduling, sizing, failures, resume, W&B."""
+"""The driver on a real local Ray cluster: search, scheduling, sizing, failures, resume, W&B."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def run(spec: Path, cluster: str, *flags: str) -> subprocess.CompletedProcess:
 def test_actor_reuse_is_chosen_where_a_stopped_trial_ends_at_its_report(tmp_path, doc, reuse):
     """The decision only; test_warm_workers.py's reuse test shows Tune running the next trial in
     the same process when it says yes, and in a new one when it says no."""
-    from raysweep.driver.sweep import _reuse_actors
+    from raysweep.driver.experiment import _reuse_actors
     from raysweep.spec import load_spec
 
     path = sweep(tmp_path, method="grid", **{"parameters": {"x": {"value": 1}}} | doc)

@@ -1,0 +1,96 @@
+"""How a sweep's run ended, said and recorded: interrupted (what is pending, the resume
+command), its budget spent (resumable), stopped, or finished (``finish``)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from raysweep import hints, wandb_sweep
+from raysweep.driver.monitor import SweepMonitor
+from raysweep.driver.settings import RunSettings
+from raysweep.runs.files import (
+    SETTINGS_FILE,
+    write_json,
+)
+from raysweep.spec import SweepSpec
+from raysweep.values import short_config
+from raysweep.words import FINISHED, TrialStatus
+
+log = logging.getLogger("raysweep")
+
+
+def pending_text(pending: list[dict[str, Any]], budget: int) -> str:
+    """The trials ``resume`` will run, in words (a few named)."""
+    if not pending:
+        return ""
+    shown = ", ".join(f"{r['trial_id']} ({short_config(r.get('config') or {})})" for r in pending[:5])
+    more = f" and {len(pending) - 5} more" if len(pending) > 5 else ""
+    return f"{len(pending)} of its {budget} trials are pending: {shown}{more}.\n"
+
+
+def left_unfinished(results: Any, monitor: SweepMonitor, stoppers: list[Any], budget: int) -> bool:
+    """Tune's first Ctrl-C ends ``fit()`` quietly, leaving trials for ``resume``: some are not
+    ended, or fewer than the budget were started without a stopper ending the sweep."""
+    if len(results) > results.num_terminated + results.num_errors:
+        return True
+    if any(r.get("status") in (TrialStatus.RUNNING, TrialStatus.PENDING) for r in monitor.rows.values()):
+        return True
+    return len(results) < budget and not any(s.stop_all() for s in stoppers)
+
+
+def budget_spent(settings: RunSettings, run_dir: Path, monitor: SweepMonitor, sentence: str, on_wandb: Any) -> int:
+    """The budget ended the sweep: what it did not finish stays, for ``resume`` with a larger one."""
+    pending = monitor.interrupted()
+    write_json(run_dir / SETTINGS_FILE, replace(settings, stopped=sentence).to_json())
+    if on_wandb:
+        wandb_sweep.set_state(on_wandb, wandb_sweep.PAUSED)
+    more = hints.command("resume", run_dir, "--budget-gpu-hours", "H")
+    print(
+        f"\nsweep {settings.name}: {sentence}. {pending_text(pending, settings.budget)}To go on with a larger budget: {more}"
+    )
+    print(f"results: {hints.command('show', run_dir)}")
+    return 0
+
+
+def finish(
+    spec: SweepSpec,
+    settings: RunSettings,
+    run_dir: Path,
+    monitor: SweepMonitor,
+    wall_s: float,
+    on_wandb: wandb_sweep.WandbSweep | None,
+    stopped: str | None = None,
+) -> int:
+    rows = list(monitor.rows.values())
+    failed = [r for r in rows if r.get("status") == TrialStatus.FAILED]
+    ok = [r for r in rows if r.get("status") in FINISHED]
+    if not settings.quiet:
+        print()
+    ended = f"stopped ({stopped})" if stopped else "finished"
+    print(f"sweep {settings.name} {ended} in {wall_s:.0f} s: {len(ok)} finished, {len(failed)} failed")
+    best = monitor.best()
+    if best:
+        print(
+            f"best {spec.metric.name} = {best['metrics'][spec.metric.name]:.6g} from trial {best['trial_id']}: {best['config']}"
+        )
+    print(f"results: {hints.command('show', run_dir)}")
+    if on_wandb:
+        print(f"W&B sweep: {on_wandb.url}")
+    if settings.wandb == "offline":
+        print(
+            f"W&B offline runs: wandb sync {run_dir}/*/wandb/offline-run-*, or as a W&B sweep: "
+            f"{hints.command('publish', run_dir)}"
+        )
+    if monitor.initial_failures(spec.max_initial_failures):
+        print(
+            f"the sweep's first {spec.max_initial_failures} trials all failed (raysweep.max_initial_failures; "
+            f"W&B's agent stops the same way); the first error:\n{monitor.first_error}"
+        )
+        return 1
+    if rows and not ok:
+        print(f"every trial failed; the first error:\n{monitor.first_error or 'unknown'}")
+        return 1
+    return 0

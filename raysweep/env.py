@@ -1,0 +1,76 @@
+"""Every environment variable raysweep reads or sets, in one table (README's "Environment
+variables" lists the same; a test holds the two together), and the one helper that sets and
+unsets them for a while (a warm worker runs other trials after this one)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Variable:
+    name: str
+    use: str  # "read": a user's (or a test's) switch; "set": raysweep sets it for Ray, torch or a script
+    what: str
+
+
+# raysweep's own switches
+FAKE_GPUS = "RAYSWEEP_FAKE_GPUS"
+GPU_DEVICE_FILES = "RAYSWEEP_GPU_DEVICE_FILES"
+ONE_WORKER_TORCHTRAINER = "RAYSWEEP_ONE_WORKER_TORCHTRAINER"
+BIN = "RAYSWEEP_BIN"
+# what raysweep tells a program: script it starts
+METRICS_FILE = "RAYSWEEP_METRICS_FILE"
+METRIC = "RAYSWEEP_METRIC"
+
+VARIABLES = (
+    Variable(FAKE_GPUS, "read", "an embedded Ray advertises N GPUs that do not exist (GPU placement tested on CPUs)"),
+    Variable(GPU_DEVICE_FILES, "read", "a glob of NVIDIA's device files, for tests of a GPU a rank cannot use"),
+    Variable(
+        ONE_WORKER_TORCHTRAINER, "read", "1: a 1-worker trial under ddp_workers: torchtrainer is a TorchTrainer run too"
+    ),
+    Variable(BIN, "read", "the virtualenv a `raysweep slurm` batch script runs (default: the one that wrote it)"),
+    Variable("RAY_ADDRESS", "read", "the Ray cluster to join when --address is not given (`ray job submit` sets it)"),
+    Variable(
+        "WANDB_DIR", "read", "where W&B-style functions and scripts write their runs (default: the working directory)"
+    ),
+    Variable("WANDB_API_KEY", "read", "with a key, W&B is online unless told otherwise"),
+    Variable(METRICS_FILE, "set", "a program: script's reports go to this file, which its trial reads live"),
+    Variable(METRIC, "set", "the sweep's metric.name, in a program: script"),
+    Variable("CUDA_VISIBLE_DEVICES", "set", "a rank's GPUs (a warm worker: its one GPU; --gpus: the embedded Ray's)"),
+    Variable("GLOO_SOCKET_IFNAME", "set", "raysweep.resources.network_interface, on every rank and script"),
+    Variable("NCCL_SOCKET_IFNAME", "set", "raysweep.resources.network_interface, on every rank and script"),
+    Variable("WANDB_SILENT", "set", "the driver's own W&B runs print nothing (unless set)"),
+    Variable("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "set", "no CSV and TensorBoard copies of results"),
+    Variable("TUNE_DISABLE_STRICT_METRIC_CHECKING", "set", "a W&B-style trial that never logged the metric ends done"),
+    Variable("TUNE_MAX_PENDING_TRIALS_PG", "set", "1 for sweeps whose trials span nodes, and budgets (unless set)"),
+    Variable(
+        "TUNE_FUNCTION_THREAD_TIMEOUT_S", "set", "30 s for a stopped trial's thread to end at its report (unless set)"
+    ),
+    Variable("RAY_AIR_NEW_OUTPUT", "set", "0: Tune's console tables off, the monitor prints instead (unless set)"),
+    Variable("RAY_TRAIN_V2_ENABLED", "set", "1: Ray Train V2 (unless set)"),
+    Variable("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "set", "0.1 s: Ray Train polls its workers often (unless set)"),
+)
+
+
+def set_env(values: dict[str, str | None]) -> None:
+    """Set each variable to its value, or unset it where the value is None."""
+    for key, value in values.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+@contextlib.contextmanager
+def env_set(values: dict[str, str | None]) -> Iterator[None]:
+    """``values`` set (None: unset) for a while, then put back as they were."""
+    before = {key: os.environ.get(key) for key in values}
+    set_env(values)
+    try:
+        yield
+    finally:
+        set_env(before)
