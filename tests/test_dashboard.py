@@ -73,7 +73,6 @@ def test_dashboard_shows_the_sweep_and_the_run_dir_holds_no_wandb_key(tmp_path):
         "--wandb",
         "offline",
     ]
-    sessions_before = set(Path("/tmp/ray").glob("session_2*"))
     driver = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         lines = []
@@ -84,6 +83,7 @@ def test_dashboard_shows_the_sweep_and_the_run_dir_holds_no_wandb_key(tmp_path):
                 break
         else:
             pytest.fail("no dashboard address printed:\n" + "".join(lines) + driver.stderr.read())
+        session = own_session(driver.pid)
         address = urlparse(url)
         assert address.hostname == "127.0.0.1"
         assert _listen_hosts(address.port) == {"127.0.0.1"}  # loopback only
@@ -130,7 +130,19 @@ def test_dashboard_shows_the_sweep_and_the_run_dir_holds_no_wandb_key(tmp_path):
     leaked = [str(p.relative_to(run_dir)) for p in files if SECRET.encode() in p.read_bytes()]
     assert leaked == []
     # Ray's session dir (its logs, runtime_env_agent.log among them): the key is in no file.
-    (session,) = set(Path("/tmp/ray").glob("session_2*")) - sessions_before
     logged = [p for p in session.rglob("*") if p.is_file() and not p.is_symlink()]
     assert any(p.name.startswith("runtime_env") for p in logged), "Ray's runtime_env logs were expected"
     assert [str(p) for p in logged if SECRET.encode() in p.read_bytes()] == []
+
+
+def own_session(driver_pid: int) -> Path:
+    """The session dir of the Ray this driver started: named in its processes' command lines (a
+    sweep run beside the suite has a session dir of its own in the same temp dir)."""
+    found = set()
+    for child in psutil.Process(driver_pid).children(recursive=True):
+        try:
+            found |= set(re.findall(r"/tmp/ray/session_[0-9_\-]+", " ".join(child.cmdline())))
+        except psutil.NoSuchProcess:
+            continue
+    (session,) = found
+    return Path(session)
