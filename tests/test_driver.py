@@ -164,7 +164,11 @@ def test_searched_num_gpus_sizes_each_trial_and_averages_over_ranks(tmp_path, ra
 
 
 def test_infeasible_num_gpus(tmp_path, ray_cluster):
-    """README guarantee: "A trial that can never be placed fails at once with the cluster's capacity." """
+    """README guarantee: "A trial that can never be placed fails at once with a sentence naming what
+    bounds a node and the sizes that fit; a sweep none of whose trials fits is refused before it
+    starts; a pending trial that the nodes left after a node died cannot hold fails at once. Nothing
+    waits forever for room that cannot come, unless the cluster's autoscaler may add it." (Nodes that
+    die and an autoscaler: test_multinode.py, test_admission.py.)"""
     spec = sweep(tmp_path, name="i", method="grid", parameters={"num_gpus": {"value": 4}})
     out = run(spec, ray_cluster, "--wandb", "disabled")
     assert out.returncode == 2
@@ -279,8 +283,10 @@ def test_driver_killed_mid_sweep_then_resume_completes_the_budget(tmp_path, ray_
 
 
 def test_a_metric_the_loop_never_reports_fails_with_the_names_it_did_report(tmp_path, ray_cluster):
-    """README guarantee: "A metric the loop never reports fails the trial at the first report, naming
-    the keys it did report."
+    """README guarantee: "A metric a train loop never reports fails the trial at the first report,
+    naming the keys it did report. A W&B-style function or a `program:` script that never logs it ends
+    its trial as done, as under `wandb agent`, with one warning per sweep naming the keys it logged."
+    (The function and the script: test_agent_move.py, test_program.py.)
     """
     spec = sweep(tmp_path, name="m", method="grid", metric={"name": "val/loss"}, parameters={"x": {"value": 1.0}})
     out = run(spec, ray_cluster, "--wandb", "disabled")

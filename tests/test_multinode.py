@@ -186,8 +186,9 @@ def assert_two_ranks_per_node(seen: list[dict], world: int = 4) -> None:
 
 @pytest.mark.parametrize("ddp_workers", ["warm", "torchtrainer"])
 def test_a_four_worker_trial_spans_two_nodes_of_two(tmp_path, two_nodes, ddp_workers):
-    """Issue 44: a trial larger than one node takes whole nodes, the same ranks on each, under
-    both runners; warm ranks see their own GPU, a TorchTrainer's their node's."""
+    """README guarantee: "A trial larger than one node runs on whole nodes, the same ranks on each,
+    under every runner; a node that dies under it ends its ranks on every node." Warm ranks see their
+    own GPU, a TorchTrainer's their node's (scripts, functions and a node's death: below)."""
     address, _ = two_nodes
     spec, record_dir = span_sweep(
         tmp_path, f"span-{ddp_workers}", raysweep={"train_loop": SPAN_LOOP, "ddp_workers": ddp_workers}

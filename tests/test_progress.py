@@ -127,3 +127,18 @@ def test_the_eta_counts_only_the_trials_this_driver_ended(tmp_path):
     resumed.on_trial_start(0, trials, trials[6])
     resumed.on_trial_complete(0, trials, trials[6])  # and ended one trial in them
     assert "ETA 05:00" in resumed.status_line(trials)  # 3 left at 100 s each, not at 100 s / 7
+
+
+def test_a_trials_error_is_its_own_sentence_without_a_traceback_or_colour_codes():
+    """Issue 42: show printed Ray's `\\x1b[36mray::ImplicitFunc.train()\\x1b[39m` into files and pipes;
+    an error of raysweep's own is its sentence, anything else the end of its traceback."""
+    from raysweep.driver.monitor import error_summary
+
+    ray_error = (
+        'Traceback (most recent call last):\n  File "x.py", line 1\n'
+        "\x1b[36mray::ImplicitFunc.train()\x1b[39m (pid=1, ip=10.0.0.1)\n"
+        "  raysweep.trial.job_builder.InfeasibleTrial: num_gpus=4 can never be placed: ...\nSizes that fit: 1-2"
+    )
+    assert error_summary(ray_error) == "num_gpus=4 can never be placed: ...\nSizes that fit: 1-2"
+    user_error = "Traceback:\n\x1b[36mray::ImplicitFunc.train()\x1b[39m\nValueError: boom"
+    assert error_summary(user_error) == "Traceback:\nray::ImplicitFunc.train()\nValueError: boom"

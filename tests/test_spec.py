@@ -16,6 +16,7 @@ import yaml
 
 from raysweep.errors import SpecError
 from raysweep.spec import DISTRIBUTIONS, Param, SweepSpec, grid_points, load_spec, parse_spec, sample_points
+from raysweep.spec.space import trial_config
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE = {"method": "random", "train_loop": "train_loops.smoke:train", "metric": {"name": "loss"}}
@@ -527,3 +528,13 @@ def test_set_overrides_keys_of_the_file():
 def test_every_shipped_sweep_file_validates_without_a_warning(path):
     out = cli("validate", str(path.relative_to(ROOT)))
     assert out.returncode == 0 and "warning" not in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize("name", ["optimizer_config/optimizer/init_args/lr", "batch-size", "drop out"])
+def test_parameter_names_as_wandb_takes_them(name):
+    """Issue 42: a Lightning CLI sweep names its parameters with '/' (passed through
+    ${args_json_file}); W&B runs them, and so does raysweep, for a script and for a loop."""
+    script = parse_spec({"program": "t.py", "method": "grid", "parameters": {name: {"values": [1, 2]}}})
+    assert [p.name for p in script.parameters] == [name]
+    loop = parse_spec({"method": "grid", "raysweep": {"train_loop": "m:f"}, "parameters": {name: {"value": 1}}})
+    assert trial_config(loop, {name: 1}) == {name: 1}
