@@ -14,7 +14,7 @@ from ray.tune.schedulers import TrialScheduler
 from raysweep.driver.monitor import SweepMonitor
 from raysweep.search.schedulers import RecordingASHA, RecordingHyperBand
 from raysweep.search.stoppers import InitialFailureStopper, TargetStopper
-from raysweep.spec import parse_spec
+from raysweep.spec import Metric, parse_spec
 from raysweep.trial.metrics import mean_over_ranks
 
 CONTINUE, STOP = TrialScheduler.CONTINUE, TrialScheduler.STOP
@@ -66,11 +66,11 @@ def test_hyperband_ending_a_trial_at_max_t_is_not_an_early_stop():
 
 
 def test_target_stopper_ends_the_sweep_once_a_trial_reaches_the_target_either_way():
-    low = TargetStopper("loss", "minimize", 0.5)
+    low = TargetStopper(Metric("loss", "minimize", 0.5))
     assert [low("t", {"loss": v}) for v in (0.9, math.nan, 0.7)] == [False] * 3 and not low.stop_all()
     low("t", {"loss": 0.5})
     assert low.stop_all()
-    high = TargetStopper("acc", "maximize", 0.9)
+    high = TargetStopper(Metric("acc", "maximize", 0.9))
     high("t", {"acc": math.inf})
     high("t", {"acc": True})
     assert not high.stop_all()  # inf and bools never count

@@ -159,7 +159,7 @@ def start(
         )
     ]
     if spec.metric and spec.metric.target is not None:
-        stoppers.append(TargetStopper(spec.metric.name, spec.metric.goal, spec.metric.target))
+        stoppers.append(TargetStopper(spec.metric))
     if ledger is not None:
         stoppers.append(BudgetStopper(ledger))
     callbacks = [interrupt.TuneListens(signals), monitor, ResultLog()] + _callbacks(spec, settings, restore, on_wandb)

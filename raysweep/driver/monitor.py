@@ -209,8 +209,7 @@ class SweepMonitor(Callback):
         scored = [r for r in self.rows.values() if finite_number((r.get("metrics") or {}).get(metric.name))]
         if not scored:
             return None
-        pick = max if metric.goal == "maximize" else min
-        return pick(scored, key=lambda r: r["metrics"][metric.name])
+        return min(scored, key=lambda r: metric.rank(r["metrics"][metric.name]))
 
     def status_line(self, trials: list) -> str:
         counts = dict.fromkeys(STATES, 0)
@@ -250,10 +249,6 @@ class SweepMonitor(Callback):
         else:
             sys.stdout.write(line + "\n")
         sys.stdout.flush()
-
-
-def _better(value: float, than: float, goal: str) -> bool:
-    return value > than if goal == "maximize" else value < than
 
 
 def _error_text(trial: Any) -> str:

@@ -247,7 +247,7 @@ def curves_figure(sweep: SweepRecord) -> tuple[Any, str]:
 def best_so_far_figure(sweep: SweepRecord) -> tuple[Any, str]:
     import plotly.graph_objects as go
 
-    metric, maximize = sweep.metric, sweep.goal == "maximize"
+    metric, goal = sweep.metric, sweep.spec.metric
     starts = [r["start"] for r in sweep.rows.values() if finite_number(r.get("start"))]
     if not metric or not starts:
         return None, "No trial has reported the metric yet."
@@ -268,7 +268,7 @@ def best_so_far_figure(sweep: SweepRecord) -> tuple[Any, str]:
     events.sort()
     best, xs, ys = None, [], []
     for at, value, _ in events:
-        best = value if best is None else (max(best, value) if maximize else min(best, value))
+        best = value if best is None or goal.better(value, best) else best
         xs.append(at)
         ys.append(best)
     fig = go.Figure(

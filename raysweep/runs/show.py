@@ -52,7 +52,7 @@ def load_results(run_dir: Path) -> dict[str, Any]:
     def rank(t: dict[str, Any]) -> tuple:
         v = t["metric"]
         scored = finite_number(v)
-        return (not scored, (-v if goal == "maximize" else v) if scored else 0.0)
+        return (not scored, spec.metric.rank(v) if scored else 0.0)
 
     trials.sort(key=rank)
     best = next((t for t in trials if rank(t)[0] is False), None)

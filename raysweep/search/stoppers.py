@@ -6,19 +6,20 @@ from collections.abc import Callable
 
 from ray.tune.stopper import Stopper
 
+from raysweep.spec.model import Metric
 from raysweep.values import finite_number
 
 
 class TargetStopper(Stopper):
     """End the sweep once any trial reaches ``metric.target``."""
 
-    def __init__(self, metric: str, goal: str, target: float):
-        self.metric, self.goal, self.target = metric, goal, target
+    def __init__(self, metric: Metric):
+        self.metric = metric
         self.reached = False
 
     def __call__(self, trial_id: str, result: dict) -> bool:
-        value = result.get(self.metric)
-        if finite_number(value) and (value >= self.target if self.goal == "maximize" else value <= self.target):
+        value = result.get(self.metric.name)
+        if finite_number(value) and self.metric.reached_target(value):
             self.reached = True
         return False
 
@@ -27,9 +28,7 @@ class TargetStopper(Stopper):
 
     @property
     def reason(self) -> str:
-        return (
-            f"a trial reached metric.target ({self.metric} {'>=' if self.goal == 'maximize' else '<='} {self.target:g})"
-        )
+        return f"a trial reached metric.target ({self.metric.target_text})"
 
 
 class InitialFailureStopper(Stopper):

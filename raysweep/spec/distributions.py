@@ -27,47 +27,16 @@ import hashlib
 import math
 from collections.abc import Callable, Sequence
 from statistics import NormalDist
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from raysweep.spec.param import Distribution, Param, is_int
+from raysweep.spec.law import Distribution, is_int, min_lt_max, positive_q, positive_sigma, positive_values, quantise
+
+if TYPE_CHECKING:
+    from raysweep.spec.param import Param
 
 # --- shared pieces -----------------------------------------------------------------------
-
-
-def _min_lt_max(p: Param) -> list[str]:
-    if p.min is not None and p.max is not None and not p.min < p.max:
-        return [f"min < max must hold, got min={p.min}, max={p.max}"]
-    return []
-
-
-def _positive_values(p: Param) -> list[str]:
-    problems = _min_lt_max(p)
-    if p.min is not None and p.min <= 0:
-        problems.append(f"min must be > 0 for {p.distribution} (min/max are values, not exponents), got {p.min}")
-    return problems
-
-
-def _positive_q(p: Param) -> list[str]:
-    if p.q is not None and p.q <= 0:
-        return [f"q must be > 0, got {p.q}"]
-    return []
-
-
-def _positive_sigma(p: Param) -> list[str]:
-    if p.sigma is not None and p.sigma <= 0:
-        return [f"sigma must be > 0, got {p.sigma}"]
-    return []
-
-
-def _quantise(p: Param, x: float) -> float | int:
-    """W&B's rule: ``round(x / q) * q``, an int when ``q`` is an int (as W&B's engine returns it).
-
-    There is no clamping to [min, max]: W&B rounds to the nearest multiple wherever it lies.
-    """
-    k = round(x / p.q)
-    return int(k * p.q) if is_int(p.q) else float(k * p.q)
 
 
 class ArangeValues(Sequence):
@@ -138,6 +107,7 @@ def _constant() -> Distribution:
         tune=lambda p, seed: p.value,
         suggest=lambda p, trial: p.value,
         grid=lambda p: [p.value],
+        discrete=True,
     )
 
 
@@ -212,6 +182,7 @@ def _categorical() -> Distribution:
         suggest=_categorical_suggest,  # TPE learns its own weights; probabilities shape random search only
         check=_categorical_check,
         grid=lambda p: distinct_values(p.values),
+        discrete=True,
     )
 
 
@@ -222,7 +193,7 @@ def _int_uniform() -> Distribution:
             for k in ("min", "max")
             if not is_int(getattr(p, k))
         ]
-        return bad or _min_lt_max(p)
+        return bad or min_lt_max(p)
 
     def tune(p: Param, seed: int) -> Any:
         from ray import tune as rt
@@ -237,6 +208,7 @@ def _int_uniform() -> Distribution:
         suggest=lambda p, trial: trial.suggest_int(p.name, int(p.min), int(p.max)),
         check=check,
         grid=lambda p: range(int(p.min), int(p.max) + 1),
+        discrete=True,
     )
 
 
@@ -252,19 +224,19 @@ def _uniform() -> Distribution:
         sample=lambda p, rng: float(rng.uniform(p.min, p.max)),
         tune=tune,
         suggest=lambda p, trial: trial.suggest_float(p.name, p.min, p.max),
-        check=_min_lt_max,
+        check=min_lt_max,
     )
 
 
 def _q_uniform() -> Distribution:
     def sample(p: Param, rng: np.random.Generator) -> Any:
-        return _quantise(p, float(rng.uniform(p.min, p.max)))
+        return quantise(p, float(rng.uniform(p.min, p.max)))
 
     def suggest(p: Param, trial: Any) -> Any:
         kmin, kmax = round(p.min / p.q), round(p.max / p.q)  # the multiples W&B's rounding can give
         if is_int(p.q):
             return trial.suggest_int(p.name, kmin * p.q, kmax * p.q, step=p.q)
-        return _quantise(p, trial.suggest_float(p.name, kmin * p.q, kmax * p.q, step=p.q))
+        return quantise(p, trial.suggest_float(p.name, kmin * p.q, kmax * p.q, step=p.q))
 
     return Distribution(
         required=("min", "max"),
@@ -273,8 +245,9 @@ def _q_uniform() -> Distribution:
         sample=sample,
         tune=_sample_from,
         suggest=suggest,
-        check=lambda p: _min_lt_max(p) + _positive_q(p),
+        check=lambda p: min_lt_max(p) + positive_q(p),
         grid=lambda p: ArangeValues(p.min, p.max, p.q),
+        discrete=True,
     )
 
 
@@ -305,7 +278,7 @@ def _log_uniform(exponents: bool, inverse: bool = False) -> Distribution:
         sample=lambda p, rng: float(math.exp(rng.uniform(*map(math.log, bounds(p))))),
         tune=tune,
         suggest=lambda p, trial: trial.suggest_float(p.name, *bounds(p), log=True),
-        check=_min_lt_max if exponents else _positive_values,
+        check=min_lt_max if exponents else positive_values,
     )
 
 
@@ -314,10 +287,10 @@ def _q_log_uniform(exponents: bool) -> Distribution:
 
     def sample(p: Param, rng: np.random.Generator) -> Any:
         lo, hi = bounds(p)
-        return _quantise(p, math.exp(rng.uniform(math.log(lo), math.log(hi))))
+        return quantise(p, math.exp(rng.uniform(math.log(lo), math.log(hi))))
 
     def suggest(p: Param, trial: Any) -> Any:
-        return _quantise(p, trial.suggest_float(p.name, *bounds(p), log=True))
+        return quantise(p, trial.suggest_float(p.name, *bounds(p), log=True))
 
     return Distribution(
         required=("min", "max"),
@@ -326,7 +299,7 @@ def _q_log_uniform(exponents: bool) -> Distribution:
         sample=sample,
         tune=_sample_from,
         suggest=suggest,
-        check=lambda p: (_min_lt_max(p) if exponents else _positive_values(p)) + _positive_q(p),
+        check=lambda p: (min_lt_max(p) if exponents else positive_values(p)) + positive_q(p),
     )
 
 
@@ -336,7 +309,7 @@ def _normal(log: bool, quantised: bool) -> Distribution:
 
     def finish(p: Param, x: float) -> Any:
         x = math.exp(x) if log else x
-        return _quantise(p, x) if quantised else float(x)
+        return quantise(p, x) if quantised else float(x)
 
     def tune(p: Param, seed: int) -> Any:
         from ray import tune as rt
@@ -354,7 +327,7 @@ def _normal(log: bool, quantised: bool) -> Distribution:
         sample=lambda p, rng: finish(p, rng.normal(p.mu, p.sigma)),
         tune=tune,
         suggest=suggest,
-        check=lambda p: _positive_sigma(p) + _positive_q(p),
+        check=lambda p: positive_sigma(p) + positive_q(p),
     )
 
 
@@ -362,7 +335,7 @@ def _beta(quantised: bool) -> Distribution:
     """W&B's ``beta`` / ``q_beta``: Beta(a, b) on [0, 1] (``a``, ``b`` default 1, must be > 0)."""
 
     def finish(p: Param, x: float) -> Any:
-        return _quantise(p, x) if quantised else float(x)
+        return quantise(p, x) if quantised else float(x)
 
     def suggest(p: Param, trial: Any) -> Any:
         from scipy import stats
@@ -372,7 +345,7 @@ def _beta(quantised: bool) -> Distribution:
 
     def check(p: Param) -> list[str]:
         bad = [f"{k} must be > 0, got {getattr(p, k)}" for k in ("a", "b") if getattr(p, k) <= 0]
-        return bad + _positive_q(p)
+        return bad + positive_q(p)
 
     return Distribution(
         required=(),

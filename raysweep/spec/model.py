@@ -44,6 +44,20 @@ class Metric:
         """Ray Tune's and Optuna's word for the goal."""
         return "min" if self.goal == "minimize" else "max"
 
+    def better(self, value: float, than: float) -> bool:
+        return value > than if self.goal == "maximize" else value < than
+
+    def rank(self, value: float) -> float:
+        """A sort key, best first: the value, negated when the goal is to maximize."""
+        return -value if self.goal == "maximize" else value
+
+    def reached_target(self, value: float) -> bool:
+        return self.target is not None and (value == self.target or self.better(value, self.target))
+
+    @property
+    def target_text(self) -> str:
+        return f"{self.name} {'>=' if self.goal == 'maximize' else '<='} {self.target:g}"
+
 
 @dataclass(frozen=True)
 class Scheduler:

@@ -1,17 +1,19 @@
-"""A swept parameter (``Param``) and the shape of a distribution (``Distribution``); what each
-distribution means, and its registry, are in ``distributions.py``."""
+"""A swept parameter (``Param``); what each distribution means is in ``distributions.py``, the
+shape every distribution shares in ``law.py``."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from raysweep.spec.distributions import DISTRIBUTIONS
+from raysweep.spec.law import Distribution, is_int
+
 FIELDS = ("value", "values", "probabilities", "min", "max", "q", "mu", "sigma", "a", "b")
 NUMERIC_FIELDS = ("min", "max", "q", "mu", "sigma", "a", "b")
-DISCRETE = ("constant", "categorical", "int_uniform", "q_uniform")
 
 
 @dataclass(frozen=True)
@@ -33,8 +35,12 @@ class Param:
     nest: tuple[str, ...] = ()  # the nested ``parameters:`` blocks it sits in (W&B hands those over as mappings)
 
     @property
+    def law(self) -> Distribution:
+        return DISTRIBUTIONS[self.distribution]
+
+    @property
     def is_discrete(self) -> bool:
-        return self.distribution in DISCRETE
+        return self.law.discrete
 
     def to_json(self) -> dict[str, Any]:
         """The distribution and the fields the user gave, numbers as numbers."""
@@ -49,42 +55,18 @@ class Param:
 
     def grid_values(self) -> Sequence[Any]:
         """Every value of a discrete parameter as W&B's grid lists them (lazy for ranges)."""
-        return _law(self).grid(self)
+        return self.law.grid(self)
 
     def sample(self, rng: np.random.Generator) -> Any:
-        return _law(self).sample(self, rng)
+        return self.law.sample(self, rng)
 
     def tune_domain(self, seed: int) -> Any:
         """A Ray Tune search-space entry drawing from this distribution."""
-        return _law(self).tune(self, seed)
+        return self.law.tune(self, seed)
 
     def suggest(self, trial: Any) -> Any:
         """Draw this parameter from an Optuna trial (define-by-run) and return its value."""
-        return _law(self).suggest(self, trial)
-
-
-@dataclass(frozen=True)
-class Distribution:
-    """A W&B distribution: which fields it takes, how to check, draw and translate it."""
-
-    required: tuple[str, ...]
-    optional: tuple[str, ...]
-    sample: Callable[[Param, np.random.Generator], Any]
-    tune: Callable[[Param, int], Any]
-    suggest: Callable[[Param, Any], Any]
-    check: Callable[[Param], list[str]] = field(default=lambda p: [])
-    grid: Callable[[Param], list[Any]] = field(default=lambda p: [])
-    defaults: dict[str, Any] = field(default_factory=dict)
-
-
-def _law(param: Param) -> Distribution:
-    from raysweep.spec.distributions import DISTRIBUTIONS  # the registry builds on Param
-
-    return DISTRIBUTIONS[param.distribution]
-
-
-def is_int(x: Any) -> bool:
-    return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
+        return self.law.suggest(self, trial)
 
 
 def infer_distribution(fields: dict[str, Any]) -> str | None:
