@@ -17,10 +17,21 @@ one fails there by name, not deep inside a sweep.
 * W&B sweeps: wandb's public API creates a sweep (``wandb.sweep``) but neither sets its state
   nor adds runs to one that exists; its CLI does both (``wandb sweep --stop``, ``--update -R``)
   through these (``set_sweep_state``, ``add_prior_runs``).
+* W&B runs: what a ``program:`` script or a W&B-style function logs reaches its trial through
+  wandb's run classes (``WANDB_RUN_CLASSES``, patched in the script's process by
+  ``trial/program_hook/sitecustomize.py``, and for a function by ``teed_wandb_log``).
+* ``wandb agent``'s command and config file: a script's argv and its ``wandb.init`` config are
+  made by the functions the agent uses (``sweep_command_args``, ``sweep_command``,
+  ``save_config_file``), so values are spelled as under ``wandb agent``.
+
+This module imports nothing at its top: the program hook loads it by path into every script.
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib
+from collections.abc import Callable, Iterator
 from typing import Any
 
 # --- Tune --------------------------------------------------------------------------------------
@@ -91,3 +102,52 @@ def add_prior_runs(sweep_id: str, config: dict[str, Any], entity: str, project: 
     if not found:
         raise LookupError(f"W&B has no sweep {entity}/{project}/{sweep_id}")
     _upsert_sweep(api, config, obj_id=found["id"], entity=entity, project=project, prior_runs=run_ids)
+
+
+# --- W&B runs and wandb agent's command ---------------------------------------------------------
+
+# module -> the run class whose ``log`` is teed (disabled mode's NoopRun overrides Run.log)
+WANDB_RUN_CLASSES = {"wandb.sdk.wandb_run": "Run", "wandb.sdk.lib.noop_run": "NoopRun"}
+
+
+@contextlib.contextmanager
+def teed_wandb_log(on_log: Callable[[Any, Any], None]) -> Iterator[None]:
+    """wandb's ``Run.log`` (and ``NoopRun.log``) also hand each logged dict to ``on_log(run, data)``."""
+    patched = []
+    for module_name, class_name in WANDB_RUN_CLASSES.items():
+        run_class = getattr(importlib.import_module(module_name), class_name)
+        original = run_class.__dict__["log"]
+
+        def log(self: Any, data: Any, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
+            result = _original(self, data, *args, **kwargs)
+            on_log(self, data)
+            return result
+
+        run_class.log = log
+        patched.append((run_class, original))
+    try:
+        yield
+    finally:
+        for run_class, original in patched:
+            run_class.log = original
+
+
+def sweep_command_args(values: dict[str, Any]) -> dict[str, list[str]]:
+    """``${args}``, ``${args_no_hyphens}``, ... for these values, spelled as ``wandb agent`` spells them."""
+    from wandb.sdk.launch.sweeps import utils
+
+    return utils.create_sweep_command_args({"args": {k: {"value": v} for k, v in values.items()}})
+
+
+def sweep_command(command: list[str]) -> list[Any]:
+    """The sweep's ``command:`` with ``${envvar:NAME}`` filled in, as ``wandb agent`` fills it."""
+    from wandb.sdk.launch.sweeps import utils
+
+    return utils.create_sweep_command(command)
+
+
+def save_config_file(path: str, config: dict[str, Any]) -> None:
+    """The YAML file ``wandb.init`` reads its config from under ``wandb agent`` (``WANDB_CONFIG_PATHS``)."""
+    from wandb.sdk.lib import config_util
+
+    config_util.save_config_file_from_dict(path, config)

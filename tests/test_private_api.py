@@ -120,6 +120,31 @@ def test_no_other_module_uses_a_private_ray_optuna_or_wandb_name():
     assert offenders == []
 
 
+def test_no_other_module_reaches_into_wandbs_sdk():
+    """wandb's internals (``wandb.sdk.*``) are named in private_api.py alone; the program hook loads
+    its run classes from there."""
+    offenders = [
+        path.name
+        for path in sorted((ROOT / "raysweep").rglob("*.py"))
+        if path.name != "private_api.py" and "wandb.sdk" in path.read_text()
+    ]
+    assert offenders == []
+
+
+def test_wandbs_run_classes_and_agent_functions_are_where_raysweep_reaches_them(tmp_path: Path):
+    import importlib
+
+    import yaml
+
+    for module, name in private_api.WANDB_RUN_CLASSES.items():
+        assert callable(getattr(importlib.import_module(module), name).__dict__["log"])
+    args = private_api.sweep_command_args({"lr": 0.001, "flag": True})
+    assert args["args"] == ["--lr=0.001", "--flag=True"] and args["args_no_boolean_flags"] == ["--lr=0.001", "--flag"]
+    assert private_api.sweep_command(["${env}", "${program}", "${args}"]) == ["${env}", "${program}", "${args}"]
+    private_api.save_config_file(str(tmp_path / "c.yaml"), {"lr": {"value": 0.1}})
+    assert yaml.safe_load((tmp_path / "c.yaml").read_text())["lr"] == {"value": 0.1}
+
+
 def test_wandbs_sweep_functions_take_what_its_cli_passes():
     """``wandb sweep --stop`` and ``--update -R`` call these; raysweep calls them the same way."""
     import inspect
@@ -132,7 +157,19 @@ def test_wandbs_sweep_functions_take_what_its_cli_passes():
 
 
 @pytest.mark.parametrize(
-    "name", ["restored_config", "optuna_trials", "optuna_study", "local_gpu_count", "set_sweep_state", "add_prior_runs"]
+    "name",
+    [
+        "restored_config",
+        "optuna_trials",
+        "optuna_study",
+        "local_gpu_count",
+        "set_sweep_state",
+        "add_prior_runs",
+        "teed_wandb_log",
+        "sweep_command_args",
+        "sweep_command",
+        "save_config_file",
+    ],
 )
 def test_private_api_names_its_uses(name: str):
     """Each private name private_api.py wraps is said in its docstring and used elsewhere in raysweep

@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from raysweep import private_api
 from raysweep.env import METRIC as METRIC_ENV
 from raysweep.env import METRICS_FILE as METRICS_FILE_ENV
 from raysweep.placement import RankPlace
@@ -61,9 +62,7 @@ def render_command(
     W&B's own functions format the values (``--lr=0.001``, ``--flag=True``, ...);
     ``${interpreter}`` is this Python rather than ``python`` from PATH.
     """
-    from wandb.sdk.launch.sweeps import utils as sweep_utils
-
-    macros = sweep_utils.create_sweep_command_args({"args": {k: {"value": plain(v)} for k, v in params.items()}})
+    macros = private_api.sweep_command_args({k: plain(v) for k, v in params.items()})
     macros |= {
         "env": ["/usr/bin/env"],
         "interpreter": [sys.executable],
@@ -71,7 +70,7 @@ def render_command(
         "args_json_file": [args_json_file],
     }
     argv: list[str] = []
-    for chunk in sweep_utils.create_sweep_command(list(command or DEFAULT_COMMAND)):  # fills ${envvar:NAME}
+    for chunk in private_api.sweep_command(list(command or DEFAULT_COMMAND)):  # fills ${envvar:NAME}
         chunk = str(chunk)
         if chunk.startswith("${") and chunk.endswith("}"):
             argv += macros.get(chunk[2:-1]) or []
@@ -82,13 +81,11 @@ def render_command(
 
 def write_param_files(trial_dir: Path, trial_id: str, params: Mapping[str, Any]) -> tuple[Path, Path]:
     """The YAML config ``wandb.init`` reads (as under ``wandb agent``) and the ``${args_json_file}``."""
-    from wandb.sdk.lib import config_util
-
     values = {k: plain(v) for k, v in params.items()}
     sweep_dir = trial_dir / "wandb" / "sweep-raysweep"
     sweep_dir.mkdir(parents=True, exist_ok=True)
     yaml_path, json_path = sweep_dir / f"config-{trial_id}.yaml", sweep_dir / f"config-{trial_id}.json"
-    config_util.save_config_file_from_dict(str(yaml_path), {k: {"value": v} for k, v in values.items()})
+    private_api.save_config_file(str(yaml_path), {k: {"value": v} for k, v in values.items()})
     json_path.write_text(json.dumps(values))
     return yaml_path, json_path
 

@@ -16,14 +16,11 @@ import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from raysweep import trial
+from raysweep import private_api, trial
 from raysweep.env import env_set
 from raysweep.trial import wandb_log
 from raysweep.trial.job import TrialJob
 from raysweep.trial.program import link_wandb_runs, wandb_variables
-
-# The run classes whose ``log`` a W&B-style function calls (disabled mode's NoopRun overrides Run.log).
-_RUN_CLASSES = (("wandb.sdk.wandb_run", "Run"), ("wandb.sdk.lib.noop_run", "NoopRun"))
 
 
 class _Reports:
@@ -59,7 +56,7 @@ def call(function: Callable[[], Any], job: TrialJob, rank: int) -> None:
     # (a warm worker, a reused Tune actor) tears it down, so this trial's wandb.init reads its own.
     wandb.teardown()
     variables = wandb_variables(launch, job.trial_id, rank)
-    with env_set(variables), _working_dir(launch.workdir), _teed(reports.logged):
+    with env_set(variables), _working_dir(launch.workdir), private_api.teed_wandb_log(reports.logged):
         failed = False
         try:
             function()
@@ -89,27 +86,3 @@ def _working_dir(path: str) -> Iterator[None]:
         yield
     finally:
         os.chdir(before)
-
-
-@contextlib.contextmanager
-def _teed(on_log: Callable[[Any, Any], None]) -> Iterator[None]:
-    """wandb's ``Run.log`` (and ``NoopRun.log``) also hand each logged dict to ``on_log``."""
-    import importlib
-
-    patched = []
-    for module_name, class_name in _RUN_CLASSES:
-        run_class = getattr(importlib.import_module(module_name), class_name)
-        original = run_class.__dict__["log"]
-
-        def log(self: Any, data: Any, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
-            result = _original(self, data, *args, **kwargs)
-            on_log(self, data)
-            return result
-
-        run_class.log = log
-        patched.append((run_class, original))
-    try:
-        yield
-    finally:
-        for run_class, original in patched:
-            run_class.log = original

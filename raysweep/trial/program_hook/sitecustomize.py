@@ -17,18 +17,15 @@ import os
 import sys
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-# module -> the run class whose ``log`` is teed (disabled mode's NoopRun overrides Run.log)
-_TARGETS = {"wandb.sdk.wandb_run": "Run", "wandb.sdk.lib.noop_run": "NoopRun"}
+_PACKAGE = os.path.dirname(os.path.dirname(_HERE))
 
 
-def _load_numbers():
-    """``wandb_log.numbers``, loaded by path: importing the raysweep package here would slow every script's start."""
-    spec = importlib.util.spec_from_file_location(
-        "_raysweep_wandb_log", os.path.join(os.path.dirname(_HERE), "wandb_log.py")
-    )
+def _load(name, path):
+    """One raysweep module, loaded by path: importing the raysweep package here would slow every script's start."""
+    spec = importlib.util.spec_from_file_location(name, os.path.join(_PACKAGE, *path))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.numbers
+    return module
 
 
 def _patch(module) -> None:
@@ -94,6 +91,7 @@ def _chain_original() -> None:
 
 
 if os.environ.get("RAYSWEEP_METRICS_FILE"):
-    _numbers = _load_numbers()
+    _numbers = _load("_raysweep_wandb_log", ("trial", "wandb_log.py")).numbers
+    _TARGETS = _load("_raysweep_private_api", ("private_api.py",)).WANDB_RUN_CLASSES
     sys.meta_path.insert(0, _Finder())
 _chain_original()
