@@ -106,7 +106,7 @@ def test_rank_zero_metrics_merge_lines_and_report_only_lines_with_the_metric(tmp
     with open(path, "a") as f:
         f.write('ics": {"score": 0.5}}\n')
     assert reader.new_reports() == [{"loss": 3.0, "score": 0.5, "epoch": 1}]
-    assert reader.reports == 2
+    assert reader.logged.count == 2
 
 
 def test_supervisor_ends_the_whole_process_group_sigkill_after_grace(tmp_path):

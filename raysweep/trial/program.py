@@ -37,6 +37,7 @@ from raysweep.trial.console import ended as console_ended
 from raysweep.trial.console import forward
 from raysweep.trial.job import ProgramLaunch, TrialJob
 from raysweep.trial.metrics import check_metric
+from raysweep.trial.wandb_log import LoggedReports
 from raysweep.values import plain
 
 DEFAULT_COMMAND = ("${env}", "${interpreter}", "${program}", "${args}")
@@ -169,10 +170,9 @@ class RankZeroMetrics:
     """Reads rank 0's metrics file as it grows and turns its lines into reports."""
 
     def __init__(self, path: Path, metric: str | None):
-        self.path, self.metric = path, metric
+        self.path = path
         self.offset = 0
-        self.latest: dict[str, Any] = {}
-        self.reports = 0
+        self.logged = LoggedReports(metric)
 
     def new_reports(self) -> list[dict[str, Any]]:
         if not self.path.exists():
@@ -187,11 +187,9 @@ class RankZeroMetrics:
             entry = json.loads(line)
             if "metrics" not in entry:  # the hook's note of its W&B run's dir
                 continue
-            metrics = entry["metrics"]
-            self.latest |= metrics
-            if self.metric is None or self.metric in metrics:
-                out.append(dict(self.latest))
-        self.reports += len(out)
+            report = self.logged.add(entry["metrics"])
+            if report is not None:
+                out.append(report)
         return out
 
 
@@ -260,9 +258,9 @@ def run_program(
                         path, offset, job.trial_id, sys.stdout if "stdout" in path.name else sys.stderr
                     )
             new = metrics.new_reports() if rank == 0 else []
-            rank_zero_code, logged = code, metrics.latest
+            rank_zero_code, logged = code, metrics.logged.latest
             if world_size > 1:  # every rank gets rank 0's reports, and learns when its script ended
-                new, rank_zero_code, logged = share((new, code, metrics.latest) if rank == 0 else None)
+                new, rank_zero_code, logged = share((new, code, metrics.logged.latest) if rank == 0 else None)
             for m in new:
                 check_metric(m, metric)
                 report(m)

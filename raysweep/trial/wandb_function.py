@@ -23,26 +23,20 @@ from raysweep.trial.job import TrialJob
 from raysweep.trial.program import link_wandb_runs, wandb_variables
 
 
-class _Reports:
-    """``wandb.log`` calls turned into reports of this rank."""
+class _Reports(wandb_log.LoggedReports):
+    """``wandb.log`` calls turned into reports of this rank, as they are made."""
 
     def __init__(self, metric: str | None):
-        self.metric = metric
-        self.latest: dict[str, Any] = {}
-        self.count = 0
+        super().__init__(metric)
         self.run_dirs: set[str] = set()  # the W&B runs the function logged to (under WANDB_DIR)
 
     def logged(self, run: Any, data: Any) -> None:
         run_dir = os.path.dirname(getattr(run, "dir", "") or "")  # run.dir is <run dir>/files
         if run_dir:
             self.run_dirs.add(run_dir)
-        if not isinstance(data, dict):
-            return
-        numbers = wandb_log.numbers(data)
-        self.latest |= numbers
-        if numbers and (self.metric is None or self.metric in numbers):
-            self.count += 1
-            trial.report(dict(self.latest))
+        report = self.add(wandb_log.numbers(data)) if isinstance(data, dict) else None
+        if report is not None:
+            trial.report(report)
 
 
 def call(function: Callable[[], Any], job: TrialJob, rank: int) -> None:

@@ -1,5 +1,6 @@
-"""The plain numbers of a ``wandb.log`` dict: what a trial reports of what its script or W&B-style
-function logged. Standard library only: ``program_hook/sitecustomize.py`` loads this file by path."""
+"""What a trial reports of what its script or W&B-style function logs with ``wandb.log``: the
+plain numbers of each dict, and the reports they make. Standard library only:
+``program_hook/sitecustomize.py`` loads this file by path."""
 
 
 def numbers(data):
@@ -16,3 +17,22 @@ def numbers(data):
             continue
         out[str(key)] = value
     return out
+
+
+class LoggedReports:
+    """``wandb.log`` calls as a rank's reports, the same for a script and a W&B-style function:
+    each call that logs the sweep's metric (any call, in a sweep without one) is one report,
+    holding the latest value of every key logged so far."""
+
+    def __init__(self, metric):
+        self.metric = metric
+        self.latest = {}
+        self.count = 0
+
+    def add(self, logged):
+        """The report this call's numbers make, or None."""
+        self.latest.update(logged)
+        if logged and (self.metric is None or self.metric in logged):
+            self.count += 1
+            return dict(self.latest)
+        return None
