@@ -130,8 +130,8 @@ def _plain_trial(config: dict[str, Any], trials: list, loop: str, storage: str) 
 @contextlib.contextmanager
 def ray_defaults() -> Iterator[None]:
     """(b) and (d) run as a user writes them, with Ray's defaults: the Ray they start must not
-    inherit what importing raysweep set in this process (its Train poll interval)."""
-    from raysweep.driver import TRAIN_POLL_ENV
+    inherit what a raysweep sweep earlier in this process set (its Train poll interval)."""
+    from raysweep.ray_env import TRAIN_POLL_ENV
 
     saved = os.environ.pop(TRAIN_POLL_ENV, None)
     try:

@@ -1,14 +1,41 @@
-"""Ray settings raysweep needs in the driver and in every trial process, set on import (a value
-already in the environment wins)."""
+"""The Ray and Tune settings raysweep makes, each with its reason. The driver sets them when it
+starts or joins Ray (``apply``) and passes the workers' share on to every process of the sweep;
+nothing is set on import."""
 
 import os
 
-# Tune's own console tables would bury raysweep's one-line status; our monitor prints instead.
-os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
-os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")
-# Ray Train's controller polls its workers (by default every few seconds), and a run's start,
-# each report and its end wait for a poll: most of a short 2-worker trial's time
-# (bench/startup_probe.py; docs/benchmarks.md). A poll is one small actor call per worker. Set
-# in every trial process (Ray Train passes it on to its controller).
 TRAIN_POLL_ENV = "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S"
-os.environ.setdefault(TRAIN_POLL_ENV, "0.1")
+
+# In the driver and every worker; a value already in the driver's environment wins.
+DEFAULTS = {
+    # Tune's own console tables would bury raysweep's one-line status; the monitor prints instead.
+    "RAY_AIR_NEW_OUTPUT": "0",
+    "RAY_TRAIN_V2_ENABLED": "1",
+    # Ray Train's controller polls its workers (by default every few seconds), and a run's start,
+    # each report and its end wait for a poll: most of a short 2-worker trial's time
+    # (bench/startup_probe.py; docs/benchmarks.md). A poll is one small actor call per worker.
+    # Ray Train passes it on from the trial's process to its controller.
+    TRAIN_POLL_ENV: "0.1",
+    # A stopped trial's thread ends at its report; a reused actor waits this long for it (Tune: 2 s).
+    "TUNE_FUNCTION_THREAD_TIMEOUT_S": "30",
+}
+
+# In the driver alone, whatever was there.
+DRIVER = {
+    # No Tune CSV and TensorBoard loggers: a second and third copy of result.json (ResultLog),
+    # written by the driver on Tune's loop, and the TensorBoard one kept every ended trial's
+    # writer in memory. Runs are read with `raysweep show/report` and W&B.
+    "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1",
+    # A W&B-style function or script that never logs the metric ends with one report of what it
+    # did log, as its W&B run does; Tune would stop the sweep at a result without the metric.
+    # raysweep checks a train loop's reports itself (trial/metrics.py).
+    "TUNE_DISABLE_STRICT_METRIC_CHECKING": "1",
+}
+
+
+def apply() -> dict[str, str]:
+    """Set the settings in this, the driver's, process; returns the workers' share as set here."""
+    for key, value in DEFAULTS.items():
+        os.environ.setdefault(key, value)
+    os.environ.update(DRIVER)
+    return {key: os.environ[key] for key in DEFAULTS}

@@ -108,3 +108,21 @@ def test_every_environment_variable_raysweep_uses_is_in_its_table_and_readme():
         used |= set(re.findall(r"RAYSWEEP_[A-Z_]+", path.read_text())) - {"RAYSWEEP_KEYS"}
     used |= set(re.findall(r"RAYSWEEP_[A-Z_]+", (ROOT / "raysweep" / "slurm.py").read_text()))
     assert used - {"RAYSWEEP_KEYS"} <= names, used - names
+
+
+def test_importing_raysweep_changes_no_environment_variable():
+    """Issue 45: ``ray_env`` set Ray's variables as its import's side effect, so which process had
+    them hung on what it had imported. The driver sets them when it starts Ray (``ray_env.apply``)."""
+    import subprocess
+    import sys
+
+    modules = sorted(m for m in _modules() if not m.endswith("__main__") and "program_hook" not in m)
+    code = (
+        "import importlib, os, ray, ray.tune, ray.train, torch\n"
+        "before = dict(os.environ)\n"
+        f"for m in {modules!r}: importlib.import_module(m)\n"
+        "print(sorted(set(os.environ.items()) ^ set(before.items())))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"

@@ -1,6 +1,2 @@
 """The driver: starts or joins Ray, builds the Tune experiment from the spec, records and shows
 the sweep (``sweep.py`` is the entry). Trials themselves run in ``raysweep.trial``."""
-
-from raysweep.ray_env import TRAIN_POLL_ENV
-
-__all__ = ["TRAIN_POLL_ENV"]

@@ -14,6 +14,7 @@ from typing import Any
 import ray
 from ray.exceptions import AuthenticationError
 
+from raysweep import ray_env
 from raysweep.env import FAKE_GPUS
 from raysweep.errors import UserError
 from raysweep.placement import SLOT, Capacity, nodes_from
@@ -81,8 +82,9 @@ def start_or_connect(
     dashboard_host: str | None = None,
     gpus_per_worker: float = 1.0,
     memory_per_worker: float = 0.0,
-) -> Capacity:
-    """Start an embedded Ray (``address`` None) or join a cluster, and measure it.
+) -> tuple[Capacity, str | None]:
+    """Start an embedded Ray (``address`` None) or join a cluster, and measure it; with it, the URL
+    of the cluster's Ray dashboard (None without one).
 
     Args:
         gpus: ``--gpus`` (embedded only): the GPUs the embedded Ray may use, e.g. ``"0,1"``.
@@ -92,8 +94,7 @@ def start_or_connect(
         "PYTHONPATH": os.pathsep.join(
             dict.fromkeys([os.getcwd(), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))])
         ),
-        # A stopped trial's thread ends at its report; a reused actor waits this long for it (Tune: 2 s).
-        "TUNE_FUNCTION_THREAD_TIMEOUT_S": os.environ.get("TUNE_FUNCTION_THREAD_TIMEOUT_S", "30"),
+        **ray_env.apply(),  # Ray's and Tune's settings, here and in every worker
     }
     common: dict[str, Any] = {
         "log_to_driver": True,  # only trials' own lines reach the terminal (driver/console.py)
@@ -145,8 +146,9 @@ def start_or_connect(
             **common,
         )
     private_token_file()
-    _dashboard["url"] = context.dashboard_url  # what ray.init returned: the one public place that says
-    return measure(use_gpu, cpus_per_worker, gpus_per_worker, memory_per_worker)
+    url = context.dashboard_url  # what ray.init returned: the one public place that says
+    dashboard = (url if url.startswith("http") else f"http://{url}") if url else None
+    return measure(use_gpu, cpus_per_worker, gpus_per_worker, memory_per_worker), dashboard
 
 
 PROBE_TIMEOUT_S = 10.0
@@ -256,14 +258,3 @@ def autoscaler() -> str | None:
     if not isinstance(most, int) or most <= 0:
         return None
     return f"its autoscaler may add nodes (max_workers {most} in {AUTOSCALER_CONFIG})"
-
-
-_dashboard: dict[str, str | None] = {"url": None}  # set by start_or_connect
-
-
-def dashboard_url() -> str | None:
-    """The Ray dashboard of the cluster ``start_or_connect`` started or joined (None without one)."""
-    url = _dashboard["url"]
-    if url and not url.startswith("http"):
-        url = f"http://{url}"
-    return url or None

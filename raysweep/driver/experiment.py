@@ -19,7 +19,7 @@ from ray.tune.stopper import CombinedStopper
 from raysweep import wandb_sweep
 from raysweep.driver import interrupt
 from raysweep.driver.budget import BudgetedSearch, BudgetStopper, Ledger
-from raysweep.driver.cluster import dashboard_url, start_or_connect
+from raysweep.driver.cluster import start_or_connect
 from raysweep.driver.console import TrialOutput, show_trial_output
 from raysweep.driver.monitor import SweepMonitor
 from raysweep.driver.result_log import ResultLog
@@ -95,15 +95,7 @@ def start(
 ) -> tuple[tune.Tuner, SweepMonitor, list[Any], TrialOutput, RunSettings]:
     """Ray, the worker pool and the Tuner (restored from the run dir with ``restore``); ``function``:
     raysweep.run's, bound into every trial; ``on_wandb``: the W&B sweep every trial's run joins."""
-    # No Tune CSV and TensorBoard loggers: a second and third copy of result.json (ResultLog),
-    # written by the driver on Tune's loop, and the TensorBoard one kept every ended trial's
-    # writer in memory. Runs are read with `raysweep show/report` and W&B.
-    os.environ["TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"] = "1"
-    # A W&B-style function or script that never logs the metric ends with one report of what it
-    # did log, as its W&B run does; Tune would stop the sweep at a result without the metric.
-    # raysweep checks a train loop's reports itself (trial/metrics.py).
-    os.environ["TUNE_DISABLE_STRICT_METRIC_CHECKING"] = "1"
-    capacity = start_or_connect(
+    capacity, dashboard = start_or_connect(
         settings.address,
         spec.resources.use_gpu,
         spec.resources.cpus_per_worker,
@@ -130,7 +122,7 @@ def start(
     _check_budget_fits(spec, settings, restore)
     settings = replace(settings, plan=planned.to_json())
     write_json(run_dir / SETTINGS_FILE, settings.to_json())
-    _print_banner(spec, settings, run_dir, capacity, limit, on_wandb)
+    _print_banner(spec, settings, run_dir, capacity, dashboard, limit, on_wandb)
     if not settings.quiet and (settings.budget_gpu_hours or spec.budget.epoch_seconds):
         print("\n".join(planned.lines(capacity.total)))
 
@@ -180,11 +172,12 @@ def _print_banner(
     settings: RunSettings,
     run_dir: Path,
     capacity: Capacity,
+    dashboard: str | None,
     limit: int | None,
     on_wandb: wandb_sweep.WandbSweep | None,
 ) -> None:
     if not settings.quiet:
-        url = dashboard_url() if not settings.address else None
+        url = dashboard if not settings.address else None
         seed = f"seed {spec.seed}" + (
             f", drawn for it (--seed {spec.seed} repeats its draws)" if settings.seed_drawn else ""
         )
@@ -197,7 +190,7 @@ def _print_banner(
             print("no GPUs: each trial's num_gpus becomes that many CPU workers, DDP over gloo")
         if not capacity.managed_slots:
             print(f"note: the cluster's nodes don't advertise raysweep_slot; running at most {limit} trials at once")
-    if max(spec.trial_sizes) > 1 and spec.ddp_workers == Runner.TORCHTRAINER and not dashboard_url():
+    if max(spec.trial_sizes) > 1 and spec.ddp_workers == Runner.TORCHTRAINER and not dashboard:
         print(
             "warning: this Ray cluster runs no dashboard. Ray Train frees the workers of a 2+-worker trial "
             "that the scheduler stops through the dashboard's State API; without it their CPUs/GPUs stay "

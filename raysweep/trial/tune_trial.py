@@ -30,7 +30,6 @@ from ray.train import UserCallback
 from ray.util.queue import Queue
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-import raysweep.ray_env  # noqa: F401  (before Ray Train is imported: its settings)
 from raysweep.placement import rank_places
 from raysweep.runs.files import read_explanation
 from raysweep.trial import gang, rank, watchdog
