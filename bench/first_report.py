@@ -60,6 +60,7 @@ def main() -> int:
     started = psutil.Process().create_time()
     stamps: dict[str, float] = {"python started": started, "bench main": T_MAIN}
 
+    import raysweep.driver.experiment as experiment
     import raysweep.driver.sweep as sweep_module
     from raysweep.driver.settings import RunRequest
     from raysweep.spec import parse_spec
@@ -75,10 +76,10 @@ def main() -> int:
 
         return wrapper
 
-    sweep_module.start_or_connect = stamped("ray.init (start_or_connect)", sweep_module.start_or_connect)
-    sweep_module.start_pool = stamped("start_pool", sweep_module.start_pool)
-    sweep_module.make_trainable = stamped("make_trainable", sweep_module.make_trainable)
-    tuner_cls = sweep_module.tune.Tuner
+    experiment.start_or_connect = stamped("ray.init (start_or_connect)", experiment.start_or_connect)
+    experiment.start_pool = stamped("start_pool", experiment.start_pool)
+    experiment.make_trainable = stamped("make_trainable", experiment.make_trainable)
+    tuner_cls = experiment.tune.Tuner
     tuner_cls.fit = stamped("Tuner.fit", tuner_cls.fit)
 
     with tempfile.TemporaryDirectory() as tmp:
