@@ -26,7 +26,7 @@ smoke: $(BIN)/raysweep
 /usr/bin/chromium:
 	apt-get update -qq && apt-get install -y -qq chromium
 
-# W&B's own sweep engine (PyPI sweeps), the oracle of tests/test_wandb_oracle.py. Its own venv:
+# W&B's own sweep engine (PyPI sweeps), the oracle of tests/search/test_wandb_oracle.py. Its own venv:
 # it pins numpy<2, which torch and Ray here do not.
 ORACLE := .venv-wandb
 $(ORACLE)/bin/python:
@@ -44,17 +44,17 @@ test: $(BIN)/raysweep /usr/bin/chromium $(ORACLE)/bin/python
 # faults under both runners (a killed worker, a stuck rank, a killed or interrupted driver then
 # resume). RAY_VERSIONS="2.58.0" for one.
 RAY_VERSIONS ?= 2.54.0 2.56.0 2.58.0 2.60.0
-RAY_SUBSET := tests/test_private_api.py tests/test_decisions.py tests/test_runs_without_ray.py tests/test_search.py \
-	tests/test_gpu_placement.py \
-	tests/test_driver.py::test_grid_runs_its_grid_and_logs_every_trial_to_wandb \
-	tests/test_driver.py::test_searched_num_gpus_sizes_each_trial_and_averages_over_ranks \
-	tests/test_driver.py::test_bayes_uses_optuna_and_keeps_its_journal \
-	tests/test_driver.py::test_asha_stops_poor_trials_at_rungs \
-	tests/test_driver.py::test_driver_killed_mid_sweep_then_resume_completes_the_budget \
-	tests/test_reliability.py::test_a_killed_train_worker_restarts_from_its_checkpoint \
-	tests/test_reliability.py::test_watchdog_ends_a_rank_stuck_in_a_collective \
-	tests/test_interrupt.py \
-	"tests/test_warm_workers.py::test_a_scheduler_stops_two_worker_trials_and_the_next_trial_gets_their_slots[torchtrainer]"
+RAY_SUBSET := tests/test_private_api.py tests/search/test_decisions.py tests/runs/test_runs_without_ray.py tests/search/test_search.py \
+	tests/trial/test_gpu_placement.py \
+	tests/driver/test_driver.py::test_grid_runs_its_grid_and_logs_every_trial_to_wandb \
+	tests/driver/test_driver.py::test_searched_num_gpus_sizes_each_trial_and_averages_over_ranks \
+	tests/driver/test_driver.py::test_bayes_uses_optuna_and_keeps_its_journal \
+	tests/driver/test_driver.py::test_asha_stops_poor_trials_at_rungs \
+	tests/driver/test_driver.py::test_driver_killed_mid_sweep_then_resume_completes_the_budget \
+	tests/trial/test_reliability.py::test_a_killed_train_worker_restarts_from_its_checkpoint \
+	tests/trial/test_reliability.py::test_watchdog_ends_a_rank_stuck_in_a_collective \
+	tests/driver/test_interrupt.py \
+	"tests/trial/test_warm_workers.py::test_a_scheduler_stops_two_worker_trials_and_the_next_trial_gets_their_slots[torchtrainer]"
 test-ray-versions: /usr/bin/chromium $(ORACLE)/bin/python
 	set -e; for v in $(RAY_VERSIONS); do \
 	  venv=.venv-ray$$v; \

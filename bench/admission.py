@@ -1,7 +1,7 @@
 """``python -m bench.admission``: trials larger than one node, on a fake two-node cluster.
 
 Two Ray nodes on this machine at their own loopback addresses (127.0.0.2, 127.0.0.3), 2 worker
-slots each, as tests/test_multinode.py runs them.
+slots each, as tests/trial/test_multinode.py runs them.
 
 1. start-up: a 4-worker trial on two nodes against a 2-worker trial on one (time from the
    trial's start to its first report, and its wall time; warm workers and ``torchtrainer``).

@@ -1,6 +1,6 @@
 """``make gpu-check``: everything a GPU node can show, in one run and one results file.
 
-It runs the GPU tests (tests/test_gpu.py, which fail rather than skip where a GPU is listed but
+It runs the GPU tests (tests/gpu/test_gpu.py, which fail rather than skip where a GPU is listed but
 torch cannot use it), then ``bench.gpu``, and writes one JSON file: the device's name, each
 test's outcome, and every figure of the bench. Run it whenever a GPU is at hand (README).
 
@@ -30,11 +30,20 @@ def device_names() -> list[str]:
 
 
 def gpu_tests(log: Path) -> dict[str, Any]:
-    """tests/test_gpu.py's outcome, test by test (pytest's JUnit XML); pytest's whole output in ``log``."""
+    """tests/gpu/test_gpu.py's outcome, test by test (pytest's JUnit XML); pytest's whole output in ``log``."""
     with tempfile.TemporaryDirectory() as scratch:
         xml = Path(scratch) / "gpu.xml"
         proc = subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_gpu.py", f"--junitxml={xml}"],
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "tests/gpu/test_gpu.py",
+                f"--junitxml={xml}",
+            ],
             cwd=ROOT,
             capture_output=True,
             text=True,

@@ -301,7 +301,7 @@ def run_torchrun_agent(trials: list[dict[str, Any]], loop: str, metric: str, mod
 # --- (c) the seeds' way exactly: W&B's engine proposes, torchrun runs, one trial at a time -------
 
 WANDB_PYTHON = REPO / ".venv-wandb" / "bin" / "python"  # W&B's engine (PyPI sweeps) pins numpy<2: its own venv
-WANDB_ENGINE = REPO / "tests" / "wandb_oracle.py"  # the engine over JSON lines, as the oracle tests use it
+WANDB_ENGINE = REPO / "tests" / "support" / "wandb_oracle.py"  # the engine over JSON lines, as the oracle tests use it
 
 
 class WandbEngine:

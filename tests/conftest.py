@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -205,11 +206,11 @@ def processes(marker: str, cluster: str) -> list[psutil.Process]:
 
 
 class WandbOracle:
-    """W&B's sweep engine in its own venv (tests/wandb_oracle.py), asked one JSON line at a time."""
+    """W&B's sweep engine in its own venv (tests/support/wandb_oracle.py), asked one JSON line at a time."""
 
     def __init__(self, python: Path):
         self.proc = subprocess.Popen(
-            [str(python), str(ROOT / "tests" / "wandb_oracle.py")],
+            [str(python), str(ROOT / "tests" / "support" / "wandb_oracle.py")],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -234,3 +235,13 @@ def wandb_oracle():
     yield oracle
     oracle.proc.stdin.close()
     oracle.proc.wait(timeout=30)
+
+
+def chromium() -> str:
+    """Debian's chromium (``.ci/run`` installs it): CI fails without it, a developer's run skips."""
+    path = os.environ.get("BROWSER_PATH") or shutil.which("chromium") or "/usr/bin/chromium"
+    if Path(path).exists():
+        return path
+    if IN_CI:
+        pytest.fail(f"no Chromium at {path}: .ci/run installs Debian's chromium before the tests")
+    pytest.skip("needs Chromium: apt-get install chromium")

@@ -1,7 +1,7 @@
 """W&B's hyperband early stopping (``early_terminate: hyperband``), as a Ray Tune scheduler.
 
 The rule is W&B's engine's (PyPI ``sweeps``, ``hyperband_stop_runs``), tested against it on
-hand-fed metric streams (tests/test_wandb_oracle.py):
+hand-fed metric streams (tests/search/test_wandb_oracle.py):
 
 * bands are iterations (``Scheduler.bands``: ``min_iter * eta^k``, or ``max_iter / eta^k``);
 * a band's threshold is the value at the ``1/eta`` quantile of every run's metric at that band

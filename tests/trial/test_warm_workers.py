@@ -1,0 +1,237 @@
+"""Warm DDP workers (``trial/gang.py``) on a real ``ray start`` cluster.
+
+The 2-worker trials of a sweep run one after another on the same two worker processes, with
+a new process group each, through scheduler stops; a failing rank fails its trial and ends
+the group, and the next trial gets a new one; ``ddp_workers: torchtrainer`` still runs each
+trial as a Ray Train ``TorchTrainer``.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from conftest import ROOT, cli_env, processes, raysweep, start_sweep, wait_for_iterations, write_spec
+
+from raysweep.runs.files import TRIALS_FILE, read_trials
+
+pytestmark = pytest.mark.ray
+
+LOOP = "tests.support.warm_loop:train"
+
+
+def sweep(tmp_path: Path, name: str, **doc) -> Path:
+    base = {
+        "name": name,
+        "metric": {"name": "score", "goal": "minimize"},
+        "train_loop": LOOP,
+        "method": "grid",
+        "max_concurrent": 1,
+    }
+    return write_spec(tmp_path / f"{name}.yaml", **(base | doc))
+
+
+def run(spec: Path, cluster: str) -> tuple[subprocess.CompletedProcess, list[dict]]:
+    out = raysweep(
+        "run", str(spec), "--address", cluster, "--storage", str(spec.parent / "runs"), "--wandb", "disabled"
+    )
+    rows = read_trials(spec.parent / "runs" / spec.stem / TRIALS_FILE)
+    return out, sorted(rows, key=lambda r: r["trial_id"])
+
+
+def pids(row: dict, what: str = "pid") -> tuple[int, ...]:
+    """The process (or ``what="thread"``: the thread) that ran each rank of the trial, as the loop recorded them."""
+    return tuple(int((Path(row["trial_dir"]) / f"{what}.rank{r}").read_text()) for r in range(row["num_workers"]))
+
+
+@pytest.mark.parametrize("ddp_workers", ["warm", "torchtrainer"])
+def test_a_scheduler_stops_two_worker_trials_and_the_next_trial_gets_their_slots(tmp_path, ray_cluster, ddp_workers):
+    """ASHA stops a poor trial at the first rung under both runners; the trial after the stop
+    gets its node's two slots. Warm trials all run on the same two processes; a TorchTrainer starts
+    a worker group per trial."""
+    xs = [0.3, 0.32, 2.0, 0.31]  # good trials first: ASHA stops the poor one at the first rung
+    spec = sweep(
+        tmp_path,
+        "w1",
+        base_config={"epochs": 3},
+        parameters={"x": {"values": xs}, "num_gpus": {"value": 2}},
+        scheduler={"type": "asha", "grace_period": 1, "max_t": 3, "reduction_factor": 3},
+        ddp_workers=ddp_workers,
+    )
+    out, rows = run(spec, ray_cluster)
+    assert out.returncode == 0, out.stderr + out.stdout
+    by_x = {r["config"]["x"]: r for r in rows}
+    assert by_x[2.0]["status"] == "stopped" and by_x[2.0]["iterations"] == 1
+    assert by_x[0.3]["status"] == "done" and by_x[0.3]["iterations"] == 3
+    assert by_x[0.31]["status"] in ("done", "stopped")  # the trial after the stops ran, and ended well
+    for r in rows:
+        assert r["metrics"]["world_size"] == 2 and r["metrics"]["rank"] == pytest.approx(0.5)
+    groups = [pids(r) for r in rows]
+    assert all(len(set(group)) == 2 for group in groups)
+    if ddp_workers == "warm":
+        assert len(set(groups)) == 1, groups  # every trial ran on the same two processes
+        # and on the same thread of each: thread-local CUDA state (a cuBLAS handle and its workspace,
+        # 32 MiB on an H200) then exists once per worker, not once per thread of the actor
+        threads = [pids(r, "thread") for r in rows]
+        assert len(set(threads)) == 1, threads
+    else:
+        assert len(set(groups)) == len(xs), groups  # a new worker group per trial
+
+
+@pytest.mark.parametrize("reuse_actors", [True, False])
+def test_tune_reuses_a_trials_process_for_the_next_trial_unless_told_not_to(tmp_path, ray_cluster, reuse_actors):
+    """What ``driver.experiment._reuse_actors`` decides (test_driver.py) is what Tune does: 1-worker
+    trials under torchtrainer run in the Tune trial's own process, which runs the next trial too."""
+    spec = sweep(
+        tmp_path,
+        "w0",
+        ddp_workers="torchtrainer",
+        reuse_actors=reuse_actors,
+        base_config={"epochs": 1},
+        parameters={"x": {"values": [0.1, 0.2, 0.3]}},
+    )
+    out, rows = run(spec, ray_cluster)
+    assert out.returncode == 0, out.stderr + out.stdout
+    assert [r["status"] for r in rows] == ["done"] * 3
+    processes_used = {pids(r) for r in rows}
+    assert len(processes_used) == (1 if reuse_actors else 3), processes_used
+
+
+@pytest.mark.parametrize("ddp_workers", ["warm", "torchtrainer"])
+def test_a_failing_rank_fails_its_trial_at_once_and_the_next_trial_gets_new_workers(tmp_path, ray_cluster, ddp_workers):
+    # rank 0 waits for rank 1 in an all-reduce that never comes: the trial must not wait for rank 0
+    spec = sweep(
+        tmp_path,
+        "w2",
+        base_config={"epochs": 2},
+        ddp_workers=ddp_workers,
+        parameters={"fail_rank": {"values": [1, -1]}, "num_gpus": {"value": 2}},
+    )
+    out, rows = run(spec, ray_cluster)
+    assert out.returncode == 0, out.stderr + out.stdout
+    failed, ok = sorted(rows, key=lambda r: r["config"]["fail_rank"], reverse=True)
+    assert failed["status"] == "failed"
+    assert "warm loop: planned failure on rank 1" in failed["error"]
+    assert ("on rank 1 of 2" if ddp_workers == "warm" else "Rank 1") in failed["error"]
+    assert ok["status"] == "done" and ok["iterations"] == 2
+    assert not set(pids(failed)) & set(pids(ok))  # the failed group was ended, not reused
+
+
+def test_trials_of_every_size_borrow_the_same_warm_workers(tmp_path, ray_cluster):
+    spec = sweep(
+        tmp_path,
+        "w4",
+        max_concurrent=2,
+        base_config={"epochs": 2},
+        parameters={"x": {"values": [0.1, 0.2]}, "num_gpus": {"values": [1, 2]}},
+    )
+    out, rows = run(spec, ray_cluster)
+    assert out.returncode == 0, out.stderr + out.stdout
+    assert sorted(r["num_workers"] for r in rows) == [1, 1, 2, 2]
+    assert all(r["status"] == "done" for r in rows)
+    every = {pid for r in rows for pid in pids(r)}
+    assert len(every) == 2, every  # the node's two slots: two processes ran all six ranks
+
+
+@pytest.mark.parametrize(("ddp_workers", "marker"), [("warm", "DDPWorker"), ("torchtrainer", "RayTrainWorker")])
+def test_workers_of_a_trial_process_that_died_are_ended_not_lent_again(tmp_path, ray_cluster, ddp_workers, marker):
+    spec = sweep(
+        tmp_path,
+        "w5",
+        max_failures=1,
+        base_config={"epochs": 6, "sleep": 1.5},
+        ddp_workers=ddp_workers,
+        parameters={"x": {"value": 0.3}, "num_gpus": {"value": 2}},
+    )
+    driver = start_sweep(spec, ray_cluster)
+    trials_file = tmp_path / "runs" / "w5" / TRIALS_FILE
+    wait_for_iterations(driver, trials_file, 2)  # epochs 1-2 reported, and checkpointed
+    borrowed = processes(marker, ray_cluster)
+    assert len(borrowed) == 2
+    (trial_process,) = processes("ImplicitFunc", ray_cluster)
+    trial_process.kill()  # the trial's Tune actor dies with the workers lent to it mid-trial
+    ended_while_the_retry_ran = False
+    while driver.poll() is None:
+        (row,) = read_trials(trials_file)
+        alive = [p for p in borrowed if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+        if not alive and row["status"] == "running":
+            ended_while_the_retry_ran = True
+        time.sleep(0.3)
+    out, err = driver.communicate()
+    assert driver.returncode == 0, err + out
+    (row,) = read_trials(trials_file)
+    assert row["status"] == "done" and row["metrics"]["epoch"] == 6
+    assert not set(pids(row)) & {p.pid for p in borrowed}  # the retry ran on new workers
+    assert ended_while_the_retry_ran  # the stale workers were ended when the retry borrowed, not left waiting
+
+
+def driver_script(cluster: str, body: str) -> subprocess.CompletedProcess:
+    """``body`` run as its own Ray driver on ``cluster`` (Ray reads token authentication at import)."""
+    code = f"import ray, time\nray.init(address={cluster!r}, logging_level='ERROR')\n" + body
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=cli_env(), cwd=ROOT
+    )
+
+
+def test_a_rank_whose_device_cannot_be_set_fails_its_trial_instead_of_hanging(ray_cluster):
+    """README guarantee: "A rank whose device cannot be set fails its trial with a sentence instead of
+    leaving it waiting: on a machine with GPUs, one that cannot use the GPU Ray gave it says so,
+    naming the GPU and `CUDA_VISIBLE_DEVICES`, before its loop starts; a warm worker serves one GPU
+    for its life. A warm worker that died while idle is never lent."
+
+    A rank whose device set-up raises (here: a worker that served GPU 0 lent for GPU 1, which
+    the pool never does: one CUDA context per worker) fails its trial with the sentence and breaks
+    the lease; the trial never waits for a report.
+    """
+    out = driver_script(
+        ray_cluster,
+        """
+import threading
+from raysweep.trial import gang, warm_rank
+from raysweep.placement import RankPlace
+from raysweep.trial.warm_rank import RankCall
+from raysweep.trial.lease import Lease
+lease = Lease(0, [warm_rank.DDPWorker.options(num_cpus=0).remote()])
+def place(gpu):
+    return RankPlace("n", "127.0.0.1", 0, 0, 1, gpu, (gpu,))
+outcome = []
+def trial(gpu):
+    try:
+        call = RankCall(slice, None, None, None, [place(gpu)], True, 1)  # slice(args, link, master): a no-op loop
+        gang.run(lease, call, lambda metrics, ckpt: None)
+    except BaseException as e:
+        outcome.append(e)
+for gpu in ("0", "1"):  # the first pins the worker to GPU 0 (the loop ends at once)
+    thread = threading.Thread(target=trial, args=(gpu,), daemon=True)
+    thread.start()
+    thread.join(120)
+    print("AFTER", gpu, len(outcome), lease.broken)
+print("OUTCOME", repr(outcome[0])[:600] if outcome else "")
+""",
+    )
+    assert "AFTER 0 0 False" in out.stdout and "AFTER 1 1 True" in out.stdout, out.stdout + out.stderr
+    assert "serves GPU '0' and cannot take GPU '1'" in out.stdout, out.stdout
+
+
+def test_an_idle_worker_that_died_is_not_lent(ray_cluster):
+    out = driver_script(
+        ray_cluster,
+        """
+from raysweep.trial.pool import WorkerPool
+node = ray.get_runtime_context().get_node_id()
+pool = WorkerPool.remote()
+ray.get(pool.start.remote(node, 2))
+lease, workers = ray.get(pool.lend.remote([(node, None)] * 2, None))
+ray.get([w.ping.remote() for w in workers], timeout=120)
+ray.get(pool.give_back.remote(lease, False, workers))
+ray.kill(workers[0])  # dies while idle in the pool
+time.sleep(1)
+_, again = ray.get(pool.lend.remote([(node, None)] * 2, None))
+print("PINGS", ray.get([w.ping.remote() for w in again], timeout=120))
+""",
+    )
+    assert "PINGS [True, True]" in out.stdout, out.stdout + out.stderr
