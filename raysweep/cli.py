@@ -70,8 +70,7 @@ def _plan(spec: Any, args: argparse.Namespace) -> int:
         raise UserError(
             f"{spec.method} search needs a trial budget for a plan: set run_cap in the spec or pass --count N"
         )
-    if spec.method == "grid":
-        trials = min(trials, spec.grid_size)
+    trials = spec.capped(trials)
     check_budget(args.budget_gpu_hours)
     planned = plan(spec, trials, spec.budget.epoch_seconds, spec.resources.use_gpu is not False)
     if args.json:

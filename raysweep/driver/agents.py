@@ -76,10 +76,10 @@ def plan_join(stored: SweepSpec, given: SweepSpec, run_dir: Path, count: int | N
             f"`{hints.command('resume', run_dir)}` (or resume_existing), then add trials"
         )
     budget = stored.trial_budget(None)
-    if stored.method == "grid":
-        budget = min(budget or stored.grid_size, stored.grid_size)
+    if stored.search_method.enumerates:
+        budget = stored.capped(budget or stored.grid_size)
     left = count if count is not None else (budget - len(rows) if budget is not None else 0)
-    if stored.method == "grid":
+    if stored.search_method.enumerates:
         left = min(left, stored.grid_size - len({_key(r.get("config") or {}) for r in rows}))
     return JoinPlan(max(left, 0), len(rows), (stored.seed or 0) + agents, [r.get("config") or {} for r in rows])
 

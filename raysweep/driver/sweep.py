@@ -174,8 +174,7 @@ def run_sweep(spec: SweepSpec, request: RunRequest, function: Callable | None = 
     budget = spec.trial_budget(request.count)
     if budget is None:
         raise UserError(f"{spec.method} search needs a trial budget: set run_cap in the spec or pass --count N")
-    if spec.method == "grid":
-        budget = min(budget, spec.grid_size)
+    budget = spec.capped(budget)
     name = _sweep_name(spec, request.name)
     storage = request.storage
     if (Path(storage).resolve() / name / SPEC_FILE).exists():

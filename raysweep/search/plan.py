@@ -74,7 +74,7 @@ def size_shares(spec: SweepSpec, trials: int) -> dict[int, float]:
     param = spec.param(SIZE)
     if param is None:
         return {spec.num_gpus or 1: 1.0}
-    if spec.method == "grid":
+    if spec.search_method.enumerates:
         counts = Counter(int(p[SIZE]) for p in grid_points(spec, trials))
         return {size: n / sum(counts.values()) for size, n in counts.items()}
     if param.distribution == "int_uniform":

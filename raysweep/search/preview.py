@@ -13,6 +13,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from ray.tune.search import BasicVariantGenerator
+
 from raysweep.errors import UserError
 from raysweep.search.searchers import build_search
 from raysweep.spec import SweepSpec, grid_points
@@ -23,16 +25,16 @@ def first_configs(spec: SweepSpec, n: int, seed: int | None = None) -> list[dict
     """The flat configurations of the first ``n`` trials of ``run --seed seed`` (the spec's seed if None)."""
     if seed is not None:
         spec = replace(spec, seed=seed)
-    if spec.method == "grid":
+    if spec.search_method.enumerates:
         return grid_points(spec, n)
-    if spec.method == "bayes" and n > spec.searcher.n_startup_trials:
+    if spec.search_method.learns and n > spec.searcher.n_startup_trials:
         raise UserError(
             f"--sample {n}: a bayes sweep can show only its {spec.searcher.n_startup_trials} random start-up "
             "trials (raysweep.searcher.n_startup_trials); later ones depend on the results before them"
         )
     with tempfile.TemporaryDirectory(prefix="raysweep_preview_") as scratch:  # bayes's journal
         search, space = build_search(spec, n, Path(scratch))
-        if spec.method == "random":
+        if isinstance(search, BasicVariantGenerator):  # Tune's own variant generator, not a Searcher
             search.add_configurations({"preview": {"run": _no_trainable, "config": space, "num_samples": n}})
             return [{k: plain(v) for k, v in search.next_trial().config.items()} for _ in range(n)]
         search.set_search_properties(spec.metric.name, spec.metric.mode, {})

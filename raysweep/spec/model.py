@@ -16,7 +16,22 @@ from typing import Any
 from raysweep.spec.param import Param
 from raysweep.words import DDP_WORKERS, Runner  # noqa: F401 - DDP_WORKERS: the spec's choices
 
-METHODS = ("grid", "random", "bayes")
+
+@dataclass(frozen=True)
+class Method:
+    """What a search method asks of the spec and gives the sweep (the searcher that runs it is
+    ``search/searchers.py``'s ``SEARCHERS[name]``)."""
+
+    name: str
+    # Its trials are a list known in advance (grid): discrete parameters only, a budget capped at
+    # the list's length, and ``validate --sample`` shows the list's head.
+    enumerates: bool = False
+    # It models the results (bayes): it needs the metric, reads ``metric.impute``, and only its
+    # random start-up trials can be shown in advance.
+    learns: bool = False
+
+
+METHODS = {m.name: m for m in (Method("grid", enumerates=True), Method("random"), Method("bayes", learns=True))}
 
 EXPONENT_LAWS = ("log_uniform", "inv_log_uniform", "q_log_uniform")  # W&B refuses them: min/max read as exponents
 
@@ -250,13 +265,21 @@ class SweepSpec:
     @property
     def grid_size(self) -> int | None:
         """W&B's grid size: distinct values per parameter, multiplied (never materialised)."""
-        if self.method != "grid":
+        if not self.search_method.enumerates:
             return None
         return math.prod(len(p.grid_values()) for p in self.parameters)
+
+    @property
+    def search_method(self) -> Method:
+        return METHODS[self.method]
 
     def trial_budget(self, count: int | None = None) -> int | None:
         """``--count``, else ``run_cap``, else the grid size; None when unbounded."""
         return count or self.run_cap or self.grid_size
+
+    def capped(self, budget: int) -> int:
+        """A trial budget as the method runs it: a grid runs each of its points once, at most."""
+        return min(budget, self.grid_size) if self.search_method.enumerates else budget
 
     def content_name(self) -> str:
         """A name for a sweep that has none (a dict given to ``raysweep.run``): its method and a hash

@@ -176,7 +176,8 @@ def _check_method_needs(
     problems: list[str],
 ) -> None:
     """Grid search needs discrete parameters; bayes and early termination need a metric."""
-    if method == "grid":
+    needs = METHODS.get(method)
+    if needs is not None and needs.enumerates:
         for p in params:
             if not p.is_discrete:
                 problems.append(
@@ -188,8 +189,8 @@ def _check_method_needs(
                     f"parameters.{p.name}: probabilities can't be used with grid search (W&B refuses them too)"
                 )
     if metric is None and "metric" not in doc:
-        if method == "bayes":
-            problems.append("metric: required for method bayes (Optuna needs a metric name and goal)")
+        if needs is not None and needs.learns:
+            problems.append(f"metric: required for method {method} (Optuna needs a metric name and goal)")
         if "early_terminate" in doc or scheduler is not None:
             problems.append("metric: required for early termination (the scheduler compares trials on it)")
 

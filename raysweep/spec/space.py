@@ -37,7 +37,7 @@ def grid_points(spec: SweepSpec, limit: int | None = None) -> list[dict[str, Any
 
 def sample_points(spec: SweepSpec, n: int, seed: int | None = None) -> list[dict[str, Any]]:
     """``n`` flat configurations: the grid's first ``n`` for grid, seeded draws otherwise."""
-    if spec.method == "grid":
+    if spec.search_method.enumerates:
         return grid_points(spec, n)
     rng = np.random.default_rng(spec.seed if seed is None else seed)
     return [{p.name: p.sample(rng) for p in spec.parameters} for _ in range(n)]

@@ -46,7 +46,7 @@ def summary_text(spec: SweepSpec, count: int | None = None) -> str:
         f"method    {spec.method}"
         + (
             f" (Optuna {'a Gaussian process' if spec.searcher.sampler == 'gp' else 'TPE'})"
-            if spec.method == "bayes"
+            if spec.search_method.learns
             else ""
         ),
         f"metric    {metric['name']} ({metric['goal']})" if metric else "metric    none",

@@ -19,7 +19,7 @@ from raysweep.spec.checks import (
     text,
     unknown_keys,
 )
-from raysweep.spec.model import GOALS, Metric, Scheduler, wandb_bands
+from raysweep.spec.model import GOALS, METHODS, Metric, Scheduler, wandb_bands
 from raysweep.values import finite_number
 
 # W&B's sweep keys (its schema, sweeps/config/schema.json); raysweep's own live under `raysweep:`.
@@ -160,7 +160,8 @@ def parse_metric(value: Any, method: str | None, problems: list[str]) -> Metric 
         if not finite_number(target):
             problems.append(f"metric.target: must be a number, got {target!r}")
     # W&B reads both only in bayes search, to give failed and running runs a value in its model.
-    if "impute" in value and choice(value["impute"], IMPUTE, "metric.impute", problems) and method == "bayes":
+    learns = method in METHODS and METHODS[method].learns
+    if "impute" in value and choice(value["impute"], IMPUTE, "metric.impute", problems) and learns:
         problems.append(
             f"metric.impute: {value['impute']!r} is not honoured: raysweep's bayes search (Optuna TPE) leaves a "
             "failed trial out of its model instead of giving it a value; remove the key"
@@ -169,7 +170,7 @@ def parse_metric(value: Any, method: str | None, problems: list[str]) -> Metric 
     if "impute_while_running" in value and choice(
         running, IMPUTE + ("false",), "metric.impute_while_running", problems
     ):
-        if running != "false" and method == "bayes":
+        if running != "false" and learns:
             problems.append(
                 f"metric.impute_while_running: {running!r} is not honoured: Optuna's TPE models only finished "
                 "trials (running ones are told apart by constant_liar); remove the key or set it to 'false'"
