@@ -33,6 +33,7 @@ PARTS = {
     "scale": ["bench.scale"],
     "readers": ["bench.readers"],
     "first_report": ["bench.first_report"],
+    "plan": ["bench.plan"],  # validate --plan against what grid and ASHA sweeps spend
 }
 GPU_PARTS = {"gpu": ["bench.gpu"]}  # --gpu: issue 21's figures, on a machine with CUDA
 

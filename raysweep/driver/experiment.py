@@ -24,7 +24,7 @@ from raysweep.driver.console import TrialOutput, show_trial_output
 from raysweep.driver.monitor import SweepMonitor
 from raysweep.driver.result_log import ResultLog
 from raysweep.driver.settings import RunSettings
-from raysweep.driver.trainable import make_trainable
+from raysweep.driver.trainable import make_trainable, runners
 from raysweep.driver.wandb_logging import WandbRuns
 from raysweep.errors import UserError
 from raysweep.placement import GIB, Capacity, concurrency_limit, never_placed
@@ -127,6 +127,7 @@ def start(
         print("\n".join(planned.lines(capacity.total)))
 
     wandb_sweep_id = on_wandb.id if on_wandb else None
+    pool = _start_pool(spec, capacity)
     sweep = Sweep(
         spec,
         capacity,
@@ -137,8 +138,9 @@ def start(
         function,
         wandb_sweep_id,
         settings.wandb_dir,
+        runners(spec, pooled=pool is not None),
     )
-    trainable = make_trainable(sweep, _start_pool(spec, capacity))
+    trainable = make_trainable(sweep, pool)
     monitor = SweepMonitor(spec, run_dir, settings.budget, quiet=settings.quiet)
     ledger = None
     if settings.budget_gpu_hours:

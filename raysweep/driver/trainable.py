@@ -1,18 +1,33 @@
 """The trainable the driver hands to ``tune.Tuner``: ``trial.tune_trial.run_trial`` with the
 sweep bound, and each trial's placement group sized from its ``num_gpus`` (``placement.py``:
-one bundle on one node, or one on each of several whole nodes)."""
+one bundle on one node, or one on each of several whole nodes); and how a trial of each size
+runs (``runners``), decided here once for the placement group and the trial alike."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from ray import tune
 
+from raysweep.env import ONE_WORKER_TORCHTRAINER
 from raysweep.placement import trial_bundles
+from raysweep.spec import SweepSpec
 from raysweep.trial.job import Sweep
-from raysweep.trial.job_builder import choose_runner
 from raysweep.trial.tune_trial import run_trial
 from raysweep.words import Runner
+
+
+def runners(spec: SweepSpec, pooled: bool) -> dict[int, Runner]:
+    """How a trial of each of the sweep's sizes runs (``tune_trial.RUNNERS``); ``pooled``: the
+    sweep has warm DDP workers (else its 2+-worker trials are TorchTrainer runs)."""
+    # RAYSWEEP_ONE_WORKER_TORCHTRAINER=1: a 1-worker trial under ddp_workers: torchtrainer is a
+    # TorchTrainer run too, not the trial's own process (the GPU suite runs Ray Train's 1-GPU path).
+    one_in_process = spec.runs_program or (not pooled and os.environ.get(ONE_WORKER_TORCHTRAINER) != "1")
+    return {
+        size: Runner.IN_PROCESS if size == 1 and one_in_process else Runner.WARM if pooled else Runner.TORCHTRAINER
+        for size in spec.trial_sizes
+    }
 
 
 def make_trainable(sweep: Sweep, worker_pool: Any) -> Any:
@@ -21,7 +36,7 @@ def make_trainable(sweep: Sweep, worker_pool: Any) -> Any:
             workers = sweep.spec.world_size(flat_config)
         except ValueError:
             workers = 1  # the trial itself raises the explanation
-        runner = choose_runner(sweep.spec, workers, worker_pool is not None)
+        runner = sweep.runners.get(workers, Runner.IN_PROCESS)
         bundles, strategy = trial_bundles(workers, sweep.capacity, holds_workers=runner != Runner.TORCHTRAINER)
         return tune.PlacementGroupFactory(bundles, strategy=strategy)
 

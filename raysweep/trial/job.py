@@ -31,6 +31,8 @@ class Sweep:
     function: Callable[..., Any] | None = None  # raysweep.run's function (spec.function says its style)
     wandb_sweep_id: str | None = None  # the sweep W&B created for it (online); never an id W&B did not return
     wandb_dir: str = ""  # WANDB_DIR of scripts and W&B-style functions ("" : the workdir)
+    # how a trial of each world size runs, decided once by the driver (``driver/trainable.runners``)
+    runners: dict[int, Runner] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

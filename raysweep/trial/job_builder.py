@@ -1,34 +1,26 @@
-"""A trial's ``TrialJob``, built once where the trial comes in from Tune (``build_job``), and the
-runner its ranks use (``choose_runner``, which the driver asks too, to size the placement group).
-The job itself is plain data (``job.py``); building it writes a ``program:`` trial's param files.
+"""A trial's ``TrialJob``, built once where the trial comes in from Tune (``build_job``), with
+the runner the driver chose for its size (``Sweep.runners``). The job itself is plain data
+(``job.py``); building it writes a ``program:`` trial's param files.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
-from raysweep.env import ONE_WORKER_TORCHTRAINER
 from raysweep.placement import NeverPlaced, shape
-from raysweep.spec import SweepSpec, trial_config
+from raysweep.spec import trial_config
 from raysweep.spec.space import wandb_config
 from raysweep.trial.job import ProgramLaunch, Sweep, TrialJob
 from raysweep.trial.program import write_param_files
-from raysweep.words import Runner
-
-# Set to 1, a 1-worker trial under ddp_workers: torchtrainer is a TorchTrainer run too, not the
-# trial's own process (the GPU suite runs Ray Train's 1-GPU path with it).
-ONE_WORKER_TORCHTRAINER_ENV = ONE_WORKER_TORCHTRAINER
 
 
 class InfeasibleTrial(RuntimeError):
     """A trial asks for a size the cluster can never place (``placement.shape`` says why)."""
 
 
-def build_job(sweep: Sweep, flat_config: dict[str, Any], trial_id: str, staging_dir: str, pooled: bool) -> TrialJob:
-    """The job of the trial Tune started with ``flat_config`` (its files go in its run-dir dir);
-    ``pooled``: the sweep has warm DDP workers (else 2+-worker trials are TorchTrainer runs)."""
+def build_job(sweep: Sweep, flat_config: dict[str, Any], trial_id: str, staging_dir: str) -> TrialJob:
+    """The job of the trial Tune started with ``flat_config`` (its files go in its run-dir dir)."""
     spec, capacity = sweep.spec, sweep.capacity
     workers = spec.world_size(flat_config)
     try:
@@ -36,13 +28,12 @@ def build_job(sweep: Sweep, flat_config: dict[str, Any], trial_id: str, staging_
     except NeverPlaced as e:
         raise InfeasibleTrial(str(e)) from None
     trial_dir = trial_files_dir(staging_dir, sweep.run_dir)
-    runner = choose_runner(spec, workers, pooled)
     common = {
         "trial_id": trial_id,
         "trial_dir": trial_dir,
         "world_size": workers,
         "shape": where,
-        "runner": runner,
+        "runner": sweep.runners[workers],
         "metric": spec.metric.name if spec.metric else None,
         "report_timeout_s": spec.report_timeout_s,
         "group_timeout_s": spec.process_group_timeout_s,
@@ -59,15 +50,6 @@ def build_job(sweep: Sweep, flat_config: dict[str, Any], trial_id: str, staging_
             train_loop=spec.train_loop, function=sweep.function, config=trial_config(spec, flat_config), **common
         )
     return TrialJob(program=_program_launch(sweep, flat_config, trial_dir, trial_id), **common).new_attempt()
-
-
-def choose_runner(spec: SweepSpec, workers: int, pooled: bool) -> Runner:
-    """How a trial of ``workers`` ranks runs (``tune_trial.RUNNERS``); the driver sizes its
-    placement group by the same answer."""
-    one_in_process = spec.runs_program or (not pooled and os.environ.get(ONE_WORKER_TORCHTRAINER_ENV) != "1")
-    if workers == 1 and one_in_process:
-        return Runner.IN_PROCESS
-    return Runner.WARM if pooled else Runner.TORCHTRAINER
 
 
 def _program_launch(sweep: Sweep, flat_config: dict[str, Any], trial_dir: str, trial_id: str) -> ProgramLaunch:

@@ -237,7 +237,7 @@ def run_trial(flat_config: dict[str, Any], sweep: Sweep, worker_pool: Any) -> No
     """The Tune function trainable (bound with ``tune.with_parameters``); ``worker_pool`` is the
     sweep's ``pool.WorkerPool`` (None with ``ddp_workers: torchtrainer``)."""
     ctx = tune.get_context()
-    job = build_job(sweep, flat_config, ctx.get_trial_id(), ctx.get_trial_dir(), pooled=worker_pool is not None)
+    job = build_job(sweep, flat_config, ctx.get_trial_id(), ctx.get_trial_dir())
     watchdog.clear(job.trial_dir)  # a retried trial starts without the last attempt's explanation
     nodes = bundle_nodes(job)
     try:

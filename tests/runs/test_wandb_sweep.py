@@ -70,6 +70,7 @@ def test_every_run_of_every_rank_names_the_wandb_sweep_and_no_other(
     even a WANDB_SWEEP_ID left in the user's environment."""
     from raysweep.driver.experiment import _callbacks
     from raysweep.driver.settings import RunSettings
+    from raysweep.driver.trainable import runners
     from raysweep.placement import Capacity, Node
     from raysweep.spec import parse_spec
     from raysweep.trial.job import Sweep
@@ -81,8 +82,17 @@ def test_every_run_of_every_rank_names_the_wandb_sweep_and_no_other(
     doc = {"method": "grid", "metric": {"name": "score", "goal": "minimize"}, "parameters": {"x": {"value": 1}}, **keys}
     spec = parse_spec({**doc, "parameters": {"x": {"value": 1}, "num_gpus": {"value": workers}}}, function=function)
     capacity = Capacity((Node("n", "127.0.0.1", 2, 2.0),), False, 1.0, True)
-    sweep = Sweep(spec, capacity, str(tmp_path), "s", str(tmp_path), "online", wandb_sweep_id=sweep_id)
-    job = build_job(sweep, {"x": 1, "num_gpus": workers}, "t1", str(tmp_path / "t1"), pooled)
+    sweep = Sweep(
+        spec,
+        capacity,
+        str(tmp_path),
+        "s",
+        str(tmp_path),
+        "online",
+        wandb_sweep_id=sweep_id,
+        runners=runners(spec, pooled),
+    )
+    job = build_job(sweep, {"x": 1, "num_gpus": workers}, "t1", str(tmp_path / "t1"))
     assert job.runner == runner
     callbacks = _callbacks(
         spec,
