@@ -18,9 +18,8 @@ from typing import Any
 
 from raysweep import hints
 from raysweep.errors import UserError
-from raysweep.runs.files import TRIALS_FILE, read_trials
+from raysweep.runs.rows import read_rows
 from raysweep.spec import SweepSpec
-from raysweep.words import TrialStatus
 
 LOCK_FILE = "driver.lock"
 # What may differ between the drivers of one sweep: how it was named and seeded, and what runs its trials.
@@ -68,8 +67,8 @@ def plan_join(stored: SweepSpec, given: SweepSpec, run_dir: Path, count: int | N
         raise UserError(
             f"{run_dir} holds another sweep: its {different} differs from this one's; give this one another name"
         )
-    rows = read_trials(run_dir / TRIALS_FILE)
-    unfinished = [r for r in rows if r.get("status") in (TrialStatus.RUNNING, TrialStatus.PENDING)]
+    rows = read_rows(run_dir)
+    unfinished = [r for r in rows if not r.ended]
     if unfinished:
         raise UserError(
             f"sweep {run_dir.name} has {len(unfinished)} unfinished trial(s): continue them with "
@@ -80,8 +79,8 @@ def plan_join(stored: SweepSpec, given: SweepSpec, run_dir: Path, count: int | N
         budget = stored.capped(budget or stored.grid_size)
     left = count if count is not None else (budget - len(rows) if budget is not None else 0)
     if stored.search_method.enumerates:
-        left = min(left, stored.grid_size - len({_key(r.get("config") or {}) for r in rows}))
-    return JoinPlan(max(left, 0), len(rows), (stored.seed or 0) + agents, [r.get("config") or {} for r in rows])
+        left = min(left, stored.grid_size - len({_key(r.config) for r in rows}))
+    return JoinPlan(max(left, 0), len(rows), (stored.seed or 0) + agents, [r.config for r in rows])
 
 
 def _difference(stored: SweepSpec, given: SweepSpec) -> str | None:

@@ -23,6 +23,7 @@ from typing import Any
 from ray.tune.search import SearchAlgorithm
 from ray.tune.stopper import Stopper
 
+from raysweep.runs.rows import TrialRow
 from raysweep.spec import SweepSpec
 from raysweep.words import TrialStatus
 
@@ -45,16 +46,16 @@ class Ledger:
     def spent_s(self) -> float:
         return self.monitor.worker_seconds()
 
-    def running(self) -> list[dict[str, Any]]:
-        return [r for r in self.monitor.rows.values() if r.get("status") == TrialStatus.RUNNING]
+    def running(self) -> list[TrialRow]:
+        return [r for r in self.monitor.rows.values() if r.status == TrialStatus.RUNNING]
 
     def report_seconds(self, size: int) -> float | None:
         """The seconds one report of a trial of ``size`` took, start-up shared out: the median over
         its trials that reported; the slowest size's where this size has none yet."""
         by_size: dict[int, list[float]] = {}
         for row in self.monitor.rows.values():
-            if (row.get("iterations") or 0) > 0 and row.get("run_s"):
-                by_size.setdefault(row.get("num_workers") or 1, []).append(row["run_s"] / row["iterations"])
+            if (row.iterations or 0) > 0 and row.run_s:
+                by_size.setdefault(row.world_size, []).append(row.run_s / row.iterations)
         if size in by_size:
             return statistics.median(by_size[size])
         return max((statistics.median(v) for v in by_size.values()), default=None)
@@ -64,7 +65,7 @@ class Ledger:
         ``epochs``, else the most any trial made so far."""
         most = expected_reports(self.spec, config)
         if most is None:
-            return max((r.get("iterations") or 0 for r in self.monitor.rows.values()), default=0) or None
+            return max((r.iterations or 0 for r in self.monitor.rows.values()), default=0) or None
         return most
 
     def cost_s(self, config: dict[str, Any]) -> float:
@@ -76,10 +77,9 @@ class Ledger:
         """Spent, plus what the running trials will still use."""
         left = 0.0
         for row in self.running():
-            config = row.get("config") or {}
-            per, most = self.report_seconds(row.get("num_workers") or 1), self.reports(config)
+            per, most = self.report_seconds(row.world_size), self.reports(row.config)
             if per and most:
-                left += (row.get("num_workers") or 1) * max(0.0, per * (most - (row.get("iterations") or 0)))
+                left += row.world_size * max(0.0, per * (most - (row.iterations or 0)))
         return self.spent_s() + left
 
     def fits(self, config: dict[str, Any]) -> bool:

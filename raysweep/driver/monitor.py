@@ -17,15 +17,17 @@ import re
 import shutil
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ray.tune import Callback
 
-from raysweep.runs.files import TRIALS_FILE, TUNE_KEYS, read_explanation, read_trials, replace_text
+from raysweep.runs.files import TRIALS_FILE, TUNE_KEYS, read_explanation, replace_text
+from raysweep.runs.rows import TrialRow, read_rows
 from raysweep.spec import SweepSpec
 from raysweep.values import clock, finite_number, plain, short, short_config
-from raysweep.words import ENDED, FINISHED, STATES, TrialStatus
+from raysweep.words import ENDED, STATES, TrialStatus
 
 
 class SweepMonitor(Callback):
@@ -40,92 +42,88 @@ class SweepMonitor(Callback):
         self.interval_s = interval_s
         self.tty = sys.stdout.isatty()
         # resuming: keep what the earlier driver recorded
-        self.rows: dict[str, dict[str, Any]] = {r["trial_id"]: r for r in read_trials(self.path)}
-        for row in self.rows.values():  # a killed driver's open accounts: its last reports counted them
-            row.pop("since", None)
+        # resuming: a killed driver's open accounts are closed (its last reports counted them)
+        self.rows: dict[str, TrialRow] = {r.trial_id: replace(r, since=None) for r in read_rows(run_dir)}
         if self.rows:
             self.compact()  # one line per trial, and no half line a killed driver left to append after
         self.started = time.time()
         self.last_print = 0.0
         self.first_error: str | None = None
-        self.ended: list[str] = [r["status"] for r in self.rows.values() if r.get("status") in ENDED]
+        self.ended: list[str] = [r.status for r in self.rows.values() if r.ended]
         self.ended_before = len(self.ended)  # by an earlier driver of this sweep: not in this one's ETA
-        self.finished_before = {k for k, r in self.rows.items() if r.get("status") in FINISHED}
-        self.warned_metric = any(r.get("metric_logged") is False for r in self.rows.values())
+        self.finished_before = {k for k, r in self.rows.items() if r.finished}
+        self.warned_metric = any(not r.metric_logged for r in self.rows.values())
         self._reconciled = not self.rows  # a fresh sweep has nothing left over
 
     # --- bookkeeping ---
-    def _row(self, trial: Any) -> dict[str, Any]:
-        row = self.rows.setdefault(trial.trial_id, {"trial_id": trial.trial_id})
-        row.setdefault("start", time.time())
-        row["config"] = {k: plain(v) for k, v in trial.config.items()}
-        row["num_workers"] = _world_size(self.spec, trial.config)
-        row["trial_dir"] = trial.path  # in the run dir (trial.local_path is Ray's session staging copy)
+    def _row(self, trial: Any, started: bool = True, **changes: Any) -> TrialRow:
+        """The trial's row with Tune's view of it and ``changes``, kept (not yet saved)."""
+        row = self.rows.get(trial.trial_id) or TrialRow(trial.trial_id)
+        row = replace(
+            row,
+            start=row.start if row.start is not None or not started else time.time(),
+            config={k: plain(v) for k, v in trial.config.items()},
+            world_size=_world_size(self.spec, trial.config),
+            trial_dir=trial.path,  # in the run dir (trial.local_path is Ray's session staging copy)
+            **changes,
+        )
+        self.rows[trial.trial_id] = row
         return row
 
-    def _save(self, row: dict[str, Any]) -> None:
+    def _save(self, row: TrialRow) -> None:
         """Append the trial's row: constant work per change, however long the sweep."""
         with open(self.path, "a") as f:
-            f.write(json.dumps(row, default=str) + "\n")
+            f.write(json.dumps(row.to_json(), default=str) + "\n")
 
     def compact(self) -> None:
         """Rewrite the journal as one line per trial (atomically)."""
-        replace_text(self.path, "".join(json.dumps(r, default=str) + "\n" for r in self.rows.values()))
+        replace_text(self.path, "".join(json.dumps(r.to_json(), default=str) + "\n" for r in self.rows.values()))
 
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        row = self._row(trial)
-        row["status"] = TrialStatus.RUNNING
-        row.pop("error", None)  # a failed trial run again (resume --retry-failed) starts clean
-        row["since"] = time.time()  # its running time is counted from here (its cost: workers x run_s)
-        self._save(row)
+        # a failed trial run again (resume --retry-failed) starts clean; its running time is
+        # counted from here (its cost: workers x run_s)
+        self._save(self._row(trial, status=TrialStatus.RUNNING, error=None, since=time.time()))
 
-    def _account(self, row: dict[str, Any], running: bool = True) -> None:
+    @staticmethod
+    def _account(row: TrialRow, running: bool = True) -> TrialRow:
         """Add the time since the last account to the trial's ``run_s`` (the seconds it held its
         workers, every driver's, start-up included); ``running`` False: its run ended here."""
-        since = row.pop("since", None)
-        if since is not None:
-            now = time.time()
-            row["run_s"] = round(row.get("run_s", 0.0) + now - since, 3)
-            if running:
-                row["since"] = now
+        if row.since is None:
+            return row
+        now = time.time()
+        return replace(row, run_s=round(row.run_s + now - row.since, 3), since=now if running else None)
 
     def worker_seconds(self) -> float:
         """What the sweep has spent: each trial's workers x the time it ran, running ones to now."""
         now = time.time()
-        total = 0.0
-        for row in self.rows.values():
-            seconds = row.get("run_s", 0.0) + (now - row["since"] if "since" in row else 0.0)
-            total += (row.get("num_workers") or 1) * seconds
-        return total
+        return sum(
+            r.world_size * (r.run_s + (now - r.since if r.since is not None else 0.0)) for r in self.rows.values()
+        )
 
     def on_experiment_end(self, trials: list, **info: Any) -> None:
         for trial in trials:  # a trial Tune made that never started (it waited for room): pending
             if trial.trial_id not in self.rows:
-                row = self._row(trial)
-                row["status"] = TrialStatus.PENDING
-                del row["start"]  # it starts when it runs
+                self._row(trial, started=False, status=TrialStatus.PENDING)  # it starts when it runs
         self.compact()
 
     def sweep_stopped(self) -> None:
         """A stopper ended the sweep: trials still running then were stopped with it, and trials Tune
         made that never started are no trials of it."""
         for key, row in list(self.rows.items()):
-            if row.get("status") == TrialStatus.PENDING and "start" not in row:
+            if row.status == TrialStatus.PENDING and row.start is None:
                 del self.rows[key]
-            elif row.get("status") == TrialStatus.RUNNING:
-                self._account(row, running=False)
-                row["status"] = TrialStatus.STOPPED
+            elif row.status == TrialStatus.RUNNING:
+                self.rows[key] = replace(self._account(row, running=False), status=TrialStatus.STOPPED)
         self.compact()
 
-    def interrupted(self) -> list[dict[str, Any]]:
+    def interrupted(self) -> list[TrialRow]:
         """The sweep was interrupted: its running trials and those that never started wait for
         ``resume`` (``show``: pending); returns their rows."""
-        for row in self.rows.values():
-            if row.get("status") == TrialStatus.RUNNING:
-                self._account(row, running=False)
-                row["status"] = TrialStatus.PENDING
+        for key, row in self.rows.items():
+            if row.status == TrialStatus.RUNNING:
+                self.rows[key] = replace(self._account(row, running=False), status=TrialStatus.PENDING)
         self.compact()
-        return [r for r in self.rows.values() if r.get("status") == TrialStatus.PENDING]
+        return [r for r in self.rows.values() if r.status == TrialStatus.PENDING]
 
     def initial_failures(self, limit: int) -> bool:
         """The sweep's first ``limit`` trials to end all failed (W&B's agent gives up at 5)."""
@@ -133,41 +131,41 @@ class SweepMonitor(Callback):
         return limit > 0 and len(mine) >= limit and all(s == TrialStatus.FAILED for s in mine[:limit])
 
     def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
-        row = self._row(trial)
-        row["status"] = TrialStatus.RUNNING
-        row["iterations"] = result.get("training_iteration")
-        row["metrics"] = {k: plain(v) for k, v in result.items() if not isinstance(v, dict)}
-        row["wall_s"] = round(time.time() - row["start"], 2)
-        self._account(row)
+        row = self._row(
+            trial,
+            status=TrialStatus.RUNNING,
+            iterations=result.get("training_iteration"),
+            metrics={k: plain(v) for k, v in result.items() if not isinstance(v, dict)},
+        )
+        row = self._account(replace(row, wall_s=round(time.time() - row.start, 2)))
         if self.spec.metric and self.spec.metric.name not in result:
+            row = replace(row, metric_logged=False)
             self._metric_not_logged(row)
+        self.rows[row.trial_id] = row
         self._save(row)
         self._print(trials)
 
-    def _metric_not_logged(self, row: dict[str, Any]) -> None:
+    def _metric_not_logged(self, row: TrialRow) -> None:
         """A W&B-style function or script ended without logging the metric: done, with no value (as
-        its W&B run is), marked in the row; said once a sweep."""
-        row["metric_logged"] = False
+        its W&B run is), marked in the row (``metric_logged``); said once a sweep."""
         if self.warned_metric:
             return
         self.warned_metric = True
-        logged = ", ".join(sorted(k for k in row["metrics"] if k not in TUNE_KEYS)) or "nothing"
+        logged = ", ".join(sorted(k for k in row.metrics if k not in TUNE_KEYS)) or "nothing"
         print(
-            f"\nwarning: trial {row['trial_id']} ended without logging the sweep's metric "
+            f"\nwarning: trial {row.trial_id} ended without logging the sweep's metric "
             f"{self.spec.metric.name!r} (metric.name); it logged: {logged}. As under wandb.agent, such a trial "
             "is done with no value (show: not logged); bayes leaves it out of its model, and no scheduler stops it.",
             file=sys.stderr,
         )
 
     def _end(self, trials: list, trial: Any, status: str, error: str | None = None) -> None:
-        row = self._row(trial)
-        self._account(row, running=False)
-        row["status"] = status
-        row["end"] = time.time()
-        row["wall_s"] = round(row["end"] - row["start"], 2)
+        row = self._account(self._row(trial), running=False)
+        end = time.time()
+        row = replace(row, status=status, end=end, wall_s=round(end - row.start, 2), error=error or row.error)
+        self.rows[row.trial_id] = row
         self.ended.append(status)
         if error:
-            row["error"] = error
             self.first_error = self.first_error or error
         self._save(row)
         self._print(trials, force=True)
@@ -192,7 +190,7 @@ class SweepMonitor(Callback):
         runs their configuration again under a new id, and ``show`` must list it once."""
         self._reconciled = True
         known = {t.trial_id for t in trials}
-        stale = [k for k, r in self.rows.items() if r.get("status") == TrialStatus.RUNNING and k not in known]
+        stale = [k for k, r in self.rows.items() if r.status == TrialStatus.RUNNING and k not in known]
         for key in stale:
             del self.rows[key]
         if stale:
@@ -202,20 +200,19 @@ class SweepMonitor(Callback):
         self._print(trials)
 
     # --- the view ---
-    def best(self) -> dict[str, Any] | None:
+    def best(self) -> TrialRow | None:
         metric = self.spec.metric
         if metric is None:
             return None
-        scored = [r for r in self.rows.values() if finite_number((r.get("metrics") or {}).get(metric.name))]
+        scored = [r for r in self.rows.values() if finite_number(r.metric(metric.name))]
         if not scored:
             return None
-        return min(scored, key=lambda r: metric.rank(r["metrics"][metric.name]))
+        return min(scored, key=lambda r: metric.rank(r.metric(metric.name)))
 
     def status_line(self, trials: list) -> str:
         counts = dict.fromkeys(STATES, 0)
         for r in self.rows.values():
-            status = r.get("status", TrialStatus.PENDING)
-            counts[status] = counts.get(status, 0) + 1
+            counts[r.status] = counts.get(r.status, 0) + 1
         counts[TrialStatus.PENDING] = sum(1 for t in trials if t.status == "PENDING")  # Tune's status
         elapsed = time.time() - self.started
         finished = sum(counts[s] for s in ENDED)
@@ -227,10 +224,8 @@ class SweepMonitor(Callback):
             parts.append(f"spent {self.ledger.spent_s() / 3600:.3g}/{self.ledger.limit_s / 3600:g} {self.ledger.unit}")
         best = self.best()
         if best:  # each trial ranked by its last report, as show, the report and W&B's summary rank it
-            parts.append(
-                f"| best {self.spec.metric.name}={short(best['metrics'][self.spec.metric.name])} (last report)"
-            )
-            parts.append(f"({short_config(best['config'])})")
+            parts.append(f"| best {self.spec.metric.name}={short(best.metric(self.spec.metric.name))} (last report)")
+            parts.append(f"({short_config(best.config)})")
         return " ".join(parts)
 
     def _print(self, trials: list, force: bool = False) -> None:

@@ -15,18 +15,19 @@ from raysweep.runs.files import (
     SETTINGS_FILE,
     write_json,
 )
+from raysweep.runs.rows import TrialRow
 from raysweep.spec import SweepSpec
 from raysweep.values import short_config
-from raysweep.words import FINISHED, TrialStatus
+from raysweep.words import TrialStatus
 
 log = logging.getLogger("raysweep")
 
 
-def pending_text(pending: list[dict[str, Any]], budget: int) -> str:
+def pending_text(pending: list[TrialRow], budget: int) -> str:
     """The trials ``resume`` will run, in words (a few named)."""
     if not pending:
         return ""
-    shown = ", ".join(f"{r['trial_id']} ({short_config(r.get('config') or {})})" for r in pending[:5])
+    shown = ", ".join(f"{r.trial_id} ({short_config(r.config)})" for r in pending[:5])
     more = f" and {len(pending) - 5} more" if len(pending) > 5 else ""
     return f"{len(pending)} of its {budget} trials are pending: {shown}{more}.\n"
 
@@ -36,7 +37,7 @@ def left_unfinished(results: Any, monitor: SweepMonitor, stoppers: list[Any], bu
     ended, or fewer than the budget were started without a stopper ending the sweep."""
     if len(results) > results.num_terminated + results.num_errors:
         return True
-    if any(r.get("status") in (TrialStatus.RUNNING, TrialStatus.PENDING) for r in monitor.rows.values()):
+    if any(not r.ended for r in monitor.rows.values()):
         return True
     return len(results) < budget and not any(s.stop_all() for s in stoppers)
 
@@ -65,8 +66,8 @@ def finish(
     stopped: str | None = None,
 ) -> int:
     rows = list(monitor.rows.values())
-    failed = [r for r in rows if r.get("status") == TrialStatus.FAILED]
-    ok = [r for r in rows if r.get("status") in FINISHED]
+    failed = [r for r in rows if r.status == TrialStatus.FAILED]
+    ok = [r for r in rows if r.finished]
     if not settings.quiet:
         print()
     ended = f"stopped ({stopped})" if stopped else "finished"
@@ -74,7 +75,7 @@ def finish(
     best = monitor.best()
     if best:
         print(
-            f"best {spec.metric.name} = {best['metrics'][spec.metric.name]:.6g} from trial {best['trial_id']}: {best['config']}"
+            f"best {spec.metric.name} = {best.metric(spec.metric.name):.6g} from trial {best.trial_id}: {best.config}"
         )
     print(f"results: {hints.command('show', run_dir)}")
     if on_wandb:

@@ -36,15 +36,14 @@ from raysweep.runs.files import (
     check_format,
     read_settings,
     read_spec,
-    read_trials,
     write_json,
 )
+from raysweep.runs.rows import read_rows
 from raysweep.runs.show import resolve_run_dir
 from raysweep.spec import SweepSpec
 from raysweep.spec.model import draw_seed
 from raysweep.trial.rank import import_loop
 from raysweep.values import safe_name
-from raysweep.words import FINISHED
 
 log = logging.getLogger("raysweep")
 
@@ -119,7 +118,7 @@ def _run(
         _setup_logging(run_dir)
         on_wandb = None
         if settings.wandb == "online":
-            ran = [row["trial_id"] for row in read_trials(run_dir / TRIALS_FILE)]
+            ran = [row.trial_id for row in read_rows(run_dir)]
             try:
                 on_wandb = wandb_sweep.open_for_run(spec, run_dir, settings.name, ran)
             except wandb_sweep.WandbUnreachable as e:  # each run would wait on W&B, and be lost to it
@@ -136,7 +135,7 @@ def _run(
         started = time.time()
         results = tuner.fit()
         # the last lines of the trials that ran to their end here, still on their way to this console
-        output.wait({k for k, r in monitor.rows.items() if r.get("status") in FINISHED} - monitor.finished_before)
+        output.wait({k for k, r in monitor.rows.items() if r.finished} - monitor.finished_before)
     budget = next((s for s in stoppers if getattr(s, "fired", False)), None)  # it interrupted the sweep itself
     if budget is not None and not signals.received:
         return outcome.budget_spent(settings, run_dir, monitor, budget.reason, on_wandb)
@@ -295,7 +294,7 @@ def resume_sweep(
     # nothing to resume: it starts afresh. Tune may have no state yet (it writes it when the
     # Tuner is built), and Ray 2.60 cannot restore a state of no trials (an IndexError in
     # TuneController._restore_trials, after which it ran one trial of the budget and ended).
-    restore = bool(read_trials(run_dir / TRIALS_FILE)) and tune.Tuner.can_restore(run_dir)
+    restore = bool(read_rows(run_dir)) and tune.Tuner.can_restore(run_dir)
     if not restore:
         print(f"sweep {settings.name}: no trial had started; starting it")
         (run_dir / OPTUNA_JOURNAL).unlink(missing_ok=True)  # its study, if any, holds no finished trial

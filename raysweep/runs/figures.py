@@ -248,13 +248,13 @@ def best_so_far_figure(sweep: SweepRecord) -> tuple[Any, str]:
     import plotly.graph_objects as go
 
     metric, goal = sweep.metric, sweep.spec.metric
-    starts = [r["start"] for r in sweep.rows.values() if finite_number(r.get("start"))]
+    starts = [r.start for r in sweep.rows.values() if finite_number(r.start)]
     if not metric or not starts:
         return None, "No trial has reported the metric yet."
     t0 = min(starts)
     events = []  # (seconds since the sweep started, value, trial)
     for tid, history in sweep.histories.items():
-        start = sweep.rows[tid].get("start")
+        start = sweep.rows[tid].start
         for r in history:
             if finite_number(r.get(metric)):
                 at = (

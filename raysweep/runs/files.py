@@ -85,7 +85,8 @@ def replace_text(path: Path, text: str) -> None:
 
 
 def read_trials(path: Path) -> list[dict[str, Any]]:
-    """The rows of a run dir's trials file: each trial's last line, in the order trials first appeared."""
+    """The rows of a run dir's trials file as JSON: each trial's last line, in the order trials
+    first appeared. raysweep reads them typed (``rows.read_rows``); this is the file's own form."""
     if not path.exists():
         return []
     rows: dict[str, dict[str, Any]] = {}

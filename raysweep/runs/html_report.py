@@ -68,12 +68,8 @@ def summary_html(sweep: SweepRecord) -> str:
     spec, trials, best = sweep.spec, sweep.trials, sweep.best
     counts = Counter(t["status"] for t in trials)
     status = ", ".join(f"{counts[s]} {s}" for s in STATES if counts[s]) or "no trials yet"
-    starts = [r["start"] for r in sweep.rows.values() if finite_number(r.get("start"))]
-    ends = [
-        r.get("end") or r["start"] + (r.get("wall_s") or 0)
-        for r in sweep.rows.values()
-        if finite_number(r.get("start"))
-    ]
+    starts = [r.start for r in sweep.rows.values() if finite_number(r.start)]
+    ends = [r.end or r.start + (r.wall_s or 0) for r in sweep.rows.values() if finite_number(r.start)]
     items = [
         ("sweep", f"{sweep.name} ({spec.method})"),
         ("metric", f"{sweep.metric} ({sweep.goal})" if sweep.metric else "none"),

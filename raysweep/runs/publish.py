@@ -16,8 +16,8 @@ from pathlib import Path
 
 from raysweep import wandb_sweep
 from raysweep.errors import UserError
-from raysweep.runs.files import TRIALS_FILE, read_settings, read_spec, read_trials
-from raysweep.words import ENDED
+from raysweep.runs.files import read_settings, read_spec
+from raysweep.runs.rows import read_rows
 
 
 def offline_runs(run_dir: Path) -> dict[str, list[Path]]:
@@ -38,7 +38,7 @@ def publish(run_dir: Path) -> int:
         return 0
     runs = offline_runs(run_dir)
     if settings.get("wandb") == "online":  # W&B gave no sweep then: its runs are on W&B already
-        ids = [row["trial_id"] for row in read_trials(run_dir / TRIALS_FILE)]
+        ids = [row.trial_id for row in read_rows(run_dir)]
     else:
         ids = list(runs)
     if not ids:
@@ -73,8 +73,8 @@ def publish(run_dir: Path) -> int:
         print(f"raysweep: W&B: {e}; the runs were synced, on no sweep page. Publish again to retry", file=sys.stderr)
         return 1
     wandb_sweep.save(run_dir, sweep)
-    rows = read_trials(run_dir / TRIALS_FILE)
-    ended = len(rows) >= settings.get("budget", 0) and all(row.get("status") in ENDED for row in rows)
+    rows = read_rows(run_dir)
+    ended = len(rows) >= settings.get("budget", 0) and all(row.ended for row in rows)
     wandb_sweep.set_state(sweep, wandb_sweep.FINISHED if ended else wandb_sweep.PAUSED)
     added = f"{len(ids)} runs" if len(new) == len(sweep.runs) else f"{len(new)} new runs ({len(sweep.runs)} in all)"
     print(f"published {added} to W&B sweep {sweep.url}")

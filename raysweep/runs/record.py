@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from raysweep.runs.files import TRIALS_FILE, read_results, read_spec, read_trials
+from raysweep.runs.files import read_results, read_spec
+from raysweep.runs.rows import TrialRow, read_rows
 from raysweep.runs.show import load_results
 from raysweep.spec import SweepSpec
 
@@ -20,14 +21,14 @@ class SweepRecord:
     goal: str  # minimize or maximize
     trials: list[dict[str, Any]]  # ``show --json``'s trials, best first
     best: dict[str, Any] | None
-    rows: dict[str, dict[str, Any]]  # trial id -> its trials.jsonl row (start, end, trial_dir, ...)
+    rows: dict[str, TrialRow]  # trial id -> its trials.jsonl row (start, end, trial_dir, ...)
     histories: dict[str, list[dict[str, Any]]]  # trial id -> its result.json lines
     cost: dict[str, Any]  # ``show --json``'s cost: spent, its unit, the plan's and the budget's hours
 
     @classmethod
     def read(cls, run_dir: Path) -> SweepRecord:
         data = load_results(run_dir)
-        rows = {r["trial_id"]: r for r in read_trials(run_dir / TRIALS_FILE)}
+        rows = {r.trial_id: r for r in read_rows(run_dir)}
         return cls(
             run_dir=run_dir,
             name=data["name"],
@@ -37,6 +38,6 @@ class SweepRecord:
             trials=data["trials"],
             best=data["best"],
             rows=rows,
-            histories={tid: read_results(r.get("trial_dir")) for tid, r in rows.items()},
+            histories={tid: read_results(r.trial_dir) for tid, r in rows.items()},
             cost=data["cost"],
         )

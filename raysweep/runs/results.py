@@ -10,7 +10,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from raysweep.runs.files import TRIALS_FILE, TUNE_KEYS, read_results, read_settings, read_trials
+from raysweep.runs.files import TUNE_KEYS, read_results, read_settings
+from raysweep.runs.rows import read_rows
 from raysweep.runs.show import load_results, resolve_run_dir
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ class SweepResult:
         parameter and a metric is the parameter's; the metric's gets ``metric.`` in front."""
         import pandas
 
-        last = {r["trial_id"]: r.get("metrics") or {} for r in read_trials(self.run_dir / TRIALS_FILE)}
+        last = {r.trial_id: r.metrics for r in read_rows(self.run_dir)}
         metric = load_results(self.run_dir)["metric"]
         rows = []
         for t in self.trials:
@@ -77,10 +78,10 @@ class SweepResult:
 
     def history(self, trial_id: str) -> list[dict[str, Any]]:
         """Every report of the trial, in order, as its ``result.json`` holds them."""
-        row = next((r for r in read_trials(self.run_dir / TRIALS_FILE) if r["trial_id"] == trial_id), None)
+        row = next((r for r in read_rows(self.run_dir) if r.trial_id == trial_id), None)
         if row is None:
             raise KeyError(f"sweep {self.name} has no trial {trial_id!r}")
-        return read_results(row.get("trial_dir"))
+        return read_results(row.trial_dir)
 
 
 def load(run: str | os.PathLike, storage: str | os.PathLike = "raysweep_runs") -> SweepResult:

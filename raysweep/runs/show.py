@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from raysweep.errors import UserError
-from raysweep.runs.files import SPEC_FILE, TRIALS_FILE, read_settings, read_spec, read_trials
+from raysweep.runs.files import SPEC_FILE, read_settings, read_spec
+from raysweep.runs.rows import read_rows
 from raysweep.values import finite_number, short
-from raysweep.words import TrialStatus
 
 
 def resolve_run_dir(run: str | os.PathLike, storage: str | os.PathLike = "raysweep_runs") -> Path:
@@ -29,23 +29,20 @@ def load_results(run_dir: Path) -> dict[str, Any]:
     spec = read_spec(run_dir)
     metric = spec.metric.name if spec.metric else None
     goal = spec.metric.goal if spec.metric else "minimize"
-    rows = read_trials(run_dir / TRIALS_FILE)
     trials = []
-    for r in rows:
-        value = (r.get("metrics") or {}).get(metric) if metric else None
-        status = r.get("status", TrialStatus.PENDING)
+    for r in read_rows(run_dir):
         trials.append(
             {
-                "trial_id": r["trial_id"],
-                "status": status,
-                "config": r.get("config", {}),
-                "metric": value,
-                "iterations": r.get("iterations") or 0,
-                "num_workers": r.get("num_workers", 1),
-                "wall_s": r.get("wall_s"),
-                "cost_hours": round(r.get("num_workers", 1) * r.get("run_s", 0.0) / 3600, 6),
-                **({"metric_logged": False} if r.get("metric_logged") is False else {}),
-                **({"error": r["error"]} if r.get("error") else {}),
+                "trial_id": r.trial_id,
+                "status": r.status,
+                "config": r.config,
+                "metric": r.metric(metric),
+                "iterations": r.iterations or 0,
+                "num_workers": r.world_size,
+                "wall_s": r.wall_s,
+                "cost_hours": round(r.cost_hours, 6),
+                **({} if r.metric_logged else {"metric_logged": False}),
+                **({"error": r.error} if r.error else {}),
             }
         )
 

@@ -113,7 +113,7 @@ def test_the_progress_lines_best_is_each_trials_last_report_as_show_ranks_it(tmp
     monitor.on_trial_result(0, trials, trials[1], {"score": 0.5, "training_iteration": 1})
     line = monitor.status_line(trials)
     assert "best score=0.5 (last report) (x=1)" in line, line
-    assert monitor.best()["trial_id"] == "t1"
+    assert monitor.best().trial_id == "t1"
 
 
 def test_the_eta_counts_only_the_trials_this_driver_ended(tmp_path):

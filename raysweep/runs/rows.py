@@ -1,0 +1,77 @@
+"""A trial's row of ``trials.jsonl``, typed (``TrialRow``), and the journal it is read from.
+
+Every reader and writer in raysweep goes through ``TrialRow``; its JSON form is the file's,
+unchanged: the world size is ``num_workers`` there (README's run dir), a key whose value is
+unknown is left out, and ``metric_logged`` is written only when False.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from raysweep.runs.files import TRIALS_FILE, read_trials
+from raysweep.words import ENDED, FINISHED, TrialStatus
+
+_JSON_NAMES = {"world_size": "num_workers"}  # this record's name -> the file's
+
+
+@dataclass(frozen=True)
+class TrialRow:
+    trial_id: str
+    status: TrialStatus = TrialStatus.PENDING
+    config: dict[str, Any] = field(default_factory=dict)  # the flat config Tune ran
+    world_size: int = 1
+    trial_dir: str | None = None
+    start: float | None = None  # when it first started (None: it never has)
+    end: float | None = None
+    since: float | None = None  # while it runs: its running time is counted from here
+    run_s: float = 0.0  # the seconds it held its workers, every driver's, start-up included
+    iterations: int | None = None
+    metrics: dict[str, Any] = field(default_factory=dict)  # its last report
+    wall_s: float | None = None
+    error: str | None = None
+    metric_logged: bool = True  # False: a W&B-style trial that ended without logging the metric
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TrialRow:
+        names = {v: k for k, v in _JSON_NAMES.items()}
+        known = {names.get(k, k): v for k, v in data.items() if names.get(k, k) in cls.__dataclass_fields__}
+        row = cls(**known)
+        return replace(
+            row,
+            status=TrialStatus(row.status),
+            config=row.config or {},
+            metrics=row.metrics or {},
+            world_size=row.world_size or 1,
+            run_s=row.run_s or 0.0,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        out = {_JSON_NAMES.get(k, k): v for k, v in asdict(self).items() if v is not None}
+        if self.metric_logged:
+            del out["metric_logged"]
+        return out
+
+    @property
+    def ended(self) -> bool:
+        return self.status in ENDED
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINISHED
+
+    @property
+    def cost_hours(self) -> float:
+        """What it cost: its workers x the time it ran."""
+        return self.world_size * self.run_s / 3600
+
+    def metric(self, name: str | None) -> Any:
+        """The metric's last reported value (None: not reported, or no metric)."""
+        return self.metrics.get(name) if name else None
+
+
+def read_rows(run_dir: Path | str) -> list[TrialRow]:
+    """The run dir's trials, typed: each trial's last line of the journal (``files.read_trials``)."""
+    return [TrialRow.from_json(data) for data in read_trials(Path(run_dir) / TRIALS_FILE)]
