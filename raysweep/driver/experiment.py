@@ -23,7 +23,6 @@ from raysweep.driver.cluster import start_or_connect
 from raysweep.driver.console import TrialOutput, show_trial_output
 from raysweep.driver.monitor import SweepMonitor
 from raysweep.driver.result_log import ResultLog
-from raysweep.driver.settings import RunSettings
 from raysweep.driver.trainable import make_trainable, runners
 from raysweep.driver.wandb_logging import WandbRuns
 from raysweep.errors import UserError
@@ -33,6 +32,7 @@ from raysweep.runs.files import (
     SETTINGS_FILE,
     write_json,
 )
+from raysweep.runs.settings import RunSettings
 from raysweep.search.plan import cheapest_trial_hours, plan
 from raysweep.search.schedulers import build_scheduler
 from raysweep.search.searchers import build_search

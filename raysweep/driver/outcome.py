@@ -10,12 +10,12 @@ from typing import Any
 
 from raysweep import hints, wandb_sweep
 from raysweep.driver.monitor import SweepMonitor
-from raysweep.driver.settings import RunSettings
 from raysweep.runs.files import (
     SETTINGS_FILE,
     write_json,
 )
 from raysweep.runs.rows import TrialRow
+from raysweep.runs.settings import RunSettings
 from raysweep.spec import SweepSpec
 from raysweep.values import short_config
 from raysweep.words import TrialStatus

@@ -26,19 +26,18 @@ from ray import tune
 from raysweep import hints, wandb_sweep
 from raysweep.driver import experiment, interrupt, outcome
 from raysweep.driver.agents import driver_lock, plan_join
-from raysweep.driver.settings import RunRequest, RunSettings, check_budget
+from raysweep.driver.settings import RunRequest, check_budget
 from raysweep.errors import UserError
 from raysweep.runs.files import (
     OPTUNA_JOURNAL,
     SETTINGS_FILE,
     SPEC_FILE,
     TRIALS_FILE,
-    check_format,
-    read_settings,
     read_spec,
     write_json,
 )
 from raysweep.runs.rows import read_rows
+from raysweep.runs.settings import RunSettings, check_format, read_settings
 from raysweep.runs.show import resolve_run_dir
 from raysweep.spec import SweepSpec
 from raysweep.spec.model import draw_seed
@@ -216,7 +215,7 @@ def _existing(spec: SweepSpec, request: RunRequest, function: Callable | None, r
     SLURM job: its ``--count`` must be the sweep's); else join it, as a second ``wandb.agent`` of
     the sweep, adding ``--count`` trials (or what is left of its budget)."""
     stored = read_spec(run_dir)
-    settings = RunSettings.from_json(read_settings(run_dir))
+    settings = read_settings(run_dir)
     if request.resume_existing:
         if request.count is not None and request.count != settings.budget:
             raise UserError(
@@ -282,7 +281,7 @@ def resume_sweep(
     run_dir = resolve_run_dir(run, storage)
     check_format(run_dir)
     spec = read_spec(run_dir)
-    settings = RunSettings.from_json(read_settings(run_dir))
+    settings = read_settings(run_dir)
     settings = replace(settings, quiet=quiet, retry_failed=retry_failed, exit_at_once=exit_at_once, stopped=None)
     if budget_gpu_hours is not None:
         check_budget(budget_gpu_hours)

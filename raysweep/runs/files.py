@@ -14,7 +14,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-from raysweep.errors import UserError
 from raysweep.spec import SweepSpec
 
 # What this raysweep writes and resumes. Tune pickles the searcher, scheduler and callbacks into
@@ -22,7 +21,7 @@ from raysweep.spec import SweepSpec
 # change of those (or of the files' meaning) takes the next number. Run dirs without one are 0.
 RUN_DIR_FORMAT = 1
 SPEC_FILE = "spec.json"  # the resolved spec (SweepSpec.to_json)
-SETTINGS_FILE = "run.json"  # how the sweep was started (driver.settings.RunSettings)
+SETTINGS_FILE = "run.json"  # how the sweep was started (runs/settings.py: RunSettings)
 # Not *.json (nor the W&B sweep's file): Tune copies a run dir's top-level .json files into its
 # staging dir on restore and syncs them back later, which would overwrite them with stale copies.
 TRIALS_FILE = "trials.jsonl"
@@ -56,21 +55,6 @@ TUNE_KEYS = frozenset(
 
 def read_spec(run_dir: Path) -> SweepSpec:
     return SweepSpec.from_json(json.loads((Path(run_dir) / SPEC_FILE).read_text()))
-
-
-def read_settings(run_dir: Path) -> dict[str, Any]:
-    """``run.json`` as written (``driver.settings.RunSettings.from_json`` makes it typed)."""
-    return json.loads((Path(run_dir) / SETTINGS_FILE).read_text())
-
-
-def check_format(run_dir: Path) -> None:
-    """Refuse, in one sentence, to resume a run dir another raysweep's format wrote."""
-    found = read_settings(run_dir).get("format", 0)
-    if found != RUN_DIR_FORMAT:
-        raise UserError(
-            f"{run_dir} holds a sweep in run-dir format {found}, and this raysweep resumes format {RUN_DIR_FORMAT}: "
-            "resume it with the raysweep that started it (show and report still read it)"
-        )
 
 
 def write_json(path: Path, data: Any) -> None:

@@ -16,8 +16,9 @@ from pathlib import Path
 
 from raysweep import wandb_sweep
 from raysweep.errors import UserError
-from raysweep.runs.files import read_settings, read_spec
+from raysweep.runs.files import read_spec
 from raysweep.runs.rows import read_rows
+from raysweep.runs.settings import read_settings
 
 
 def offline_runs(run_dir: Path) -> dict[str, list[Path]]:
@@ -33,16 +34,16 @@ def publish(run_dir: Path) -> int:
     """Sync ``run_dir``'s offline runs and attach them to its W&B sweep (created on first publish)."""
     spec, settings = read_spec(run_dir), read_settings(run_dir)
     sweep = wandb_sweep.load(run_dir)
-    if settings.get("wandb") == "online" and sweep is not None:
-        print(f"sweep {settings['name']} ran online: its runs joined W&B sweep {sweep.url} as they ran")
+    if settings.wandb == "online" and sweep is not None:
+        print(f"sweep {settings.name} ran online: its runs joined W&B sweep {sweep.url} as they ran")
         return 0
     runs = offline_runs(run_dir)
-    if settings.get("wandb") == "online":  # W&B gave no sweep then: its runs are on W&B already
+    if settings.wandb == "online":  # W&B gave no sweep then: its runs are on W&B already
         ids = [row.trial_id for row in read_rows(run_dir)]
     else:
         ids = list(runs)
     if not ids:
-        raise UserError(f"{run_dir} holds no W&B runs to publish (the sweep ran with W&B {settings.get('wandb')})")
+        raise UserError(f"{run_dir} holds no W&B runs to publish (the sweep ran with W&B {settings.wandb})")
     if not wandb_sweep.key_configured():
         raise UserError("publish uploads to W&B, and no W&B key is configured: run `wandb login` or set WANDB_API_KEY")
     try:
@@ -74,7 +75,7 @@ def publish(run_dir: Path) -> int:
         return 1
     wandb_sweep.save(run_dir, sweep)
     rows = read_rows(run_dir)
-    ended = len(rows) >= settings.get("budget", 0) and all(row.ended for row in rows)
+    ended = len(rows) >= settings.budget and all(row.ended for row in rows)
     wandb_sweep.set_state(sweep, wandb_sweep.FINISHED if ended else wandb_sweep.PAUSED)
     added = f"{len(ids)} runs" if len(new) == len(sweep.runs) else f"{len(new)} new runs ({len(sweep.runs)} in all)"
     print(f"published {added} to W&B sweep {sweep.url}")

@@ -10,8 +10,9 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from raysweep.runs.files import TUNE_KEYS, read_results, read_settings
+from raysweep.runs.files import TUNE_KEYS, read_results
 from raysweep.runs.rows import read_rows
+from raysweep.runs.settings import read_settings
 from raysweep.runs.show import load_results, resolve_run_dir
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ class SweepResult:
     def stopped(self) -> str | None:
         """Why the sweep was stopped before its budget, as ``wandb.agent`` stops (the first trials all
         failed: W&B's words), or a trial reached metric.target; None when it was not."""
-        return read_settings(self.run_dir).get("stopped")
+        return read_settings(self.run_dir).stopped
 
     @property
     def best(self) -> dict[str, Any] | None:

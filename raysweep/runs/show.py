@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from raysweep.errors import UserError
-from raysweep.runs.files import SPEC_FILE, read_settings, read_spec
+from raysweep.runs.files import SPEC_FILE, read_spec
 from raysweep.runs.rows import read_rows
+from raysweep.runs.settings import read_settings
 from raysweep.values import finite_number, short
 
 
@@ -67,14 +68,14 @@ def _cost(run_dir: Path, trials: list[dict[str, Any]]) -> dict[str, Any]:
     """What the sweep spent (each trial's workers x the time it ran), beside its plan and budget."""
     try:
         settings = read_settings(run_dir)
-    except (OSError, ValueError):
-        settings = {}
-    planned = settings.get("plan") or {}
+    except (OSError, ValueError, TypeError):
+        settings = None
+    planned = (settings.plan if settings else None) or {}
     return {
         "spent_hours": round(sum(t["cost_hours"] for t in trials), 6),
         "unit": planned.get("unit", "GPU-hours"),
         "plan_hours": planned.get("hours"),
-        "budget_hours": settings.get("budget_gpu_hours"),
+        "budget_hours": settings.budget_gpu_hours if settings else None,
     }
 
 

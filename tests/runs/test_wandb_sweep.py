@@ -69,9 +69,9 @@ def test_every_run_of_every_rank_names_the_wandb_sweep_and_no_other(
     names the sweep W&B created, and none when W&B created none (offline, or W&B refused), not
     even a WANDB_SWEEP_ID left in the user's environment."""
     from raysweep.driver.experiment import _callbacks
-    from raysweep.driver.settings import RunSettings
     from raysweep.driver.trainable import runners
     from raysweep.placement import Capacity, Node
+    from raysweep.runs.settings import RunSettings
     from raysweep.spec import parse_spec
     from raysweep.trial.job import Sweep
     from raysweep.trial.job_builder import build_job
