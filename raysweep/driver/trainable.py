@@ -33,11 +33,11 @@ def runners(spec: SweepSpec, pooled: bool) -> dict[int, Runner]:
 def make_trainable(sweep: Sweep, worker_pool: Any) -> Any:
     def resources(flat_config: dict[str, Any]) -> Any:
         try:
-            workers = sweep.spec.world_size(flat_config)
+            world_size = sweep.spec.world_size(flat_config)
         except ValueError:
-            workers = 1  # the trial itself raises the explanation
-        runner = sweep.runners.get(workers, Runner.IN_PROCESS)
-        bundles, strategy = trial_bundles(workers, sweep.capacity, holds_workers=runner != Runner.TORCHTRAINER)
+            world_size = 1  # the trial itself raises the explanation
+        runner = sweep.runners.get(world_size, Runner.IN_PROCESS)
+        bundles, strategy = trial_bundles(world_size, sweep.capacity, holds_workers=runner != Runner.TORCHTRAINER)
         return tune.PlacementGroupFactory(bundles, strategy=strategy)
 
     return tune.with_resources(tune.with_parameters(run_trial, sweep=sweep, worker_pool=worker_pool), resources)

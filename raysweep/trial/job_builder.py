@@ -22,18 +22,18 @@ class InfeasibleTrial(RuntimeError):
 def build_job(sweep: Sweep, flat_config: dict[str, Any], trial_id: str, staging_dir: str) -> TrialJob:
     """The job of the trial Tune started with ``flat_config`` (its files go in its run-dir dir)."""
     spec, capacity = sweep.spec, sweep.capacity
-    workers = spec.world_size(flat_config)
+    world_size = spec.world_size(flat_config)
     try:
-        where = shape(workers, capacity)
+        where = shape(world_size, capacity)
     except NeverPlaced as e:
         raise InfeasibleTrial(str(e)) from None
     trial_dir = trial_files_dir(staging_dir, sweep.run_dir)
     common = {
         "trial_id": trial_id,
         "trial_dir": trial_dir,
-        "world_size": workers,
+        "world_size": world_size,
         "shape": where,
-        "runner": sweep.runners[workers],
+        "runner": sweep.runners[world_size],
         "metric": spec.metric.name if spec.metric else None,
         "report_timeout_s": spec.report_timeout_s,
         "group_timeout_s": spec.process_group_timeout_s,
