@@ -36,22 +36,29 @@ class Sweep:
 
 
 @dataclass(frozen=True)
-class ProgramLaunch:
-    """How a ``program:`` trial starts its script, as ``wandb agent`` would; for a W&B-style
-    function, the same variables its ``wandb.init`` meets (``program`` and ``command`` None)."""
+class WandbSetup:
+    """What a trial's ``wandb.init`` meets, as under ``wandb agent``: where it runs and the
+    variables it reads (``program.wandb_variables``). A W&B-style function's whole launch."""
 
-    program: str | None
-    command: tuple[str, ...] | None
-    params: dict[str, Any]  # the trial's values as W&B hands them to the script
     param_file: str  # the YAML wandb.init reads (WANDB_SWEEP_PARAM_PATH)
-    args_json_file: str
-    workdir: str
+    workdir: str  # where it runs (wandb.agent's caller's directory)
     wandb_mode: str
     wandb_dir: str  # WANDB_DIR, as wandb.agent sets it: the user's, else the working directory
     project: str
     entity: str | None
     group: str
     sweep_id: str | None  # a sweep W&B created; never one it did not
+
+
+@dataclass(frozen=True)
+class ProgramLaunch:
+    """How a ``program:`` trial starts its script, as ``wandb agent`` would."""
+
+    program: str | None
+    command: tuple[str, ...] | None
+    params: dict[str, Any]  # the trial's values as W&B hands them to the script
+    args_json_file: str
+    wandb: WandbSetup
 
     @property
     def label(self) -> str:
@@ -76,7 +83,7 @@ class TrialJob:
     function: Callable[..., Any] | None = None  # raysweep.run's function, shipped by value
     config: dict[str, Any] = field(default_factory=dict)  # the nested config the loop receives
     program: ProgramLaunch | None = None
-    wandb_function: ProgramLaunch | None = None  # set when ``function`` is W&B-style: what its wandb.init meets
+    wandb_function: WandbSetup | None = None  # set when ``function`` is W&B-style: what its wandb.init meets
     attempt: str = ""  # this start of the trial's ranks: a script's metrics files are per attempt
     restored_checkpoint: str | None = None  # torchtrainer: the Ray Train checkpoint Tune restored the trial from
 

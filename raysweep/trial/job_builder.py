@@ -11,7 +11,7 @@ from typing import Any
 from raysweep.placement import NeverPlaced, shape
 from raysweep.spec import trial_config
 from raysweep.spec.space import wandb_config
-from raysweep.trial.job import ProgramLaunch, Sweep, TrialJob
+from raysweep.trial.job import ProgramLaunch, Sweep, TrialJob, WandbSetup
 from raysweep.trial.program import write_param_files
 
 
@@ -43,7 +43,9 @@ def build_job(sweep: Sweep, flat_config: dict[str, Any], trial_id: str, staging_
     }
     if spec.function == "wandb":
         return TrialJob(
-            function=sweep.function, wandb_function=_program_launch(sweep, flat_config, trial_dir, trial_id), **common
+            function=sweep.function,
+            wandb_function=_program_launch(sweep, flat_config, trial_dir, trial_id).wandb,
+            **common,
         )
     if not spec.runs_program:
         return TrialJob(
@@ -60,15 +62,17 @@ def _program_launch(sweep: Sweep, flat_config: dict[str, Any], trial_dir: str, t
         program=spec.program,
         command=spec.command,
         params=params,
-        param_file=str(yaml_path),
         args_json_file=str(json_path),
-        workdir=sweep.workdir,
-        wandb_mode=sweep.wandb_mode,
-        wandb_dir=sweep.wandb_dir or sweep.workdir,
-        project=spec.wandb.project_name,
-        entity=spec.wandb.entity,
-        group=spec.wandb.group or sweep.name,
-        sweep_id=sweep.wandb_sweep_id,
+        wandb=WandbSetup(
+            param_file=str(yaml_path),
+            workdir=sweep.workdir,
+            wandb_mode=sweep.wandb_mode,
+            wandb_dir=sweep.wandb_dir or sweep.workdir,
+            project=spec.wandb.project_name,
+            entity=spec.wandb.entity,
+            group=spec.wandb.group or sweep.name,
+            sweep_id=sweep.wandb_sweep_id,
+        ),
     )
 
 

@@ -35,7 +35,7 @@ from raysweep.env import METRICS_FILE as METRICS_FILE_ENV
 from raysweep.placement import RankPlace
 from raysweep.trial.console import ended as console_ended
 from raysweep.trial.console import forward
-from raysweep.trial.job import ProgramLaunch, TrialJob
+from raysweep.trial.job import TrialJob, WandbSetup
 from raysweep.trial.metrics import check_metric
 from raysweep.trial.wandb_log import LoggedReports
 from raysweep.values import plain
@@ -118,14 +118,14 @@ def script_env(
         }
         | job.network_env()
     )
-    env |= wandb_variables(job.program, job.trial_id, rank)
+    env |= wandb_variables(job.program.wandb, job.trial_id, rank)
     env = {key: value for key, value in env.items() if value is not None}  # None: unset, as wandb agent leaves it
     if visible_devices:  # the trial's GPUs on this node (the warm worker that starts it sees only its own)
         env["CUDA_VISIBLE_DEVICES"] = visible_devices
     return env
 
 
-def wandb_variables(launch: ProgramLaunch, trial_id: str, rank: int) -> dict[str, str | None]:
+def wandb_variables(launch: WandbSetup, trial_id: str, rank: int) -> dict[str, str | None]:
     """What ``wandb agent`` sets for a run of a sweep (None: unset): ``wandb.init`` reads the trial's
     values from the file WANDB_SWEEP_PARAM_PATH names. Rank 0's run is the trial's W&B run; other
     ranks that call ``wandb.init`` get runs of their own in the group. WANDB_SWEEP_ID names only
@@ -237,7 +237,7 @@ def run_program(
     with open(trial_dir / f"stdout.rank{rank}.log", "ab") as out, open(stderr_path, "ab") as err:
         proc = subprocess.Popen(
             [sys.executable, "-m", "raysweep.trial.supervise", str(GRACE_S), str(os.getpid()), "--", *argv],
-            cwd=launch.workdir,
+            cwd=launch.wandb.workdir,
             env=env,
             stdout=out,
             stderr=err,
@@ -292,6 +292,8 @@ def run_program(
                 forward(path, offset, job.trial_id, sys.stdout if "stdout" in path.name else sys.stderr)
             console_ended(job.trial_id)
         own = {job.trial_id} if rank == 0 else set()
-        link_wandb_runs(trial_dir, launch.wandb_dir, own, run_dirs_logged(metrics_file(trial_dir, job.attempt, rank)))
+        link_wandb_runs(
+            trial_dir, launch.wandb.wandb_dir, own, run_dirs_logged(metrics_file(trial_dir, job.attempt, rank))
+        )
     if metric and reports == 0:  # as under wandb agent, the run is done, without the metric
         report_without_metric(logged)

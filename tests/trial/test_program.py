@@ -446,16 +446,12 @@ def test_program_runs_carry_no_sweep_id_that_wandb_did_not_create(tmp_path, monk
     from dataclasses import replace
 
     from raysweep.placement import Capacity, Node, RankPlace, Shape
-    from raysweep.trial.job import ProgramLaunch, TrialJob
+    from raysweep.trial.job import ProgramLaunch, TrialJob, WandbSetup
     from raysweep.trial.program import script_env
 
     monkeypatch.setenv("WANDB_SWEEP_ID", "stale")
-    launch = ProgramLaunch(
-        program="t.py",
-        command=None,
-        params={},
+    setup = WandbSetup(
         param_file="p.yaml",
-        args_json_file="a.json",
         workdir=str(tmp_path),
         wandb_mode="offline",
         wandb_dir=str(tmp_path),
@@ -464,6 +460,7 @@ def test_program_runs_carry_no_sweep_id_that_wandb_did_not_create(tmp_path, monk
         group="g",
         sweep_id=None,
     )
+    launch = ProgramLaunch(program="t.py", command=None, params={}, args_json_file="a.json", wandb=setup)
     job = TrialJob(
         trial_id="t1",
         trial_dir=str(tmp_path),
@@ -480,7 +477,7 @@ def test_program_runs_carry_no_sweep_id_that_wandb_did_not_create(tmp_path, monk
     env = script_env(job, 0, here, ("127.0.0.1", 1))
     assert "WANDB_SWEEP_ID" not in env and env["WANDB_RUN_ID"] == "t1" and env["WANDB_RUN_GROUP"] == "g"
     assert "WANDB_RUN_ID" not in script_env(job, 1, here, ("127.0.0.1", 1))  # rank 1's run is its own
-    created = replace(job, program=replace(launch, sweep_id="abc123"))
+    created = replace(job, program=replace(launch, wandb=replace(setup, sweep_id="abc123")))
     assert script_env(created, 0, here, ("127.0.0.1", 1))["WANDB_SWEEP_ID"] == "abc123"
 
 
