@@ -39,3 +39,9 @@ def apply() -> dict[str, str]:
         os.environ.setdefault(key, value)
     os.environ.update(DRIVER)
     return {key: os.environ[key] for key in DEFAULTS}
+
+
+def one_pending_trial() -> None:
+    """Tune keeps one trial pending at a time (a user's own choice stands): a trial that spans
+    nodes reserves them in turn, and a budget admits trials one at a time, as they fit."""
+    os.environ.setdefault("TUNE_MAX_PENDING_TRIALS_PG", "1")

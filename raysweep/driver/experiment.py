@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -16,7 +15,7 @@ from ray import tune
 from ray.tune.search import Searcher, SearchGenerator
 from ray.tune.stopper import CombinedStopper
 
-from raysweep import wandb_sweep
+from raysweep import ray_env, wandb_sweep
 from raysweep.driver import interrupt
 from raysweep.driver.budget import BudgetedSearch, BudgetStopper, Ledger
 from raysweep.driver.cluster import start_or_connect
@@ -33,7 +32,7 @@ from raysweep.runs.files import (
     write_json,
 )
 from raysweep.runs.settings import RunSettings
-from raysweep.search.plan import cheapest_trial_hours, plan
+from raysweep.search.plan import Plan, cheapest_trial_hours, plan
 from raysweep.search.schedulers import build_scheduler
 from raysweep.search.searchers import build_search
 from raysweep.search.stoppers import InitialFailureStopper, TargetStopper
@@ -106,21 +105,7 @@ def start(
     )
     output = show_trial_output(settings.quiet)
     interrupt.ray_is_up(signals)
-    _check_feasible(spec.trial_sizes, capacity)
-    today = replace(capacity, grows=None)  # the nodes there are now
-    spans = [
-        size for size in spec.trial_sizes if size > capacity.largest_node and size not in never_placed({size}, today)
-    ]
-    if spans:
-        # A trial that spans nodes needs them empty at once: with many trials pending (Tune's
-        # default for random search) later 1-node trials kept taking the slots and every 2-node
-        # trial ran last (docs/benchmarks.md). One pending trial at a time, as grid and bayes run,
-        # reserves the nodes for it in turn.
-        os.environ.setdefault("TUNE_MAX_PENDING_TRIALS_PG", "1")  # a user's own choice stands
-    limit = concurrency_limit(capacity, min(max(spec.trial_sizes), capacity.largest_node), settings.max_concurrent)
-    planned = plan(spec, settings.segment_budget or settings.budget, spec.budget.epoch_seconds, capacity.use_gpu)
-    _check_budget_fits(spec, settings, restore)
-    settings = replace(settings, plan=planned.to_json())
+    settings, limit, planned = _admit(spec, settings, capacity, restore)
     write_json(run_dir / SETTINGS_FILE, settings.to_json())
     _print_banner(spec, settings, run_dir, capacity, dashboard, limit, on_wandb)
     if not settings.quiet and (settings.budget_gpu_hours or spec.budget.epoch_seconds):
@@ -146,16 +131,8 @@ def start(
     if settings.budget_gpu_hours:
         ledger = Ledger(spec, monitor, settings.budget_gpu_hours, capacity.use_gpu)
         monitor.ledger = ledger
-        os.environ.setdefault("TUNE_MAX_PENDING_TRIALS_PG", "1")  # trials are admitted one at a time, as they fit
-    stoppers = [
-        InitialFailureStopper(
-            functools.partial(monitor.initial_failures, spec.max_initial_failures), spec.max_initial_failures
-        )
-    ]
-    if spec.metric and spec.metric.target is not None:
-        stoppers.append(TargetStopper(spec.metric))
-    if ledger is not None:
-        stoppers.append(BudgetStopper(ledger))
+        ray_env.one_pending_trial()  # trials are admitted one at a time, as they fit
+    stoppers = _stoppers(spec, monitor, ledger)
     callbacks = [interrupt.TuneListens(signals), monitor, ResultLog()] + _callbacks(spec, settings, restore, on_wandb)
     if restore:
         tuner, scheduler = _restored_tuner(run_dir, trainable, settings, callbacks, stoppers, ledger)
@@ -167,6 +144,42 @@ def start(
         scheduler.watch(spec, capacity)
         monitor.never_placed = scheduler.never_placed
     return tuner, monitor, stoppers, output, settings
+
+
+def _admit(
+    spec: SweepSpec, settings: RunSettings, capacity: Capacity, restore: bool
+) -> tuple[RunSettings, int | None, Plan]:
+    """Refuse what can never run, set how trials are admitted, and plan the sweep; returns the
+    settings with the plan, how many trials may run at once, and the plan."""
+    _check_feasible(spec.trial_sizes, capacity)
+    today = replace(capacity, grows=None)  # the nodes there are now
+    spans = [
+        size for size in spec.trial_sizes if size > capacity.largest_node and size not in never_placed({size}, today)
+    ]
+    if spans:
+        # A trial that spans nodes needs them empty at once: with many trials pending (Tune's
+        # default for random search) later 1-node trials kept taking the slots and every 2-node
+        # trial ran last (docs/benchmarks.md). One pending trial at a time, as grid and bayes run,
+        # reserves the nodes for it in turn.
+        ray_env.one_pending_trial()
+    limit = concurrency_limit(capacity, min(max(spec.trial_sizes), capacity.largest_node), settings.max_concurrent)
+    planned = plan(spec, settings.segment_budget or settings.budget, spec.budget.epoch_seconds, capacity.use_gpu)
+    _check_budget_fits(spec, settings, restore)
+    return replace(settings, plan=planned.to_json()), limit, planned
+
+
+def _stoppers(spec: SweepSpec, monitor: SweepMonitor, ledger: Ledger | None) -> list[Any]:
+    """What ends the whole sweep: its first trials all failing, a trial reaching the target, the budget."""
+    stoppers: list[Any] = [
+        InitialFailureStopper(
+            functools.partial(monitor.initial_failures, spec.max_initial_failures), spec.max_initial_failures
+        )
+    ]
+    if spec.metric and spec.metric.target is not None:
+        stoppers.append(TargetStopper(spec.metric))
+    if ledger is not None:
+        stoppers.append(BudgetStopper(ledger))
+    return stoppers
 
 
 def _print_banner(
