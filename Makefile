@@ -40,7 +40,8 @@ test: $(BIN)/raysweep /usr/bin/chromium $(ORACLE)/bin/python
 # The Ray versions README says raysweep is tested on: a venv per version (.venv-ray<V>, torch
 # pinned first, then that Ray and raysweep's other dependencies), and a quick subset of the
 # suite on each: the private names (private_api), pure decisions, what each rank's process sees of
-# its fake GPU, real sweeps through restore, W&B, Optuna, warm workers and TorchTrainer, and the
+# its fake GPU, real sweeps through restore, W&B, Optuna, warm workers and TorchTrainer, a trial
+# spanning two nodes under both runners (per-worker label selectors, the workers' runtime env), and the
 # faults under both runners (a killed worker, a stuck rank, a killed or interrupted driver then
 # resume). RAY_VERSIONS="2.58.0" for one.
 RAY_VERSIONS ?= 2.54.0 2.56.0 2.58.0 2.60.0
@@ -54,7 +55,8 @@ RAY_SUBSET := tests/test_private_api.py tests/search/test_decisions.py tests/run
 	tests/trial/test_reliability.py::test_a_killed_train_worker_restarts_from_its_checkpoint \
 	tests/trial/test_reliability.py::test_watchdog_ends_a_rank_stuck_in_a_collective \
 	tests/driver/test_interrupt.py \
-	"tests/trial/test_warm_workers.py::test_a_scheduler_stops_two_worker_trials_and_the_next_trial_gets_their_slots[torchtrainer]"
+	"tests/trial/test_warm_workers.py::test_a_scheduler_stops_two_worker_trials_and_the_next_trial_gets_their_slots[torchtrainer]" \
+	"tests/trial/test_multinode.py::test_a_four_worker_trial_spans_two_nodes_of_two"
 test-ray-versions: /usr/bin/chromium $(ORACLE)/bin/python
 	set -e; for v in $(RAY_VERSIONS); do \
 	  venv=.venv-ray$$v; \
