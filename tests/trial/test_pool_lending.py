@@ -124,10 +124,9 @@ def test_every_runner_has_its_entry_and_the_driver_picks_one_per_size(monkeypatc
     ``Runner`` has its entry in ``tune_trial.RUNNERS`` and its ``Backend``."""
     from raysweep.driver.trainable import runners
     from raysweep.spec import parse_spec
+    from raysweep.trial.backends import Backend
     from raysweep.trial.tune_trial import RUNNERS
     from raysweep.words import Runner
-
-    from raysweep.trial.backends import Backend
 
     assert set(RUNNERS) == set(Runner)
     assert {getattr(b, "name", None) for b in Backend.__subclasses__()} >= set(Runner)  # where each one's loop reports
