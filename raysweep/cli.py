@@ -131,7 +131,7 @@ def _slurm(args: argparse.Namespace) -> int:
         port=args.port,
         sbatch=tuple(args.sbatch),
     )
-    note = check_sizes(job, spec.trial_sizes)
+    note = check_sizes(job, spec.world_sizes)
     if note:
         print(note, file=sys.stderr)
     script = render(job, shlex.join(["raysweep", *args.argv]))
@@ -193,7 +193,12 @@ def _publish(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="raysweep", description="W&B-style sweeps on Ray Tune, each trial a DDP job.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in (_add_validate, _add_run, _add_slurm, _add_resume, _add_readers):
+        add(sub)
+    return parser
 
+
+def _add_validate(sub: Any) -> None:
     p = sub.add_parser("validate", help="check a sweep file and summarise it")
     p.add_argument("spec", help="sweep YAML file")
     p.add_argument("--json", action="store_true", help="print one JSON object (schema in the README)")
@@ -219,6 +224,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=_validate)
 
+
+def _add_run(sub: Any) -> None:
     p = sub.add_parser("run", help="run a sweep")
     p.add_argument("spec", help="sweep YAML file")
     p.add_argument("--count", type=int, help="number of trials (default: run_cap, else the grid size)")
@@ -255,6 +262,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=_run)
 
+
+def _add_slurm(sub: Any) -> None:
     p = sub.add_parser(
         "slurm",
         help="write a SLURM batch script: Ray on the job's nodes, then the sweep",
@@ -276,6 +285,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", metavar="FILE", help="write the script here (default: stdout)")
     p.set_defaults(func=_slurm, run_args=[])
 
+
+def _add_resume(sub: Any) -> None:
     p = sub.add_parser("resume", help="continue an interrupted sweep")
     p.add_argument("run", help="run name or run dir")
     p.add_argument("--storage", default="raysweep_runs")
@@ -289,6 +300,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=_resume)
 
+
+def _add_readers(sub: Any) -> None:
+    """The commands that read a run dir."""
     p = sub.add_parser("show", help="show a sweep's trials, best first")
     p.add_argument("run", help="run name or run dir")
     p.add_argument("--storage", default="raysweep_runs")
@@ -314,7 +328,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run", help="run name or run dir")
     p.add_argument("--storage", default="raysweep_runs")
     p.set_defaults(func=_publish)
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -74,6 +74,64 @@ def select_gpus(text: str) -> tuple[int, ...]:
     return parse_gpu_set(text, machine_gpus())
 
 
+def _connect(
+    address: str, gpus: str | None, dashboard_host: str | None, env: dict[str, str], common: dict[str, Any]
+) -> Any:
+    """Join the cluster at ``address``: one sentence when it cannot be reached or refuses us."""
+    check_embedded_only(address, gpus, dashboard_host)
+    probe_address(address)
+    try:
+        return ray.init(address=address, runtime_env={"env_vars": env}, **common)
+    except (ConnectionError, ValueError, RuntimeError, AuthenticationError) as e:
+        hint = ""
+        if address != "auto" and os.environ.get("RAY_AUTH_MODE") is None:
+            hint = (
+                "\nIf the cluster uses token authentication (Ray's default for clusters started "
+                "with `ray start`), set RAY_AUTH_MODE=token; the token is read from "
+                "~/.ray/auth_token or RAY_AUTH_TOKEN."
+            )
+        raise UserError(f"could not connect to the Ray cluster at {address}: {e}{hint}") from None
+
+
+def _start_embedded(
+    use_gpu: str | bool,
+    gpus: str | None,
+    cpus_per_worker: float,
+    dashboard_host: str | None,
+    env: dict[str, str],
+    common: dict[str, Any],
+) -> Any:
+    """A new Ray on this machine, a worker slot per GPU (those of ``--gpus``), else per ``cpus_per_worker``."""
+    if gpus is not None:
+        if use_gpu is False:
+            raise UserError(f"--gpus {gpus} selects GPUs, but the spec sets resources.use_gpu: false")
+        selected = select_gpus(gpus)
+        # The embedded raylet inherits this and hands out only these devices.
+        os.environ["CUDA_VISIBLE_DEVICES"] = cuda_visible_devices(selected, os.environ.get("CUDA_VISIBLE_DEVICES"))
+        n_gpus = len(selected)
+    else:
+        n_gpus = machine_gpus() if use_gpu is not False else 0
+    cpus = os.cpu_count() or 1
+    slots = n_gpus if n_gpus > 0 else max(1, int(cpus // cpus_per_worker))
+    host = dashboard_host or LOOPBACK
+    warning = exposure_warning(host)
+    if warning:
+        print(warning, file=sys.stderr)
+    # The embedded Ray's processes inherit this environment. A job-level runtime_env would
+    # carry it too, but then no worker Ray prestarts (one per CPU, Python and Ray imported)
+    # could host an actor: every pool, trial and worker actor would wait for a new process.
+    os.environ.update(env)
+    return ray.init(
+        address="local",  # a new Ray even if `ray start` left one running on this machine
+        num_cpus=cpus,
+        num_gpus=n_gpus,
+        resources={SLOT: slots},
+        include_dashboard=True,
+        dashboard_host=host,
+        **common,
+    )
+
+
 def start_or_connect(
     address: str | None,
     use_gpu: str | bool,
@@ -103,48 +161,9 @@ def start_or_connect(
     }
     address = address or os.environ.get("RAY_ADDRESS") or None  # set for `ray job submit` entrypoints
     if address:
-        check_embedded_only(address, gpus, dashboard_host)
-        probe_address(address)
-        try:
-            context = ray.init(address=address, runtime_env={"env_vars": env}, **common)
-        except (ConnectionError, ValueError, RuntimeError, AuthenticationError) as e:
-            hint = ""
-            if address != "auto" and os.environ.get("RAY_AUTH_MODE") is None:
-                hint = (
-                    "\nIf the cluster uses token authentication (Ray's default for clusters started "
-                    "with `ray start`), set RAY_AUTH_MODE=token; the token is read from "
-                    "~/.ray/auth_token or RAY_AUTH_TOKEN."
-                )
-            raise UserError(f"could not connect to the Ray cluster at {address}: {e}{hint}") from None
+        context = _connect(address, gpus, dashboard_host, env, common)
     else:
-        if gpus is not None:
-            if use_gpu is False:
-                raise UserError(f"--gpus {gpus} selects GPUs, but the spec sets resources.use_gpu: false")
-            selected = select_gpus(gpus)
-            # The embedded raylet inherits this and hands out only these devices.
-            os.environ["CUDA_VISIBLE_DEVICES"] = cuda_visible_devices(selected, os.environ.get("CUDA_VISIBLE_DEVICES"))
-            n_gpus = len(selected)
-        else:
-            n_gpus = machine_gpus() if use_gpu is not False else 0
-        cpus = os.cpu_count() or 1
-        slots = n_gpus if n_gpus > 0 else max(1, int(cpus // cpus_per_worker))
-        host = dashboard_host or LOOPBACK
-        warning = exposure_warning(host)
-        if warning:
-            print(warning, file=sys.stderr)
-        # The embedded Ray's processes inherit this environment. A job-level runtime_env would
-        # carry it too, but then no worker Ray prestarts (one per CPU, Python and Ray imported)
-        # could host an actor: every pool, trial and worker actor would wait for a new process.
-        os.environ.update(env)
-        context = ray.init(
-            address="local",  # a new Ray even if `ray start` left one running on this machine
-            num_cpus=cpus,
-            num_gpus=n_gpus,
-            resources={SLOT: slots},
-            include_dashboard=True,
-            dashboard_host=host,
-            **common,
-        )
+        context = _start_embedded(use_gpu, gpus, cpus_per_worker, dashboard_host, env, common)
     private_token_file()
     url = context.dashboard_url  # what ray.init returned: the one public place that says
     dashboard = (url if url.startswith("http") else f"http://{url}") if url else None

@@ -151,10 +151,10 @@ def _admit(
 ) -> tuple[RunSettings, int | None, Plan]:
     """Refuse what can never run, set how trials are admitted, and plan the sweep; returns the
     settings with the plan, how many trials may run at once, and the plan."""
-    _check_feasible(spec.trial_sizes, capacity)
+    _check_feasible(spec.world_sizes, capacity)
     today = replace(capacity, grows=None)  # the nodes there are now
     spans = [
-        size for size in spec.trial_sizes if size > capacity.largest_node and size not in never_placed({size}, today)
+        size for size in spec.world_sizes if size > capacity.largest_node and size not in never_placed({size}, today)
     ]
     if spans:
         # A trial that spans nodes needs them empty at once: with many trials pending (Tune's
@@ -162,7 +162,7 @@ def _admit(
         # trial ran last (docs/benchmarks.md). One pending trial at a time, as grid and bayes run,
         # reserves the nodes for it in turn.
         ray_env.one_pending_trial()
-    limit = concurrency_limit(capacity, min(max(spec.trial_sizes), capacity.largest_node), settings.max_concurrent)
+    limit = concurrency_limit(capacity, min(max(spec.world_sizes), capacity.largest_node), settings.max_concurrent)
     planned = plan(spec, settings.segment_budget or settings.budget, spec.budget.epoch_seconds, capacity.use_gpu)
     _check_budget_fits(spec, settings, restore)
     return replace(settings, plan=planned.to_json()), limit, planned
@@ -205,7 +205,7 @@ def _print_banner(
             print("no GPUs: each trial's num_gpus becomes that many CPU workers, DDP over gloo")
         if not capacity.managed_slots:
             print(f"note: the cluster's nodes don't advertise raysweep_slot; running at most {limit} trials at once")
-    if max(spec.trial_sizes) > 1 and spec.ddp_workers == Runner.TORCHTRAINER and not dashboard:
+    if max(spec.world_sizes) > 1 and spec.ddp_workers == Runner.TORCHTRAINER and not dashboard:
         print(
             "warning: this Ray cluster runs no dashboard. Ray Train frees the workers of a 2+-worker trial "
             "that the scheduler stops through the dashboard's State API; without it their CPUs/GPUs stay "
@@ -217,7 +217,7 @@ def _start_pool(spec: SweepSpec, capacity: Capacity) -> Any:
     """The warm workers' pool, started now so that its workers import torch while Tune starts.
     None for TorchTrainer runs, and for a program: sweep of 1-worker trials (each runs its script
     from the Tune trial process)."""
-    if spec.ddp_workers == Runner.WARM and (max(spec.trial_sizes) > 1 or not spec.runs_program):
+    if spec.ddp_workers == Runner.WARM and (max(spec.world_sizes) > 1 or not spec.runs_program):
         return start_pool({node.id: capacity.hosts(node) for node in capacity.nodes})
     return None
 
@@ -272,7 +272,7 @@ def _new_tuner(
             search_alg=search,
             scheduler=scheduler,
             num_samples=budget,
-            reuse_actors=_reuse_actors(spec, spec.trial_sizes),
+            reuse_actors=_reuse_actors(spec, spec.world_sizes),
         ),
         run_config=tune.RunConfig(
             name=run_dir.name,
@@ -300,5 +300,5 @@ def _check_budget_fits(spec: SweepSpec, settings: RunSettings, restore: bool) ->
     if cheapest is not None and cheapest > hours:
         raise UserError(
             f"budget {hours:g} GPU-hours is below one trial's cost: the cheapest trial (num_gpus="
-            f"{min(spec.trial_sizes)}, to its first rung at {epoch_s:g} s a report) costs {cheapest:.4g}"
+            f"{min(spec.world_sizes)}, to its first rung at {epoch_s:g} s a report) costs {cheapest:.4g}"
         )

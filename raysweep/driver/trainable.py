@@ -26,7 +26,7 @@ def runners(spec: SweepSpec, pooled: bool) -> dict[int, Runner]:
     one_in_process = spec.runs_program or (not pooled and os.environ.get(ONE_WORKER_TORCHTRAINER) != "1")
     return {
         size: Runner.IN_PROCESS if size == 1 and one_in_process else Runner.WARM if pooled else Runner.TORCHTRAINER
-        for size in spec.trial_sizes
+        for size in spec.world_sizes
     }
 
 

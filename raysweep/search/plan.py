@@ -178,4 +178,4 @@ def cheapest_trial_hours(spec: SweepSpec, epoch_seconds: float) -> float | None:
     if most is None:
         return None
     first = min((r for r in spec.scheduler.rungs if r <= most), default=most) if spec.scheduler else most
-    return min(spec.trial_sizes) * first * epoch_seconds / HOUR
+    return min(spec.world_sizes) * first * epoch_seconds / HOUR

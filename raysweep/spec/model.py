@@ -258,9 +258,9 @@ class SweepSpec:
         return int(value)
 
     @property
-    def trial_sizes(self) -> set[int]:
+    def world_sizes(self) -> set[int]:
         """Every size a trial of this sweep can ask for."""
-        return trial_sizes(self.param(SIZE), self.num_gpus)
+        return world_sizes(self.param(SIZE), self.num_gpus)
 
     @property
     def grid_size(self) -> int | None:
@@ -336,7 +336,7 @@ def draw_seed() -> int:
     return secrets.randbelow(2**31)
 
 
-def trial_sizes(size_param: Param | None, num_gpus: int | None) -> set[int]:
+def world_sizes(size_param: Param | None, num_gpus: int | None) -> set[int]:
     """The sizes a sweep's trials can ask for, from a checked ``num_gpus`` parameter (constant,
     categorical or int_uniform) or ``raysweep.num_gpus``. A wide int_uniform counts its first 65
     sizes and its largest: enough to tell the smallest, the largest and which never fit."""

@@ -46,7 +46,7 @@ from raysweep.spec.model import (
     Searcher,
     SweepSpec,
     WandbSettings,
-    trial_sizes,
+    world_sizes,
 )
 from raysweep.spec.param import Param
 from raysweep.spec.parameters import check_paths, check_program_names, check_size_param, parse_parameters
@@ -118,7 +118,7 @@ def _check_packing(resources: Resources, size_param: Param | None, num_gpus: int
     """A GPU share below 1 packs 1-worker trials; a DDP rank needs a GPU of its own (NCCL)."""
     if resources.gpus_per_worker >= 1:
         return
-    sizes = trial_sizes(size_param, num_gpus)
+    sizes = world_sizes(size_param, num_gpus)
     if max(sizes) > 1:
         problems.append(
             f"raysweep.resources.gpus_per_worker: {resources.gpus_per_worker:g} packs 1-worker trials onto one GPU, "
@@ -279,6 +279,32 @@ def _apply_strictness(problems: list[str], notes: list[str], strict: bool) -> li
     return problems
 
 
+def _parse_settings(doc: dict, own: dict, problems: list[str]) -> dict[str, Any]:
+    """``run_cap`` and raysweep's scalar settings, each checked, with its default."""
+
+    def optional(key: str, check: Callable, *args: Any) -> Any:
+        return check(own[key], *args, f"raysweep.{key}", problems) if key in own else None
+
+    settings = {
+        "run_cap": int_at_least(doc["run_cap"], 1, "run_cap", problems) if "run_cap" in doc else None,
+        "max_concurrent": optional("max_concurrent", int_at_least, 1),
+        "max_failures": optional("max_failures", int_at_least, 0) or 0,
+        "max_initial_failures": optional("max_initial_failures", int_at_least, 0),
+        "seed": optional("seed", int_at_least, 0),
+        "report_timeout_s": optional("report_timeout_s", positive),
+        "process_group_timeout_s": optional("process_group_timeout_s", positive) or 1800.0,
+        "reuse_actors": optional("reuse_actors", boolean) is not False,
+        "ddp_workers": optional("ddp_workers", choice, DDP_WORKERS) or Runner.WARM,
+    }
+    if settings["max_initial_failures"] is None:
+        settings["max_initial_failures"] = 5
+    optional("strict", boolean)
+    for key in ("name", "description", "project", "entity"):
+        if key in doc:
+            text(doc[key], key, problems)
+    return settings
+
+
 def parse_spec(
     doc: Any, source: str | None = None, base_dir: Path = Path(), strict: bool = False, function: str | None = None
 ) -> SweepSpec:
@@ -325,22 +351,7 @@ def parse_spec(
 
     size_param, num_gpus, sizes_known = _parse_size(params, own, problems)
 
-    def optional(key: str, check: Callable, *args: Any) -> Any:
-        return check(own[key], *args, f"raysweep.{key}", problems) if key in own else None
-
-    run_cap = int_at_least(doc["run_cap"], 1, "run_cap", problems) if "run_cap" in doc else None
-    max_concurrent = optional("max_concurrent", int_at_least, 1)
-    max_failures = optional("max_failures", int_at_least, 0)
-    max_initial_failures = optional("max_initial_failures", int_at_least, 0)
-    seed = optional("seed", int_at_least, 0)
-    report_timeout_s = optional("report_timeout_s", positive)
-    process_group_timeout_s = optional("process_group_timeout_s", positive)
-    reuse_actors = optional("reuse_actors", boolean)
-    ddp_workers = optional("ddp_workers", choice, DDP_WORKERS)
-    optional("strict", boolean)
-    for key in ("name", "description", "project", "entity"):
-        if key in doc:
-            text(doc[key], key, problems)
+    settings = _parse_settings(doc, own, problems)
 
     resources, budget, searcher, wandb = _parse_blocks(doc, own, problems)
     if sizes_known:  # the size parameter's values are whole numbers >= 1
@@ -362,15 +373,7 @@ def parse_spec(
         command=tuple(command) if command else None,
         base_config=base_config,
         num_gpus=num_gpus,
-        run_cap=run_cap,
-        max_concurrent=max_concurrent,
-        max_failures=max_failures or 0,
-        max_initial_failures=5 if max_initial_failures is None else max_initial_failures,
-        report_timeout_s=report_timeout_s,
-        process_group_timeout_s=process_group_timeout_s or 1800.0,
-        reuse_actors=reuse_actors is not False,
-        ddp_workers=ddp_workers or Runner.WARM,
-        seed=seed,
+        **settings,
         resources=resources,
         budget=budget,
         searcher=searcher,

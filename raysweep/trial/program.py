@@ -216,6 +216,40 @@ def _exit_text(code: int) -> str:
     return f"exited with code {code}"
 
 
+def _start_script(job: TrialJob, rank: int, env: dict[str, str]) -> subprocess.Popen:
+    """The rank's script under ``supervise`` (which ends its process group if this process dies),
+    its output appended to the trial dir's per-rank logs."""
+    trial_dir, launch = Path(job.trial_dir), job.program
+    argv = render_command(launch.command, launch.program, launch.params, launch.args_json_file)
+    metrics_file(trial_dir, job.attempt, rank).parent.mkdir(parents=True, exist_ok=True)  # also on a node of its own
+    with (
+        open(trial_dir / f"stdout.rank{rank}.log", "ab") as out,
+        open(trial_dir / f"stderr.rank{rank}.log", "ab") as err,
+    ):
+        return subprocess.Popen(
+            [sys.executable, "-m", "raysweep.trial.supervise", str(GRACE_S), str(os.getpid()), "--", *argv],
+            cwd=launch.wandb.workdir,
+            env=env,
+            stdout=out,
+            stderr=err,
+        )
+
+
+def _end_script(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)  # the supervisor ends the script's process group
+        try:
+            proc.wait(GRACE_S + 5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def _forward_output(shown: dict[Path, int], trial_id: str) -> None:
+    """What rank 0's logs gained since ``shown``'s offsets, to the console; the offsets move on."""
+    for path, offset in shown.items():
+        shown[path] = forward(path, offset, trial_id, sys.stdout if "stdout" in path.name else sys.stderr)
+
+
 def run_program(
     job: TrialJob,
     rank: int,
@@ -230,18 +264,8 @@ def run_program(
     ``share(value)`` is rank 0's value on every rank (the runner's collective). A script that never
     logged the metric ends with one ``report_without_metric`` of what rank 0 logged."""
     trial_dir, launch, world_size, metric = Path(job.trial_dir), job.program, job.world_size, job.metric
-    argv = render_command(launch.command, launch.program, launch.params, launch.args_json_file)
-    env = script_env(job, rank, place, master, visible_devices)
-    metrics_file(trial_dir, job.attempt, rank).parent.mkdir(parents=True, exist_ok=True)  # also on a node of its own
     stderr_path = trial_dir / f"stderr.rank{rank}.log"
-    with open(trial_dir / f"stdout.rank{rank}.log", "ab") as out, open(stderr_path, "ab") as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "raysweep.trial.supervise", str(GRACE_S), str(os.getpid()), "--", *argv],
-            cwd=launch.wandb.workdir,
-            env=env,
-            stdout=out,
-            stderr=err,
-        )
+    proc = _start_script(job, rank, script_env(job, rank, place, master, visible_devices))
     metrics = RankZeroMetrics(metrics_file(trial_dir, job.attempt, 0), metric)
     # rank 0's output goes to the console as it comes (an earlier attempt's was shown then)
     shown = {path: path.stat().st_size for path in (trial_dir / f"stdout.rank{rank}.log", stderr_path)}
@@ -253,10 +277,7 @@ def run_program(
         while True:
             code = proc.poll() if code is None else code
             if rank == 0:
-                for path, offset in shown.items():
-                    shown[path] = forward(
-                        path, offset, job.trial_id, sys.stdout if "stdout" in path.name else sys.stderr
-                    )
+                _forward_output(shown, job.trial_id)
             new = metrics.new_reports() if rank == 0 else []
             rank_zero_code, logged = code, metrics.logged.latest
             if world_size > 1:  # every rank gets rank 0's reports, and learns when its script ended
@@ -281,15 +302,9 @@ def run_program(
                 )
             time.sleep(SHARE_S if world_size > 1 else POLL_S)
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)  # the supervisor ends the script's process group
-            try:
-                proc.wait(GRACE_S + 5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        _end_script(proc)
         if rank == 0:  # the script's last lines, then the end of its output
-            for path, offset in shown.items():
-                forward(path, offset, job.trial_id, sys.stdout if "stdout" in path.name else sys.stderr)
+            _forward_output(shown, job.trial_id)
             console_ended(job.trial_id)
         own = {job.trial_id} if rank == 0 else set()
         link_wandb_runs(

@@ -52,7 +52,7 @@ def test_actor_reuse_is_chosen_where_a_stopped_trial_ends_at_its_report(tmp_path
     path = sweep(tmp_path, method="grid", **{"parameters": {"x": {"value": 1}}} | doc)
     write_spec(path, **{k: v for k, v in yaml.safe_load(path.read_text()).items() if v is not None})
     spec = load_spec(path)
-    assert _reuse_actors(spec, spec.trial_sizes) is reuse
+    assert _reuse_actors(spec, spec.world_sizes) is reuse
 
 
 def test_grid_runs_its_grid_and_logs_every_trial_to_wandb(tmp_path, ray_cluster):
@@ -367,10 +367,11 @@ def test_validate_sample_previews_the_configurations_run_tries(tmp_path, ray_clu
         )  # one at a time
         return [{k: t["config"][k] for k in params} for t in trials]
 
-    seven, eight = tried("7"), tried("8")
+    seven = tried("7")
     assert seven == previewed("7") == previewed("7")  # the same seed, the same configurations
-    assert eight == previewed("8") != previewed("7")  # another seed, other configurations
     if method == "bayes":
+        eight = tried("8")
+        assert eight == previewed("8") != previewed("7")  # another seed, other configurations
         return
     # Issue 42: with no seed in the file or the command, each sweep draws its own (as W&B's searches
     # do), says it, and keeps it; --seed with that number repeats its draws.
@@ -380,7 +381,7 @@ def test_validate_sample_previews_the_configurations_run_tries(tmp_path, ray_clu
     assert json.loads((tmp_path / "runs" / "drawn" / "spec.json").read_text())["seed"] == seed
     trials = sorted(read_trials(tmp_path / "runs" / "drawn" / TRIALS_FILE), key=lambda t: t["start"])
     drawn = [{k: t["config"][k] for k in params} for t in trials]
-    assert drawn == previewed(str(seed)) and drawn not in (seven, eight)  # its own draws, repeatable
+    assert drawn == previewed(str(seed)) != seven  # another seed, other configurations: its own, repeatable
     sample = raysweep("validate", str(spec), "--sample", "2")
     assert re.search(r"^seed \d+: this file fixes no seed, so each run draws its own", sample.stderr, re.M), (
         sample.stderr
