@@ -122,23 +122,23 @@ def test_a_budget_that_cannot_be_is_one_sentence_and_exit_2(tmp_path, fake_gpus,
 
 def test_the_plan_of_a_grid_sweep_counts_its_reports_and_never_more_than_it_spends(tmp_path, fake_gpus):
     """The plan of a grid is its reports times the report's seconds: exactly the reports the sweep
-    makes, and never more than it spends (each report sleeps 3 s; a trial's start-up, which the plan
+    makes, and never more than it spends (each report sleeps 2 s; a trial's start-up, which the plan
     does not count, comes on top). How close the two are is a figure of bench.admission's kind,
     not an assert: it hangs on the machine's load (docs/budget.md)."""
     spec = sweep(tmp_path, "planned", max_concurrent=2)
     doc = yaml.safe_load(spec.read_text())
     doc["parameters"]["x"] = {"values": [0.1, 0.2]}
-    doc["raysweep"]["base_config"]["sleep"] = 3.0
+    doc["raysweep"]["base_config"]["sleep"] = 2.0
     spec.write_text(yaml.safe_dump(doc))
-    plan = cli("validate", str(spec), "--plan", "--json", "--epoch-seconds", "3")
+    plan = cli("validate", str(spec), "--plan", "--json", "--epoch-seconds", "2")
     assert plan.returncode == 0, plan.stderr
     planned = json.loads(plan.stdout)
     hours = planned["hours"]
-    assert hours == pytest.approx(2 * (1 + 2) * 3 * 3.0 / 3600)  # 2 trials of each size, 3 reports of 3 s each
+    assert hours == pytest.approx(2 * (1 + 2) * 3 * 2.0 / 3600)  # 2 trials of each size, 3 reports of 2 s each
     storage = str(tmp_path / "runs")
-    out = cli("run", str(spec), "--storage", storage, "--wandb", "disabled", "--epoch-seconds", "3", address=fake_gpus)
+    out = cli("run", str(spec), "--storage", storage, "--wandb", "disabled", "--epoch-seconds", "2", address=fake_gpus)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert "plan: expected 0.015 GPU-hours at 3 s a report" in out.stdout  # the banner says it too
+    assert "plan: expected 0.01 GPU-hours at 2 s a report" in out.stdout  # the banner says it too
     rows = read_trials(tmp_path / "runs" / "planned" / TRIALS_FILE)
     assert sum(r["iterations"] * r["num_workers"] for r in rows) == planned["worker_reports"] == 18
     assert spent(tmp_path / "runs" / "planned") >= hours

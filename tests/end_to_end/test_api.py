@@ -49,8 +49,8 @@ def test_a_wandb_style_function_of_main_runs_on_two_ranks_reaches_asha_and_logs_
     workers are ended before wandb-core writes its run: only finished trials' runs are read there)."""
     data = finished(script(f"wandb {ddp_workers}", ray_cluster, tmp_path / "runs"))
     trials = {t["config"]["lr"]: t for t in data["trials"]}
-    assert sorted(trials) == [0.3, 2.0, 3.0]
-    assert trials[2.0]["status"] == trials[3.0]["status"] == "stopped" and trials[2.0]["iterations"] == 1
+    assert sorted(trials) == ([0.3, 2.0, 3.0] if ddp_workers == "warm" else [0.3, 2.0])
+    assert {trials[lr]["status"] for lr in trials if lr > 1} == {"stopped"} and trials[2.0]["iterations"] == 1
     assert trials[0.3]["status"] == "done" and trials[0.3]["iterations"] == 3
     for row in read_trials(tmp_path / "runs" / "wb" / TRIALS_FILE):
         trial_dir = Path(row["trial_dir"])

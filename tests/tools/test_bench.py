@@ -21,7 +21,20 @@ LOCK = "/tmp/raysweep-ray.lock"  # other sessions' Ray tests share this machine
 
 @pytest.mark.skipif(shutil.which("flock") is None, reason="needs flock(1)")
 def test_quick_overhead_part_writes_results(tmp_path: Path) -> None:
-    cmd = ["flock", LOCK, sys.executable, "-m", "bench.overhead", "--workers", "1", "--quick", "--systems", "acd"]
+    cmd = [
+        "flock",
+        LOCK,
+        sys.executable,
+        "-m",
+        "bench.overhead",
+        "--workers",
+        "1",
+        "--quick",
+        "--systems",
+        "acd",
+        "--trials",
+        "1",
+    ]
     env = {**os.environ, "BENCH_RESULTS_DIR": str(tmp_path)}
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]

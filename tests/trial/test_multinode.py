@@ -30,6 +30,9 @@ pytestmark = pytest.mark.ray
 LOOP = "tests.support.node_loop:train"
 SPAN_LOOP = "tests.support.span_loop:train"
 HEAD_IP = "127.0.0.2"
+# The head's GCS finds a killed node dead after 3 failed health checks 1 s apart (Ray's default:
+# 5, 3 s apart). What the tests wait for after a kill is this, not raysweep.
+NODE_DEATH = {"RAY_health_check_period_ms": "1000", "RAY_health_check_failure_threshold": "3"}
 
 
 def start_node(ip: str, name: str, head: str | None = None) -> int:
@@ -60,7 +63,7 @@ def start_node(ip: str, name: str, head: str | None = None) -> int:
             f"--min-worker-port={20000 + 1000 * int(ip.rsplit('.', 1)[1])}",
             f"--max-worker-port={20999 + 1000 * int(ip.rsplit('.', 1)[1])}",
         ]
-    out = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, env=cli_env())
+    out = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, env=cli_env() | NODE_DEATH)
     assert out.returncode == 0, out.stdout + out.stderr
     return raylet_port
 

@@ -55,7 +55,7 @@ def test_a_killed_train_worker_restarts_from_its_checkpoint(tmp_path, ray_cluste
         tmp_path,
         "wk",
         max_failures=1,
-        base_config={"epochs": 6, "sleep": 1.5},
+        base_config={"epochs": 4, "sleep": 1.5},
         ddp_workers=ddp_workers,
         parameters={"x": {"value": 0.3}, "num_gpus": {"value": 2}},
     )
@@ -70,7 +70,7 @@ def test_a_killed_train_worker_restarts_from_its_checkpoint(tmp_path, ray_cluste
     (trial,) = show(tmp_path / "runs" / "wk")["trials"]
     assert trial["status"] == "done"
     reported = results(tmp_path / "runs" / "wk", trial["trial_id"])
-    assert [r["epoch"] for r in reported] == [1, 2, 3, 4, 5, 6]  # no gap, no epoch twice
+    assert [r["epoch"] for r in reported] == [1, 2, 3, 4]  # no gap, no epoch twice
     restarted = [r for r in reported if r["resumed_from"] > 0]
     assert restarted, "the worker group was not restarted from a checkpoint"
     assert restarted[0]["epoch"] == restarted[0]["resumed_from"] + 1 >= 3  # not from zero
