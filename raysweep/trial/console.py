@@ -63,16 +63,19 @@ class _Tee:
         return getattr(self.inner, name)
 
 
+def rank_logs(trial_dir: str | Path, rank: int) -> tuple[Path, Path]:
+    """A rank's stdout and stderr logs in its trial dir (its loop's, function's or script's)."""
+    return Path(trial_dir) / f"stdout.rank{rank}.log", Path(trial_dir) / f"stderr.rank{rank}.log"
+
+
 @contextlib.contextmanager
 def shown(trial_id: str, trial_dir: str, rank: int) -> Iterator[None]:
     """While the rank's loop or function runs: its ``sys.stdout``/``sys.stderr`` teed to the trial
     dir's logs, and rank 0's marked for the driver's console."""
     Path(trial_dir).mkdir(parents=True, exist_ok=True)
     shown_id = trial_id if rank == 0 else None
-    with (
-        open(Path(trial_dir) / f"stdout.rank{rank}.log", "a") as out,
-        open(Path(trial_dir) / f"stderr.rank{rank}.log", "a") as err,
-    ):
+    stdout_path, stderr_path = rank_logs(trial_dir, rank)
+    with open(stdout_path, "a") as out, open(stderr_path, "a") as err:
         tees = _Tee(sys.stdout, out, shown_id), _Tee(sys.stderr, err, shown_id)
         before = sys.stdout, sys.stderr
         sys.stdout, sys.stderr = tees

@@ -34,7 +34,7 @@ from raysweep.env import METRIC as METRIC_ENV
 from raysweep.env import METRICS_FILE as METRICS_FILE_ENV
 from raysweep.placement import RankPlace
 from raysweep.trial.console import ended as console_ended
-from raysweep.trial.console import forward
+from raysweep.trial.console import forward, rank_logs
 from raysweep.trial.job import TrialJob, WandbSetup
 from raysweep.trial.metrics import check_metric
 from raysweep.trial.wandb_log import LoggedReports
@@ -222,10 +222,8 @@ def _start_script(job: TrialJob, rank: int, env: dict[str, str]) -> subprocess.P
     trial_dir, launch = Path(job.trial_dir), job.program
     argv = render_command(launch.command, launch.program, launch.params, launch.args_json_file)
     metrics_file(trial_dir, job.attempt, rank).parent.mkdir(parents=True, exist_ok=True)  # also on a node of its own
-    with (
-        open(trial_dir / f"stdout.rank{rank}.log", "ab") as out,
-        open(trial_dir / f"stderr.rank{rank}.log", "ab") as err,
-    ):
+    stdout_path, stderr_path = rank_logs(trial_dir, rank)
+    with open(stdout_path, "ab") as out, open(stderr_path, "ab") as err:
         return subprocess.Popen(
             [sys.executable, "-m", "raysweep.trial.supervise", str(GRACE_S), str(os.getpid()), "--", *argv],
             cwd=launch.wandb.workdir,
@@ -264,11 +262,12 @@ def run_program(
     ``share(value)`` is rank 0's value on every rank (the runner's collective). A script that never
     logged the metric ends with one ``report_without_metric`` of what rank 0 logged."""
     trial_dir, launch, world_size, metric = Path(job.trial_dir), job.program, job.world_size, job.metric
-    stderr_path = trial_dir / f"stderr.rank{rank}.log"
+    logs = rank_logs(trial_dir, rank)
+    stderr_path = logs[1]
     proc = _start_script(job, rank, script_env(job, rank, place, master, visible_devices))
     metrics = RankZeroMetrics(metrics_file(trial_dir, job.attempt, 0), metric)
     # rank 0's output goes to the console as it comes (an earlier attempt's was shown then)
-    shown = {path: path.stat().st_size for path in (trial_dir / f"stdout.rank{rank}.log", stderr_path)}
+    shown = {path: path.stat().st_size for path in logs}
     timeout = job.report_timeout_s
     last_progress = time.monotonic()
     code: int | None = None
