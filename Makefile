@@ -43,7 +43,8 @@ test: $(BIN)/raysweep /usr/bin/chromium $(ORACLE)/bin/python
 # its fake GPU, real sweeps through restore, W&B, Optuna, warm workers and TorchTrainer, a trial
 # spanning two nodes under both runners (per-worker label selectors, the workers' runtime env), and the
 # faults under both runners (a killed worker, a stuck rank, a killed or interrupted driver then
-# resume). RAY_VERSIONS="2.58.0" for one.
+# resume). Every version runs, whatever the one before it did; a table (version, passed, failed,
+# minutes) ends it, and the target fails if any version failed. RAY_VERSIONS="2.58.0" for one.
 RAY_VERSIONS ?= 2.54.0 2.56.0 2.58.0 2.60.0
 RAY_SUBSET := tests/test_private_api.py tests/search/test_decisions.py tests/runs/test_runs_without_ray.py tests/search/test_search.py \
 	tests/trial/test_gpu_placement.py \
@@ -56,18 +57,23 @@ RAY_SUBSET := tests/test_private_api.py tests/search/test_decisions.py tests/run
 	tests/trial/test_reliability.py::test_watchdog_ends_a_rank_stuck_in_a_collective \
 	tests/driver/test_interrupt.py \
 	"tests/trial/test_warm_workers.py::test_a_scheduler_stops_two_worker_trials_and_the_next_trial_gets_their_slots[torchtrainer]" \
+	"tests/trial/test_warm_workers.py::test_a_trial_whose_cpus_another_job_holds_is_queued_on_warm_workers_and_fails_in_the_bound_on_torchtrainer" \
+	"tests/trial/test_warm_workers.py::test_a_warm_worker_that_does_not_answer_fails_its_trial_within_the_bound" \
 	"tests/trial/test_multinode.py::test_a_four_worker_trial_spans_two_nodes_of_two"
 test-ray-versions: /usr/bin/chromium $(ORACLE)/bin/python
-	set -e; for v in $(RAY_VERSIONS); do \
-	  venv=.venv-ray$$v; \
-	  test -x $$venv/bin/python || $(PY) -m venv $$venv; \
-	  $$venv/bin/pip install -q torch==2.13.0; \
-	  $$venv/bin/pip install -q "ray[tune,train,default]==$$v" '.[dev]'; \
+	rm -rf .ray-versions && mkdir -p .ray-versions
+	for v in $(RAY_VERSIONS); do \
+	  venv=.venv-ray$$v; start=$$(date +%s); \
 	  echo "== Ray $$v"; \
-	  $$venv/bin/python -m pytest -q -p no:cacheprovider $(RAY_SUBSET); \
-	done
+	  { test -x $$venv/bin/python || $(PY) -m venv $$venv; } && \
+	  $$venv/bin/pip install -q torch==2.13.0 && \
+	  $$venv/bin/pip install -q "ray[tune,train,default]==$$v" '.[dev]' && \
+	  $$venv/bin/python -m pytest -q -p no:cacheprovider --junitxml=.ray-versions/$$v.xml $(RAY_SUBSET); \
+	  echo $$(( $$(date +%s) - start )) > .ray-versions/$$v.seconds; \
+	done; \
+	$(PY) tools/ray_versions.py .ray-versions $(RAY_VERSIONS)
 
-LINTED := raysweep train_loops tests bench examples
+LINTED := raysweep train_loops tests bench examples tools
 lint: $(BIN)/raysweep
 	$(BIN)/ruff check $(LINTED)
 	$(BIN)/ruff format --check $(LINTED)

@@ -72,13 +72,29 @@ def local_gpu_count() -> int:
 # --- Worker output -----------------------------------------------------------------------------
 
 
+TRIAL_OUTPUT_HANDLER = "raysweep_trial_output"
+
+
 def stream_worker_output(handler: Any) -> None:
     """Hand each batch of worker output Ray streams to this driver (a dict with ``lines``,
-    ``is_err``, ``pid``) to ``handler``, in place of Ray's own printer (``ray.init(log_to_driver=True)``)."""
+    ``is_err``, ``pid``) to ``handler``, in place of Ray's own printer (``ray.init(log_to_driver=True)``).
+
+    Ray's dispatcher keeps every handler added under a name, and outlives ``ray.shutdown``: the
+    handler of an earlier sweep in this process is removed first, or the k-th sweep of a script
+    or notebook would print each line k times.
+    """
     from ray._private.worker import global_worker_stdstream_dispatcher
 
     global_worker_stdstream_dispatcher.remove_handler("ray_print_logs")
-    global_worker_stdstream_dispatcher.add_handler("raysweep_trial_output", handler)
+    global_worker_stdstream_dispatcher.remove_handler(TRIAL_OUTPUT_HANDLER)
+    global_worker_stdstream_dispatcher.add_handler(TRIAL_OUTPUT_HANDLER, handler)
+
+
+def stop_worker_output() -> None:
+    """The sweep's handler of worker output is gone (its sweep ended)."""
+    from ray._private.worker import global_worker_stdstream_dispatcher
+
+    global_worker_stdstream_dispatcher.remove_handler(TRIAL_OUTPUT_HANDLER)
 
 
 # --- W&B sweeps --------------------------------------------------------------------------------

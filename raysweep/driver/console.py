@@ -10,7 +10,7 @@ import threading
 import time
 from typing import Any
 
-from raysweep.private_api import stream_worker_output
+from raysweep.private_api import stop_worker_output, stream_worker_output
 from raysweep.trial.console import END, unmark
 
 log = logging.getLogger("raysweep.trials")
@@ -31,6 +31,11 @@ class TrialOutput:
         with self._changed:
             while not trial_ids <= self.ended and time.monotonic() < deadline:
                 self._changed.wait(deadline - time.monotonic())
+
+    def close(self) -> None:
+        """The sweep is over: its lines no longer reach this console (a later sweep of the process
+        shows its own, once)."""
+        stop_worker_output()
 
     def __call__(self, batch: dict[str, Any]) -> None:
         sink = sys.stderr if batch.get("is_err") else sys.stdout

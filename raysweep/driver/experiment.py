@@ -20,6 +20,7 @@ from raysweep.driver import interrupt
 from raysweep.driver.budget import BudgetedSearch, BudgetStopper, Ledger
 from raysweep.driver.cluster import start_or_connect
 from raysweep.driver.console import TrialOutput, show_trial_output
+from raysweep.driver.leftover_groups import FreeLeftoverGroups
 from raysweep.driver.monitor import SweepMonitor
 from raysweep.driver.result_log import ResultLog
 from raysweep.driver.trainable import make_trainable, runners
@@ -39,6 +40,7 @@ from raysweep.search.stoppers import InitialFailureStopper, TargetStopper
 from raysweep.spec import SweepSpec
 from raysweep.trial.job import Sweep
 from raysweep.trial.pool import start_pool
+from raysweep.trial.train_groups import start_train_groups
 from raysweep.words import Runner
 
 log = logging.getLogger("raysweep")
@@ -113,6 +115,8 @@ def start(
 
     wandb_sweep_id = on_wandb.id if on_wandb else None
     pool = _start_pool(spec, capacity)
+    trial_runners = runners(spec, pooled=pool is not None)
+    train_groups = start_train_groups() if Runner.TORCHTRAINER in trial_runners.values() else None
     sweep = Sweep(
         spec,
         capacity,
@@ -123,7 +127,8 @@ def start(
         function,
         wandb_sweep_id,
         settings.wandb_dir,
-        runners(spec, pooled=pool is not None),
+        trial_runners,
+        train_groups=train_groups,
     )
     trainable = make_trainable(sweep, pool)
     monitor = SweepMonitor(spec, run_dir, settings.budget, quiet=settings.quiet)
@@ -134,6 +139,8 @@ def start(
         ray_env.one_pending_trial()  # trials are admitted one at a time, as they fit
     stoppers = _stoppers(spec, monitor, ledger)
     callbacks = [interrupt.TuneListens(signals), monitor, ResultLog()] + _callbacks(spec, settings, restore, on_wandb)
+    if train_groups is not None:
+        callbacks.append(FreeLeftoverGroups(train_groups))
     if restore:
         tuner, scheduler = _restored_tuner(run_dir, trainable, settings, callbacks, stoppers, ledger)
     else:

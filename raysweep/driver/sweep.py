@@ -132,9 +132,12 @@ def _run(
             spec, settings, run_dir, restore, signals, function, on_wandb, tried
         )
         started = time.time()
-        results = tuner.fit()
-        # the last lines of the trials that ran to their end here, still on their way to this console
-        output.wait({k for k, r in monitor.rows.items() if r.finished} - monitor.finished_before)
+        try:
+            results = tuner.fit()
+            # the last lines of the trials that ran to their end here, still on their way to this console
+            output.wait({k for k, r in monitor.rows.items() if r.finished} - monitor.finished_before)
+        finally:
+            output.close()
     budget = next((s for s in stoppers if getattr(s, "fired", False)), None)  # it interrupted the sweep itself
     if budget is not None and not signals.received:
         return outcome.budget_spent(settings, run_dir, monitor, budget.reason, on_wandb)

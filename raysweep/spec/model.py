@@ -45,6 +45,10 @@ DEFAULT_PROJECT = "raysweep"  # the W&B project of a sweep whose file names none
 USE_GPU = ("auto", True, False)
 
 
+# A trial's workers all start within this of it holding its resources (trial/start_bound.py): five
+# minutes, ten times the slowest start measured here (docs/benchmarks.md), so a slow one is not
+# failed; a runtime env built on each new node may need more.
+WORKER_START_TIMEOUT_S = 300.0
 SIZE = "num_gpus"  # the parameter (or raysweep key) that sizes a trial's DDP world
 
 
@@ -216,6 +220,8 @@ class SweepSpec:
     max_initial_failures: int = 5  # the sweep stops when its first this many trials all fail (W&B's agent: 5)
     report_timeout_s: float | None = None
     process_group_timeout_s: float = 1800.0  # torch.distributed's own default: set-up and collectives
+    # from holding its resources to every worker started (trial/start_bound.py; README says why 300)
+    worker_start_timeout_s: float = WORKER_START_TIMEOUT_S
     reuse_actors: bool = True  # trials of one size run one after another in one Tune actor process
     ddp_workers: str = Runner.WARM  # 2+ workers: warm DDP workers kept across trials, or a TorchTrainer run per trial
     seed: int | None = None  # None: not fixed, so each sweep draws its own (draw_seed), as W&B's searches do

@@ -39,6 +39,7 @@ from raysweep.spec.model import (
     SIZE,
     USE_GPU,
     WANDB_MODES,
+    WORKER_START_TIMEOUT_S,
     Budget,
     Metric,
     Resources,
@@ -293,6 +294,7 @@ def _parse_settings(doc: dict, own: dict, problems: list[str]) -> dict[str, Any]
         "seed": optional("seed", int_at_least, 0),
         "report_timeout_s": optional("report_timeout_s", positive),
         "process_group_timeout_s": optional("process_group_timeout_s", positive) or 1800.0,
+        "worker_start_timeout_s": optional("worker_start_timeout_s", positive) or WORKER_START_TIMEOUT_S,
         "reuse_actors": optional("reuse_actors", boolean) is not False,
         "ddp_workers": optional("ddp_workers", choice, DDP_WORKERS) or Runner.WARM,
     }

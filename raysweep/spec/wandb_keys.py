@@ -57,6 +57,7 @@ RAYSWEEP_KEYS = (
     "max_initial_failures",
     "report_timeout_s",
     "process_group_timeout_s",
+    "worker_start_timeout_s",
     "reuse_actors",
     "ddp_workers",
     "wandb",

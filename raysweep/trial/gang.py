@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import ray
 
 from raysweep.trial.metrics import mean_over_ranks
+from raysweep.trial.start_bound import StartBound, group_state
 from raysweep.trial.warm_rank import DONE, ERROR, SHARE, RankMessage
 from raysweep.trial.watchdog import ended_early_text
 
@@ -33,13 +34,26 @@ class RankReports(RuntimeError):
     """Ranks of one trial reported a different number of times."""
 
 
-def run(lease: Lease, call: RankCall, on_report: Callable[[dict[str, Any], str | None], None]) -> None:
+def run(
+    lease: Lease, call: RankCall, on_report: Callable[[dict[str, Any], str | None], None], bound: StartBound
+) -> None:
     """Run one trial on the lease's workers (rank r on the r-th); ``on_report(mean over ranks,
-    checkpoint dir)`` per report."""
+    checkpoint dir)`` per report. Every worker answers by ``bound``'s deadline (a worker lent while
+    it starts answers once torch is imported), or the trial fails and the workers are ended."""
     workers, size = lease.workers, len(lease.workers)
     stopping = False
     try:
-        master = ray.get(workers[0].node.remote())  # raises if the worker died while it waited
+
+        def waited_for(late: list[int]) -> str:
+            where = ", ".join(dict.fromkeys(call.places[r].address for r in late))
+            return (
+                f"rank(s) {', '.join(map(str, late))} of {size}: the warm worker(s) lent to them on {where} did not "
+                f"answer (a worker process that never started, or hangs); the trial holds its "
+                f"{group_state(ray.util.get_current_placement_group())}"
+            )
+
+        # raises if a worker died while it waited; rank 0's node and port are the group's master
+        master = bound.get([w.node.remote() for w in workers], waited_for)[0]
         runs = [w.run.remote(call, r, size, master) for r, w in enumerate(workers)]
         reports = 0
         while True:

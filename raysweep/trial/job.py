@@ -15,6 +15,7 @@ from typing import Any
 
 from raysweep.placement import Capacity, Shape
 from raysweep.spec import SweepSpec
+from raysweep.spec.model import WORKER_START_TIMEOUT_S
 from raysweep.words import Runner
 
 
@@ -33,6 +34,7 @@ class Sweep:
     wandb_dir: str = ""  # WANDB_DIR of scripts and W&B-style functions ("" : the workdir)
     # how a trial of each world size runs, decided once by the driver (``driver/trainable.runners``)
     runners: dict[int, Runner] = field(default_factory=dict)
+    train_groups: Any = None  # the TrainGroups actor of a sweep with TorchTrainer trials (trial/train_groups.py)
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,10 @@ class TrialJob:
     capacity: Capacity
     max_failures: int
     group_timeout_s: float = 1800.0  # the process group's: set-up and every collective
+    start_timeout_s: float = (
+        WORKER_START_TIMEOUT_S  # from holding its resources to every worker started (start_bound.py)
+    )
+    train_groups: Any = None  # torchtrainer: the sweep's TrainGroups actor, told each worker's start
     network_interface: str | None = None  # GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME of every rank
     train_loop: str | None = None  # "module:function"; None means the function, or else the spec's program
     function: Callable[..., Any] | None = None  # raysweep.run's function, shipped by value

@@ -19,6 +19,7 @@ import json
 import os
 import tempfile
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import replace
@@ -37,10 +38,12 @@ from raysweep.trial.job import Sweep, TrialJob
 from raysweep.trial.job_builder import InfeasibleTrial, build_job
 from raysweep.trial.lease import borrow, give_back
 from raysweep.trial.metrics import mean_over_ranks
+from raysweep.trial.start_bound import StartBound, WorkersNotStarted, free_of, group_state
 from raysweep.trial.warm_rank import RankCall
+from raysweep.values import short_config
 from raysweep.words import Runner
 
-__all__ = ["InfeasibleTrial", "RUNNERS", "TrialHung", "run_trial"]
+__all__ = ["InfeasibleTrial", "RUNNERS", "TrialHung", "WorkersNotStarted", "run_trial"]
 
 
 class NodeLost(RuntimeError):
@@ -99,14 +102,14 @@ def _restored_train_checkpoint() -> str | None:
         return json.load(f)["path"]
 
 
-def run_in_process(job: TrialJob, sweep: Sweep, worker_pool: Any) -> None:
-    rank.in_process(job)
+def run_in_process(job: TrialJob, sweep: Sweep, worker_pool: Any, bound: StartBound) -> None:
+    rank.in_process(job)  # its one worker is this process: nothing to wait for
 
 
-def run_warm(job: TrialJob, sweep: Sweep, worker_pool: Any) -> None:
+def run_warm(job: TrialJob, sweep: Sweep, worker_pool: Any, bound: StartBound) -> None:
     """Run the trial on ``job.world_size`` of the pool's warm workers, on each of its nodes."""
     capacity = job.capacity
-    places = rank_places(trial_nodes(job), job.shape.per_node)
+    places = rank_places(trial_nodes(job, bound), job.shape.per_node)
 
     def forward(metrics: dict[str, Any], checkpoint_dir: str | None) -> None:
         tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(checkpoint_dir) if checkpoint_dir else None)
@@ -127,12 +130,12 @@ def run_warm(job: TrialJob, sweep: Sweep, worker_pool: Any) -> None:
                 job.group_timeout_s,
                 job.network_env(),
             )
-            gang.run(lease, call, forward)
+            gang.run(lease, call, forward, bound)
     finally:
         give_back(worker_pool, lease)
 
 
-def trial_nodes(job: TrialJob) -> list[tuple[str, str, list[Any]]]:
+def trial_nodes(job: TrialJob, bound: StartBound) -> list[tuple[str, str, list[Any]]]:
     """Each node of the trial, its own first: (node id, address, the GPUs Ray gave its bundle).
 
     The trial's process holds its first bundle, so Ray tells it its GPUs; a task placed in each
@@ -151,7 +154,11 @@ def trial_nodes(job: TrialJob) -> list[tuple[str, str, list[Any]]]:
         ).remote()
         for index in range(1, job.shape.nodes)
     ]
-    return [here, *ray.get(probes)]
+
+    def waited_for(late: list[int]) -> str:
+        return f"its bundle(s) {', '.join(str(i + 1) for i in late)} did not answer; {group_state(group)}"
+
+    return [here, *bound.get(probes, waited_for)]
 
 
 def bundle_nodes(job: TrialJob) -> list[str]:
@@ -168,7 +175,7 @@ def _bundle_node() -> tuple[str, str, list[Any]]:
     return ray.get_runtime_context().get_node_id(), ray.util.get_node_ip_address(), ray.get_gpu_ids()
 
 
-def run_torchtrainer(job: TrialJob, sweep: Sweep, worker_pool: Any) -> None:
+def run_torchtrainer(job: TrialJob, sweep: Sweep, worker_pool: Any, bound: StartBound) -> None:
     """The trial is one Ray Train run on the trial's nodes (the ones its placement group holds slots on)."""
     import torch.distributed as dist
     from ray.train import FailureConfig, RunConfig, ScalingConfig
@@ -177,6 +184,8 @@ def run_torchtrainer(job: TrialJob, sweep: Sweep, worker_pool: Any) -> None:
     capacity = job.capacity
     nodes = bundle_nodes(job)
     per_node = job.shape.per_node
+    run_name = f"{job.trial_id}-{uuid.uuid4().hex[:8]}"
+    per_worker = {"CPU": capacity.cpus_per_worker} | ({"GPU": capacity.gpus_per_worker} if capacity.use_gpu else {})
     reports = Queue(
         maxsize=1, actor_options={"num_cpus": 0}
     )  # a report waits until Tune has it, as Ray's callback does
@@ -186,8 +195,7 @@ def run_torchtrainer(job: TrialJob, sweep: Sweep, worker_pool: Any) -> None:
         scaling_config=ScalingConfig(
             num_workers=job.world_size,
             use_gpu=capacity.use_gpu,
-            resources_per_worker={"CPU": capacity.cpus_per_worker}
-            | ({"GPU": capacity.gpus_per_worker} if capacity.use_gpu else {}),
+            resources_per_worker=per_worker,
             placement_strategy="STRICT_PACK" if len(nodes) == 1 else "PACK",
             # the nodes whose slots this trial holds, per_node workers on each
             label_selector=[{"ray.io/node-id": nodes[r // per_node]} for r in range(job.world_size)],
@@ -202,7 +210,7 @@ def run_torchtrainer(job: TrialJob, sweep: Sweep, worker_pool: Any) -> None:
             # A run of its own per start: a restarted trial goes on from the checkpoint Tune
             # restored (TrialJob.restored_checkpoint), not from the latest one Ray Train saved,
             # which a killed driver may not have recorded.
-            name=f"{job.trial_id}-{uuid.uuid4().hex[:8]}",
+            name=run_name,
             storage_path=f"{sweep.run_dir}/train_runs",
             callbacks=[RankMeanReports(reports)],
             failure_config=FailureConfig(max_failures=job.max_failures),
@@ -219,14 +227,37 @@ def run_torchtrainer(job: TrialJob, sweep: Sweep, worker_pool: Any) -> None:
         finally:
             reports.put((_FIT_ENDED, None))
 
-    threading.Thread(target=fit, name="raysweep-torchtrainer-fit", daemon=True).start()
+    fitting = threading.Thread(target=fit, name="raysweep-torchtrainer-fit", daemon=True)
+    fitting.start()
+    _wait_started(job, run_name, per_worker, bound, fitting)
     while (item := reports.get())[0] != _FIT_ENDED:  # reports reach Tune from this, the trial's own thread
         _report_to_tune(*item)
     if failure:
         raise failure[0]
 
 
-RUNNERS: dict[Runner, Callable[[TrialJob, Sweep, Any], None]] = {
+def _wait_started(
+    job: TrialJob, run_name: str, per_worker: dict[str, float], bound: StartBound, fitting: threading.Thread
+) -> None:
+    """Until every worker of the Ray Train run has entered the loop (or the run has ended: its
+    error is the trial's). Ray Train itself retries a worker group that cannot start without end."""
+    started = 0
+    while fitting.is_alive() and job.train_groups is not None:
+        started = ray.get(job.train_groups.count.remote(run_name))
+        if started >= job.world_size:
+            return
+        if bound.expired():
+            addresses = {n["NodeID"]: n["NodeManagerAddress"] for n in ray.nodes()}
+            where = ", ".join(addresses.get(n, n[:8]) for n in bundle_nodes(job))
+            raise bound.failure(
+                f"{started} of {job.world_size} Ray Train worker(s) started. Ray Train asked for {job.world_size} x "
+                f"{short_config(per_worker)} on node(s) {where} ({free_of(per_worker)}); the trial holds its "
+                f"{group_state(ray.util.get_current_placement_group())}"
+            )
+        time.sleep(0.25)
+
+
+RUNNERS: dict[Runner, Callable[[TrialJob, Sweep, Any, StartBound], None]] = {
     Runner.IN_PROCESS: run_in_process,
     Runner.WARM: run_warm,
     Runner.TORCHTRAINER: run_torchtrainer,
@@ -238,10 +269,11 @@ def run_trial(flat_config: dict[str, Any], sweep: Sweep, worker_pool: Any) -> No
     sweep's ``pool.WorkerPool`` (None with ``ddp_workers: torchtrainer``)."""
     ctx = tune.get_context()
     job = build_job(sweep, flat_config, ctx.get_trial_id(), ctx.get_trial_dir())
+    bound = StartBound(job.start_timeout_s)  # Tune started this trial once it held its resources
     watchdog.clear(job.trial_dir)  # a retried trial starts without the last attempt's explanation
     nodes = bundle_nodes(job)
     try:
-        RUNNERS[job.runner](job, sweep, worker_pool)
+        RUNNERS[job.runner](job, sweep, worker_pool, bound)
     except Exception as e:
         if job.runner == Runner.IN_PROCESS:
             raise
@@ -251,6 +283,8 @@ def run_trial(flat_config: dict[str, Any], sweep: Sweep, worker_pool: Any) -> No
                 f"node(s) {', '.join(lost)} of this {job.shape.nodes}-node trial died; its ranks on every node "
                 "were ended. It restarts from its last checkpoint as max_failures allows, on nodes that can hold it"
             ) from e
+        if isinstance(e, WorkersNotStarted):
+            raise
         explanation = read_explanation(job.trial_dir)
         if explanation:
             raise TrialHung(explanation) from e

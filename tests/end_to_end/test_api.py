@@ -117,6 +117,18 @@ def test_ctrl_c_in_a_script_raises_keyboard_interrupt_and_resume_with_the_functi
         assert [r["epoch"] for r in results] == [1, 2, 3, 4, 5, 6]
 
 
+@pytest.mark.ray
+def test_three_sweeps_in_one_process_show_each_trials_line_once(tmp_path, ray_cluster):
+    """Ray keeps every output handler added in a process: the third sweep's lines were shown three times."""
+    proc = script("three sweeps", ray_cluster, tmp_path / "runs")
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, out + err
+    for k in (1, 2, 3):
+        (trial_id,) = [r["trial_id"] for r in read_trials(tmp_path / "runs" / f"echo{k}" / TRIALS_FILE)]
+        assert out.count(f"echo of sweep {k}") == 1, out
+        assert f"[{trial_id}] echo of sweep {k}\n" in out
+
+
 def test_a_bad_spec_dict_raises_spec_error_with_the_cli_sentence(tmp_path):
     bad = {"method": "grid", "metric": {"name": "loss"}, "parameters": {"lr": {"min": 0.1, "max": 0.01}}}
     with pytest.raises(api.SpecError) as caught:

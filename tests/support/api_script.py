@@ -41,6 +41,12 @@ def slow_train(config: dict) -> None:
             raysweep.report({"score": (config["x"] - 0.3) ** 2 + 1.0 / epoch, "epoch": epoch}, checkpoint=d)
 
 
+def echo(config: dict) -> None:
+    """Prints one line, then reports."""
+    print(f"echo of sweep {config['sweep']}", flush=True)
+    raysweep.report({"score": config["sweep"]})
+
+
 SLOW = {"method": "grid", "metric": {"name": "score", "goal": "minimize"}, "parameters": {"x": {"values": [0.1, 0.5]}}}
 
 
@@ -83,6 +89,11 @@ def main(mode: str, address: str, storage: str) -> None:
             wandb="disabled",
             **where,
         )
+    elif mode == "three sweeps":  # one process, three sweeps, their trials' lines on this console
+        for k in (1, 2, 3):
+            sweep = {"method": "grid", "metric": {"name": "score"}, "parameters": {"sweep": {"value": k}}}
+            raysweep.run(sweep, function=echo, name=f"echo{k}", wandb="disabled", **(where | {"quiet": False}))
+        return
     elif mode == "slow":
         try:
             raysweep.run(SLOW, function=slow_train, name="slow", wandb="disabled", **where)

@@ -8,6 +8,7 @@ trial as a Ray Train ``TorchTrainer``.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
@@ -52,7 +53,9 @@ def pids(row: dict, what: str = "pid") -> tuple[int, ...]:
 def test_a_scheduler_stops_two_worker_trials_and_the_next_trial_gets_their_slots(tmp_path, ray_cluster, ddp_workers):
     """ASHA stops a poor trial at the first rung under both runners; the trial after the stop
     gets its node's two slots. Warm trials all run on the same two processes; a TorchTrainer starts
-    a worker group per trial."""
+    a worker group per trial. (On Ray 2.56 a Ray Train run whose trial Tune stopped kept its
+    placement group, and the next trial's workers waited for its CPUs forever: the driver frees it,
+    driver/leftover_groups.py.)"""
     # good trials first: ASHA stops the poor one at the first rung (a TorchTrainer's start-up is the
     # slow part of its trials: one good trial before it is enough)
     xs = [0.3, 0.32, 2.0, 0.31] if ddp_workers == "warm" else [0.3, 2.0, 0.31]
@@ -237,3 +240,87 @@ print("PINGS", ray.get([w.ping.remote() for w in again], timeout=120))
 """,
     )
     assert "PINGS [True, True]" in out.stdout, out.stdout + out.stderr
+
+
+HOG = """
+@ray.remote(num_cpus=2)
+class Hog:  # another job's actor, holding both CPUs of the node outside the sweep's slots
+    def ready(self):
+        return True
+hog = Hog.options(name="hog", namespace="tests", lifetime="detached").remote()
+ray.get(hog.ready.remote(), timeout=120)
+"""
+NO_HOG = "ray.kill(ray.get_actor('hog', namespace='tests'))\n"
+
+
+@pytest.mark.parametrize("ddp_workers", ["warm", "torchtrainer"])
+def test_a_trial_whose_cpus_another_job_holds_is_queued_on_warm_workers_and_fails_in_the_bound_on_torchtrainer(
+    tmp_path, ray_cluster, ddp_workers
+):
+    """The start bound counts from the moment a trial holds its resources. A warm trial's placement
+    group holds its workers' CPUs: it waits, queued, past the bound, and runs when they free. A
+    TorchTrainer trial holds its slots, then Ray Train asks for the CPUs: it fails within the bound
+    with the sentence (Ray Train alone retries its worker group without end)."""
+    spec = sweep(
+        tmp_path,
+        "w6",
+        base_config={"epochs": 1},
+        ddp_workers=ddp_workers,
+        worker_start_timeout_s=6,
+        parameters={"x": {"value": 0.3}, "num_gpus": {"value": 2}},
+    )
+    assert driver_script(ray_cluster, HOG).returncode == 0
+    try:
+        driver = start_sweep(spec, ray_cluster)
+        if ddp_workers == "warm":
+            time.sleep(12)  # twice the bound, queued
+            assert driver.poll() is None
+            trials = tmp_path / "runs" / "w6" / TRIALS_FILE
+            assert {r["status"] for r in read_trials(trials)} <= {"pending"} if trials.exists() else True  # not started
+            driver_script(ray_cluster, NO_HOG)
+        out, err = driver.communicate(timeout=150)
+    finally:
+        driver_script(ray_cluster, "try:\n    " + NO_HOG + "except ValueError:\n    pass\n")
+    (row,) = read_trials(tmp_path / "runs" / "w6" / TRIALS_FILE)
+    if ddp_workers == "warm":
+        assert driver.returncode == 0 and row["status"] == "done", err + out
+        return
+    assert driver.returncode == 1 and row["status"] == "failed", err + out
+    assert "the trial's workers did not all start within 6 s of it holding its resources" in row["error"]
+    assert re.search(
+        r"0 of 2 Ray Train worker\(s\) started. Ray Train asked for 2 x CPU=1 on node\(s\) ([\d.]+) \(0 of 2 CPU free\); "
+        r"the trial holds its placement group \w{8} \(1 bundle\(s\) of raysweep_slot=2\) is CREATED on node\(s\) \1$",
+        row["error"],
+    ), row["error"]
+
+
+def test_a_warm_worker_that_does_not_answer_fails_its_trial_within_the_bound(tmp_path, ray_cluster):
+    """A lent warm worker that never answers (here: stopped, as a process hung in its start would
+    be) fails the trial with the sentence instead of leaving it waiting."""
+    spec = sweep(
+        tmp_path,
+        "w7",
+        base_config={"epochs": 3, "sleep": 1.0},
+        worker_start_timeout_s=6,
+        parameters={"x": {"value": 0.3}, "num_gpus": {"values": [1, 2]}},
+    )
+    driver = start_sweep(spec, ray_cluster)
+    trials_file = tmp_path / "runs" / "w7" / TRIALS_FILE
+    wait_for_iterations(driver, trials_file, 1)  # the 1-worker trial runs on one of the node's two workers
+    (first,) = read_trials(trials_file)
+    idle = [p for p in processes("DDPWorker", ray_cluster) if p.pid not in pids(first)]
+    assert len(idle) == 1
+    idle[0].suspend()
+    try:
+        out, err = driver.communicate(timeout=150)
+    finally:
+        if idle[0].is_running():
+            idle[0].resume()
+    rows = sorted(read_trials(trials_file), key=lambda r: r["num_workers"])
+    assert [r["status"] for r in rows] == ["done", "failed"], err + out
+    assert "the trial's workers did not all start within 6 s of it holding its resources" in rows[1]["error"]
+    assert re.search(
+        r"rank\(s\) 1 of 2: the warm worker\(s\) lent to them on ([\d.]+) did not answer \(.*\); the trial holds its "
+        r"placement group \w{8} \(1 bundle\(s\) of CPU=2, raysweep_slot=2\) is CREATED on node\(s\) \1$",
+        rows[1]["error"],
+    ), rows[1]["error"]
