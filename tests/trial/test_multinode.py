@@ -21,7 +21,18 @@ from pathlib import Path
 import psutil
 import pytest
 import yaml
-from conftest import RAY, ROOT, cli_env, ensure_ray_token, free_port, raysweep, show, stop_cluster, write_spec
+from conftest import (
+    RAY,
+    ROOT,
+    cli_env,
+    ensure_ray_token,
+    free_port,
+    processes,
+    raysweep,
+    show,
+    stop_cluster,
+    write_spec,
+)
 
 from raysweep.runs.files import TRIALS_FILE, read_trials
 
@@ -86,6 +97,18 @@ def two_nodes():
         yield address, raylet_port
     finally:
         stop_cluster(address)
+
+
+LEFT_GROUPS = """
+left = [g["bundles"] for g in ray.util.placement_group_table().values() if g["state"] != "REMOVED"]
+print("LEFT", left)
+"""
+
+
+def driver_script(cluster: str, body: str) -> subprocess.CompletedProcess:
+    """``body`` run as its own Ray driver on ``cluster``."""
+    code = f"import ray\nray.init(address={cluster!r}, logging_level='ERROR')\n" + body
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=cli_env())
 
 
 def records(record_dir: Path) -> list[dict]:
@@ -207,6 +230,42 @@ def test_a_four_worker_trial_spans_two_nodes_of_two(tmp_path, two_nodes, ddp_wor
         assert sorted(visible.values()) == ["0", "0", "1", "1"], visible
     else:
         assert set(visible.values()) == {"0,1"}, visible
+
+
+@pytest.mark.parametrize(("ddp_workers", "marker"), [("warm", "DDPWorker"), ("torchtrainer", "RayTrainWorker")])
+def test_a_driver_killed_under_a_two_node_trial_ends_its_ranks_and_resume_goes_on_from_the_checkpoint(
+    tmp_path, two_nodes, ddp_workers, marker
+):
+    """SIGKILL to the driver while a 4-worker trial runs on both nodes: its ranks on both nodes end
+    (Ray ends a dead driver's actors) and nothing keeps holding the nodes; ``resume`` goes on from
+    the trial's checkpoint, on new ranks."""
+    address, _ = two_nodes
+    spec, record_dir = span_sweep(
+        tmp_path,
+        f"span-driver-{ddp_workers}",
+        raysweep={"train_loop": SPAN_LOOP, "ddp_workers": ddp_workers, "base_config": {"epochs": 6, "sleep": 1.0}},
+    )
+    driver = start_run(spec, address)
+    first = wait_for_records(record_dir, driver, lambda seen: len({r["epoch"] for r in seen}) >= 4)
+    ranks = [p for p in processes(marker, address) if p.is_running()]
+    assert len(ranks) == 4 and {r["address"] for r in first} == {HEAD_IP, "127.0.0.3"}
+    driver.send_signal(signal.SIGKILL)
+    driver.wait()
+    _, alive = psutil.wait_procs(ranks, timeout=60)
+    assert not [p for p in alive if p.status() != psutil.STATUS_ZOMBIE], "the killed driver's ranks still run"
+    held = driver_script(address, LEFT_GROUPS)
+    assert "LEFT []" in held.stdout, held.stdout + held.stderr
+
+    out = raysweep("resume", str(tmp_path / "runs" / spec.stem), "--address", address)
+    assert out.returncode == 0, out.stderr + out.stdout
+    (trial,) = show(tmp_path / "runs" / spec.stem)["trials"]
+    assert trial["status"] == "done" and trial["iterations"] == 6, trial
+    before = max(r["epoch"] for r in first)
+    after = [r for r in records(record_dir) if r not in first]
+    resumed_from = min(r["epoch"] for r in after)
+    assert 1 < resumed_from <= before + 1, (resumed_from, before)  # from its checkpoint, not from scratch
+    assert {r["epoch"] for r in after} == set(range(resumed_from, 7))
+    assert not {p.pid for p in ranks} & {p.pid for p in processes(marker, address)}
 
 
 def test_a_program_trial_spans_two_nodes_with_torchruns_environment(tmp_path, two_nodes):
