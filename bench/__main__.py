@@ -34,6 +34,7 @@ PARTS = {
     "readers": ["bench.readers"],
     "first_report": ["bench.first_report"],
     "plan": ["bench.plan"],  # validate --plan against what grid and ASHA sweeps spend
+    "chaos": ["bench.chaos"],  # a sweep through a lost node, a killed driver and a Ctrl-C on two nodes
 }
 GPU_PARTS = {"gpu": ["bench.gpu"]}  # --gpu: issue 21's figures, on a machine with CUDA
 

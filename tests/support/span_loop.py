@@ -33,6 +33,7 @@ def record(config: dict, epoch: int = 1) -> float:
         "gloo_ifname": os.environ.get("GLOO_SOCKET_IFNAME", ""),
         "sum": summed.item(),
         "epoch": epoch,
+        "pid": os.getpid(),
     }
     with open(os.path.join(config["record_dir"], f"{config['x']}.rank{ctx.rank}.jsonl"), "a") as f:
         f.write(json.dumps(line) + "\n")
