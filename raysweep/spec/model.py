@@ -46,8 +46,9 @@ USE_GPU = ("auto", True, False)
 
 
 # A trial's workers all start within this of it holding its resources (trial/start_bound.py): five
-# minutes, ten times the slowest start measured here (docs/benchmarks.md), so a slow one is not
-# failed; a runtime env built on each new node may need more.
+# minutes, twenty times the slowest start measured here (a 4-worker TorchTrainer on two nodes: 13 s
+# to its first report, docs/benchmarks.md), so a slow start is not failed; a runtime env built on
+# each new node may need more.
 WORKER_START_TIMEOUT_S = 300.0
 SIZE = "num_gpus"  # the parameter (or raysweep key) that sizes a trial's DDP world
 

@@ -119,7 +119,10 @@ def test_ctrl_c_in_a_script_raises_keyboard_interrupt_and_resume_with_the_functi
 
 @pytest.mark.ray
 def test_three_sweeps_in_one_process_show_each_trials_line_once(tmp_path, ray_cluster):
-    """Ray keeps every output handler added in a process: the third sweep's lines were shown three times."""
+    """README guarantee: "A trial's output line reaches the console once, however many sweeps the
+    process has run (a script or notebook that runs several sweeps)."
+
+    Ray keeps every output handler added in a process: the third sweep's lines were shown three times."""
     proc = script("three sweeps", ray_cluster, tmp_path / "runs")
     out, err = proc.communicate(timeout=600)
     assert proc.returncode == 0, out + err

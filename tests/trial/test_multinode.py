@@ -236,9 +236,11 @@ def test_a_four_worker_trial_spans_two_nodes_of_two(tmp_path, two_nodes, ddp_wor
 def test_a_driver_killed_under_a_two_node_trial_ends_its_ranks_and_resume_goes_on_from_the_checkpoint(
     tmp_path, two_nodes, ddp_workers, marker
 ):
-    """SIGKILL to the driver while a 4-worker trial runs on both nodes: its ranks on both nodes end
-    (Ray ends a dead driver's actors) and nothing keeps holding the nodes; ``resume`` goes on from
-    the trial's checkpoint, on new ranks."""
+    """README guarantee: "A driver killed (SIGKILL) while a trial runs on several nodes leaves none
+    of its ranks running and no placement group held, under every runner; `resume` goes on from the
+    trial's checkpoint."
+
+    Ray ends a dead driver's actors on every node; the resumed trial runs on new ranks."""
     address, _ = two_nodes
     spec, record_dir = span_sweep(
         tmp_path,

@@ -257,10 +257,16 @@ NO_HOG = "ray.kill(ray.get_actor('hog', namespace='tests'))\n"
 def test_a_trial_whose_cpus_another_job_holds_is_queued_on_warm_workers_and_fails_in_the_bound_on_torchtrainer(
     tmp_path, ray_cluster, ddp_workers
 ):
-    """The start bound counts from the moment a trial holds its resources. A warm trial's placement
-    group holds its workers' CPUs: it waits, queued, past the bound, and runs when they free. A
-    TorchTrainer trial holds its slots, then Ray Train asks for the CPUs: it fails within the bound
-    with the sentence (Ray Train alone retries its worker group without end)."""
+    """README guarantee: "A trial whose workers have not all started within
+    `raysweep.worker_start_timeout_s` (default 300 s) of it holding its resources fails with a
+    sentence naming what it waited for: the workers, their node(s), the placement group's state,
+    the resources the cluster has free. `max_failures` applies as to any failure. A trial waiting
+    its turn for a busy cluster is queued, not failed: the clock starts when its placement group is
+    granted."
+
+    A warm trial's placement group holds its workers' CPUs: it waits, queued, past the bound, and
+    runs when they free. A TorchTrainer trial holds its slots, then Ray Train asks for the CPUs: it
+    fails within the bound with the sentence (Ray Train alone retries its worker group without end)."""
     spec = sweep(
         tmp_path,
         "w6",
