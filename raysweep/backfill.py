@@ -1,0 +1,164 @@
+"""Which waiting trial starts now: a reservation for the oldest, backfill behind it (SLURM's
+EASY rule). Pure decisions, no Ray: the driver's scheduler (``search/admission.py``) feeds them
+what runs where, the estimates, and the queue.
+
+* The oldest waiting trial (the head) starts as soon as it fits: enough free slots on one node,
+  or whole free nodes for a trial larger than a node (``placement.shape``).
+* When it does not fit, it gets a reservation: the earliest time its slots are expected to be
+  free, from the running trials' expected ends, and the nodes it will take then.
+* A later trial starts now only if it fits now and either is expected to end before the
+  reservation, or lands only where the reservation leaves room (its nodes, past the reservation,
+  still leave the head what it needs).
+* Without an estimate for a running trial (the first trials of a sweep) there is no reservation
+  time, and nothing is backfilled: the head waits for its slots, as with one trial pending.
+* A reservation whose time has passed (a trial overran its estimate) backfills nothing more:
+  the head then waits only for the trials already running, each bounded by its own reports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from raysweep.placement import Shape
+
+
+@dataclass(frozen=True)
+class Holding:
+    """A running (or starting) trial: the slots it holds on each node, and when it is expected to
+    end (None: no estimate yet)."""
+
+    trial_id: str
+    nodes: Mapping[str, int]
+    end: float | None
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A trial waiting to start: its size, and the seconds it is expected to run (None: unknown)."""
+
+    trial_id: str
+    size: int
+    seconds: float | None
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """The head's: when its slots are expected to be free (None: no estimate yet), and what it takes."""
+
+    trial_id: str
+    size: int
+    at: float | None
+    nodes: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The trial to start now (None: none), the head's reservation while it waits, and why."""
+
+    start: str | None
+    reservation: Reservation | None = None
+    backfilled: bool = False  # ``start`` is a later trial than the head
+
+
+def free_slots(slots: Mapping[str, int], holdings: list[Holding]) -> dict[str, int]:
+    """Each node's slots less those the running trials hold."""
+    free = dict(slots)
+    for holding in holdings:
+        for node, count in holding.nodes.items():
+            if node in free:
+                free[node] -= count
+    return free
+
+
+def place(size: int, free: Mapping[str, int], slots: Mapping[str, int], shape_of: Callable[[int], Shape]) -> dict:
+    """Where a trial of ``size`` goes in ``free`` now ({node: slots}), or {} when it does not fit.
+
+    One node: the node with the fewest free slots that hold it (the others stay open for larger
+    trials). Several: as many whole, wholly free nodes as the shape asks."""
+    where = shape_of(size)
+    if where.nodes == 1:
+        fits = [n for n in free if free[n] >= size]
+        if not fits:
+            return {}
+        node = min(fits, key=lambda n: (free[n], n))
+        return {node: size}
+    whole = sorted(n for n in free if free[n] == slots[n] and slots[n] >= where.per_node)
+    if len(whole) < where.nodes:
+        return {}
+    return {n: slots[n] for n in whole[: where.nodes]}
+
+
+def reserve(
+    head: Waiting,
+    slots: Mapping[str, int],
+    holdings: list[Holding],
+    shape_of: Callable[[int], Shape],
+) -> Reservation:
+    """The head's reservation: the first expected end after which it fits, and the nodes it takes."""
+    if any(h.end is None for h in holdings):
+        return Reservation(head.trial_id, head.size, None)
+    free = free_slots(slots, holdings)
+    for holding in sorted(holdings, key=lambda h: h.end):
+        for node, count in holding.nodes.items():
+            if node in free:
+                free[node] += count
+        nodes = place(head.size, free, slots, shape_of)
+        if nodes:
+            return Reservation(head.trial_id, head.size, holding.end, nodes)
+    return Reservation(head.trial_id, head.size, None)  # it fits nowhere even when all end: Ray decides
+
+
+def decide(
+    now: float,
+    slots: Mapping[str, int],
+    holdings: list[Holding],
+    queue: list[Waiting],
+    shape_of: Callable[[int], Shape],
+) -> Decision:
+    """Which trial of ``queue`` (oldest first) starts now, given ``slots`` per node and the running
+    trials' ``holdings``; ``shape_of(size)`` is the placement rule (``placement.shape``)."""
+    if not queue:
+        return Decision(None)
+    free = free_slots(slots, holdings)
+    head = queue[0]
+    if place(head.size, free, slots, shape_of):
+        return Decision(head.trial_id)
+    reservation = reserve(head, slots, holdings, shape_of)
+    if reservation.at is None or now >= reservation.at:  # no estimate yet, or it is late: no backfill
+        return Decision(None, reservation)
+    for trial in queue[1:]:
+        nodes = place(trial.size, free, slots, shape_of)
+        if not nodes:
+            continue
+        ends_in_time = trial.seconds is not None and now + trial.seconds <= reservation.at
+        if ends_in_time or _leaves_room(trial, free, slots, holdings, reservation, shape_of):
+            return Decision(trial.trial_id, reservation, backfilled=True)
+    return Decision(None, reservation)
+
+
+def _leaves_room(
+    trial: Waiting,
+    free: Mapping[str, int],
+    slots: Mapping[str, int],
+    holdings: list[Holding],
+    reservation: Reservation,
+    shape_of: Callable[[int], Shape],
+) -> bool:
+    """Wherever Ray may put ``trial`` now, the reservation still gets its slots at its time, with
+    ``trial`` still running: each node it could land on keeps the head's share free then."""
+    at = reservation.at
+    busy_then = {n: 0 for n in slots}
+    for holding in holdings:
+        if holding.end is not None and holding.end > at:
+            for node, count in holding.nodes.items():
+                busy_then[node] = busy_then.get(node, 0) + count
+    where = shape_of(trial.size)
+    if where.nodes > 1:  # whole nodes: any free set of them may be taken
+        candidates = [n for n in free if free[n] == slots[n]]
+        per_node = {n: slots[n] for n in candidates}
+    else:
+        candidates = [n for n in free if free[n] >= trial.size]
+        per_node = {n: trial.size for n in candidates}
+    need = reservation.nodes
+    return all(busy_then[n] + per_node[n] + need.get(n, 0) <= slots[n] for n in candidates)

@@ -1,0 +1,88 @@
+"""Reservations and backfill (``backfill.py``), fed by hand with no cluster: one test per branch
+of the decision. Nodes here are named A, B, C; ``shape`` is the placement rule of the cluster."""
+
+from __future__ import annotations
+
+import functools
+
+from raysweep.backfill import Holding, Reservation, Waiting, decide, reserve
+from raysweep.placement import Capacity, Node, shape
+
+
+def cluster(**slots: int):
+    """The slots per node, and the shape rule of a cluster of those nodes."""
+    nodes = tuple(Node(name, f"10.0.0.{i}", n, float(n)) for i, (name, n) in enumerate(slots.items()))
+    capacity = Capacity(nodes, use_gpu=False, cpus_per_worker=1.0, managed_slots=True)
+    return {n.id: n.slots for n in nodes}, functools.partial(shape, capacity=capacity)
+
+
+def test_the_head_starts_when_it_fits():
+    slots, shape_of = cluster(A=2, B=2)
+    running = [Holding("r1", {"A": 1}, end=10.0)]
+    decision = decide(0.0, slots, running, [Waiting("big", 2, 5.0), Waiting("small", 1, 1.0)], shape_of)
+    assert decision.start == "big" and not decision.backfilled
+
+
+def test_a_trial_larger_than_a_node_needs_whole_free_nodes_not_free_slots_summed():
+    slots, shape_of = cluster(A=2, B=2, C=2)
+    running = [Holding("r1", {"B": 1}, end=10.0), Holding("r2", {"C": 1}, end=20.0)]
+    decision = decide(0.0, slots, running, [Waiting("big", 4, 5.0)], shape_of)  # 4 slots free, one whole node
+    assert decision.start is None
+    assert decision.reservation == Reservation("big", 4, 10.0, {"A": 2, "B": 2})
+
+
+def test_the_reservation_falls_at_the_end_that_frees_enough_whole_nodes():
+    slots, shape_of = cluster(A=2, B=2)
+    running = [Holding("r1", {"A": 1}, 12.0), Holding("r2", {"B": 1}, 10.0), Holding("r3", {"A": 1}, 30.0)]
+    assert reserve(Waiting("big", 4, None), slots, running, shape_of) == Reservation("big", 4, 30.0, {"A": 2, "B": 2})
+
+
+def test_without_an_estimate_for_a_running_trial_nothing_is_backfilled():
+    slots, shape_of = cluster(A=2, B=2)
+    running = [Holding("r1", {"A": 1}, end=None), Holding("r2", {"B": 1}, end=10.0)]
+    decision = decide(0.0, slots, running, [Waiting("big", 4, 5.0), Waiting("small", 1, 1.0)], shape_of)
+    assert decision.start is None and decision.reservation.at is None
+
+
+def test_a_later_trial_expected_to_end_before_the_reservation_is_backfilled():
+    slots, shape_of = cluster(A=2, B=2)
+    running = [Holding("r1", {"A": 1}, end=10.0), Holding("r2", {"B": 1}, end=12.0)]
+    queue = [Waiting("big", 4, 5.0), Waiting("long", 1, 30.0), Waiting("short", 1, 8.0)]
+    decision = decide(1.0, slots, running, queue, shape_of)
+    assert decision.start == "short" and decision.backfilled and decision.reservation.at == 12.0
+
+
+def test_a_later_trial_that_would_run_past_the_reservation_on_its_nodes_waits():
+    slots, shape_of = cluster(A=2, B=2)
+    running = [Holding("r1", {"A": 1}, end=10.0), Holding("r2", {"B": 1}, end=12.0)]
+    for unknown_or_long in (None, 11.5):  # 1 + 11.5 > 12: it would end after the reservation
+        queue = [Waiting("big", 4, 5.0), Waiting("small", 1, unknown_or_long)]
+        assert decide(1.0, slots, running, queue, shape_of).start is None
+
+
+def test_a_later_trial_may_run_past_the_reservation_on_slots_the_reservation_does_not_need():
+    slots, shape_of = cluster(A=2, B=2, C=2)
+    running = [Holding("r1", {"A": 2}, 10.0), Holding("r2", {"B": 2}, 12.0), Holding("r3", {"C": 1}, 100.0)]
+    queue = [Waiting("big", 4, 5.0), Waiting("long", 1, 50.0)]
+    decision = decide(1.0, slots, running, queue, shape_of)  # it can only land on C, which big does not need
+    assert decision.start == "long" and decision.reservation.nodes == {"A": 2, "B": 2}
+    running[0] = Holding("r1", {"A": 1}, 10.0)  # now it could land on A too, which big needs at 12
+    assert decide(1.0, slots, running, queue, shape_of).start is None
+
+
+def test_a_reservation_that_is_late_backfills_nothing_more():
+    slots, shape_of = cluster(A=2, B=2)
+    running = [Holding("r1", {"A": 1}, end=10.0), Holding("r2", {"B": 1}, end=12.0)]
+    queue = [Waiting("big", 4, 5.0), Waiting("short", 1, 0.5)]
+    assert decide(11.0, slots, running, queue, shape_of).start == "short"
+    late = decide(12.5, slots, running, queue, shape_of)  # r2 overran its estimate: big waits only for it
+    assert late.start is None and late.reservation.at == 12.0
+
+
+def test_on_one_node_sizes_one_two_and_four_reserve_the_node_for_the_four():
+    slots, shape_of = cluster(A=4)
+    running = [Holding("r1", {"A": 1}, end=5.0), Holding("r2", {"A": 2}, end=20.0)]
+    queue = [Waiting("four", 4, 10.0), Waiting("long", 1, 30.0), Waiting("short", 1, 3.0)]
+    decision = decide(0.0, slots, running, queue, shape_of)
+    assert decision.start == "short" and decision.reservation == Reservation("four", 4, 20.0, {"A": 4})
+    assert decide(0.0, slots, running, queue[:2], shape_of).start is None  # the long one would hold the node past 20
