@@ -8,9 +8,10 @@ slots each, as tests/trial/test_multinode.py runs them.
 2. starvation: a random sweep of 1-worker trials with a 2-node trial among every four (both
    about 2 s). A 2-node trial needs both nodes empty at once; while small trials keep taking the
    slots it waits. Per 2-node trial: how long trials made after it ran before it did
-   (``passed_over_s``) against one small trial's length, with Tune's default (many trials
-   pending at once) and with raysweep's rule for sweeps whose trials span nodes (one trial
-   pending at a time, as grid and bayes sweeps run anyway).
+   (``passed_over_s``) against one small trial's length, and the slots' busy share, under three
+   admissions side by side: Tune's default (many trials pending at once), one trial pending at a
+   time (raysweep's rule before reservations), and reservations with backfill (today's).
+3. the same on one node of 4 GPUs that do not exist, with trials of 1, 2 and 4 workers.
 
     flock /tmp/raysweep-ray.lock .venv/bin/python -m bench.admission [--quick]
 """
@@ -133,13 +134,29 @@ def startup(address: str, runner: str, size: int) -> dict[str, float]:
     return {"wall_s": row["wall_s"], "first_report_s": round(first["time_total_s"], 2)}
 
 
-def starvation(address: str, trials: int, tune_default: bool) -> dict[str, Any]:
+MODES = {
+    # Tune's default: many trials pending, each with its placement group staged
+    "tune_default": {"TUNE_MAX_PENDING_TRIALS_PG": "auto", "RAYSWEEP_BACKFILL": "0"},
+    # raysweep's rule before reservations: one trial pending at a time
+    "one_pending": {"TUNE_MAX_PENDING_TRIALS_PG": "1", "RAYSWEEP_BACKFILL": "0"},
+    # a reservation for the oldest waiting trial, backfill behind it (driver/admission.py)
+    "backfill": {},
+}
+
+
+def starvation(address: str, trials: int, mode: str, sizes: tuple[int, ...], slots: int) -> dict[str, Any]:
+    """A random sweep of 1-worker trials with a larger one among every four (``sizes[1:]``, as
+    likely as each other); the larger ones wait for their slots while small ones come and go."""
+    share = 0.25 / (len(sizes) - 1)
     doc = {
-        "name": f"starve-{'tune' if tune_default else 'raysweep'}",
+        "name": f"starve-{mode}-{'-'.join(map(str, sizes))}",
         "method": "random",
         "run_cap": trials,
         "metric": {"name": "score", "goal": "minimize"},
-        "parameters": {"x": {"min": 0.0, "max": 1.0}, "num_gpus": {"values": [1, 4], "probabilities": [0.75, 0.25]}},
+        "parameters": {
+            "x": {"min": 0.0, "max": 1.0},
+            "num_gpus": {"values": list(sizes), "probabilities": [0.75] + [share] * (len(sizes) - 1)},
+        },
         "raysweep": {
             "train_loop": "train_loops.smoke:train",
             "resources": {"network_interface": "lo"},
@@ -147,7 +164,14 @@ def starvation(address: str, trials: int, tune_default: bool) -> dict[str, Any]:
             "seed": 3,
         },
     }
-    rows = run(address, doc, {"TUNE_MAX_PENDING_TRIALS_PG": "auto"} if tune_default else None)
+    rows = run(address, doc, MODES[mode])
+    return figures(rows, slots)
+
+
+def figures(rows: list[dict[str, Any]], slots: int) -> dict[str, Any]:
+    """Per larger trial: how many trials made after it started before it, and for how long it was
+    passed over (its start less the first such start), against one small trial's length; the
+    slots' busy share and the wall time; reservations, late ones, backfilled trials."""
     small = statistics.median(r["wall_s"] for r in rows if r["num_workers"] == 1)
     big = []
     for i, r in enumerate(rows):
@@ -157,41 +181,65 @@ def starvation(address: str, trials: int, tune_default: bool) -> dict[str, Any]:
         big.append(
             {
                 "index": i,
+                "size": r["num_workers"],
                 "overtaken_by": len(before),
                 "passed_over_s": round(r["start"] - min(before), 1) if before else 0.0,
+                "waited_s": round(r["start"] - r["created"], 1) if r.get("created") else None,
             }
         )
     starts, ends = [r["start"] for r in rows], [r["end"] for r in rows]
     busy = sum(r["wall_s"] * r["num_workers"] for r in rows)
     wall = max(ends) - min(starts)
+    longest = max((b["passed_over_s"] for b in big), default=0.0)
+    late = [r for r in rows if r.get("reserved_at") and r["start"] > r["reserved_at"] + 5.0]
     return {
         "trials": len(rows),
         "big_trials": big,
         "small_trial_s": round(small, 2),
-        "longest_passed_over_s": max((b["passed_over_s"] for b in big), default=0.0),
+        "longest_passed_over_s": longest,
+        "longest_passed_over_small_trials": round(longest / small, 2),
         "wall_s": round(wall, 1),
-        "slot_busy_fraction": round(busy / (4 * wall), 3),
+        "slot_busy_fraction": round(busy / (slots * wall), 3),
+        "reserved": sum(1 for r in rows if r.get("reserved_at")),
+        "late_reservations": len(late),
+        "backfilled": sum(1 for r in rows if r.get("backfilled")),
     }
+
+
+@contextlib.contextmanager
+def one_node_of_fake_gpus() -> Iterator[str]:
+    """One node with 4 GPUs that do not exist (and 4 CPUs, so the CPUs bound nothing)."""
+    port = free_port()
+    subprocess.run([RAY, "get-auth-token", "--generate"], check=True, capture_output=True, env=env())
+    args = [RAY, "start", "--head", f"--node-ip-address={NODES[0]}", f"--port={port}", "--include-dashboard=false"]
+    args += ["--num-cpus=4", "--num-gpus=4", "--disable-usage-stats", "--resources", json.dumps({"raysweep_slot": 4})]
+    try:
+        subprocess.run(args, check=True, capture_output=True, env=env())
+        yield f"{NODES[0]}:{port}"
+    finally:
+        stop(port)
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true")
+    p.add_argument("--skip-startup", action="store_true", help="only the starvation sweeps")
     args = p.parse_args()
     out: dict[str, Any] = {}
+    trials = 8 if args.quick else 24
     with two_nodes() as address:
-        out["startup"] = {
-            f"{runner}_{size}w": startup(address, runner, size)
-            for runner in ("warm", "torchtrainer")
-            for size in (2, 4)
-        }
-        print(json.dumps(out["startup"]), flush=True)
-        trials = 8 if args.quick else 24
-        out["starvation"] = {
-            "tune_default": starvation(address, trials, tune_default=True),
-            "raysweep": starvation(address, trials, tune_default=False),
-        }
+        if not args.skip_startup:
+            out["startup"] = {
+                f"{runner}_{size}w": startup(address, runner, size)
+                for runner in ("warm", "torchtrainer")
+                for size in (2, 4)
+            }
+            print(json.dumps(out["startup"]), flush=True)
+        out["starvation"] = {mode: starvation(address, trials, mode, (1, 4), slots=4) for mode in MODES}
         print(json.dumps(out["starvation"]), flush=True)
+    with one_node_of_fake_gpus() as address:
+        out["one_node"] = {mode: starvation(address, trials, mode, (1, 2, 4), slots=4) for mode in MODES}
+        print(json.dumps(out["one_node"]), flush=True)
     print(write_result("admission", out, args.quick))
 
 

@@ -22,6 +22,7 @@ FAKE_GPUS = "RAYSWEEP_FAKE_GPUS"
 GPU_DEVICE_FILES = "RAYSWEEP_GPU_DEVICE_FILES"
 ONE_WORKER_TORCHTRAINER = "RAYSWEEP_ONE_WORKER_TORCHTRAINER"
 BIN = "RAYSWEEP_BIN"
+BACKFILL = "RAYSWEEP_BACKFILL"
 # what raysweep tells a program: script it starts
 METRICS_FILE = "RAYSWEEP_METRICS_FILE"
 METRIC = "RAYSWEEP_METRIC"
@@ -32,6 +33,7 @@ VARIABLES = (
     Variable(
         ONE_WORKER_TORCHTRAINER, "read", "1: a 1-worker trial under ddp_workers: torchtrainer is a TorchTrainer run too"
     ),
+    Variable(BACKFILL, "read", "0: no reservations and backfill; trials start as Tune stages them (bench.admission)"),
     Variable(BIN, "read", "the virtualenv a `raysweep slurm` batch script runs (default: the one that wrote it)"),
     Variable("RAY_ADDRESS", "read", "the Ray cluster to join when --address is not given (`ray job submit` sets it)"),
     Variable(
@@ -46,7 +48,9 @@ VARIABLES = (
     Variable("WANDB_SILENT", "set", "the driver's own W&B runs print nothing (unless set)"),
     Variable("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "set", "no CSV and TensorBoard copies of results"),
     Variable("TUNE_DISABLE_STRICT_METRIC_CHECKING", "set", "a W&B-style trial that never logged the metric ends done"),
-    Variable("TUNE_MAX_PENDING_TRIALS_PG", "set", "1 for sweeps whose trials span nodes, and budgets (unless set)"),
+    Variable(
+        "TUNE_MAX_PENDING_TRIALS_PG", "set", "1 for sweeps of mixed sizes, whose trials span nodes, or with a budget"
+    ),
     Variable(
         "TUNE_FUNCTION_THREAD_TIMEOUT_S", "set", "30 s for a stopped trial's thread to end at its report (unless set)"
     ),

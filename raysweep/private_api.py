@@ -6,6 +6,9 @@ one fails there by name, not deep inside a sweep.
 
 * Tune: ``Tuner.restore`` keeps the original ``RunConfig``; a resumed driver attaches its own
   callbacks and stoppers, and reads the restored scheduler (``restored_config``).
+* Tune's queue: a scheduler that holds a waiting trial back sets it PAUSED, as Tune lets
+  schedulers do (its ``TuneController`` hands them ``_set_trial_status``, as Ray's PBT uses it):
+  no placement group is staged for it until the scheduler chooses it (``set_trial_status``).
 * Optuna search: Ray's ``OptunaSearch`` keeps the Optuna trials it has open and its study
   privately; ``search.searchers.DistinctOptunaSearch`` reads both (``optuna_trials``, ``optuna_study``).
 * GPUs: the driver counts this machine's GPUs as Ray will (``local_gpu_count``), with Ray's
@@ -41,6 +44,14 @@ def restored_config(tuner: Any) -> tuple[Any, Any]:
     """A restored ``Tuner``'s ``RunConfig`` (to set this driver's callbacks and stop on) and ``TuneConfig``."""
     local = tuner._local_tuner  # noqa: SLF001
     return local._run_config, local._tune_config  # noqa: SLF001
+
+
+# --- Tune's queue ------------------------------------------------------------------------------
+
+
+def set_trial_status(tune_controller: Any, trial: Any, status: str) -> None:
+    """Move a trial between Tune's status sets (a waiting trial held back: PAUSED)."""
+    tune_controller._set_trial_status(trial, status)  # noqa: SLF001
 
 
 # --- Optuna search -----------------------------------------------------------------------------

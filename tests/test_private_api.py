@@ -32,6 +32,16 @@ def test_a_tuners_run_and_tune_config_are_the_ones_it_runs_with(tmp_path: Path):
     assert hasattr(run_config, "stop")
 
 
+def test_tune_lets_a_scheduler_set_a_trials_status():
+    """A scheduler gets the TuneController through a wrapper that lets only some names through."""
+    import inspect
+
+    from ray.tune.execution.tune_controller import TuneController
+
+    assert '"_set_trial_status"' in inspect.getsource(TuneController._wrapped)
+    assert list(inspect.signature(TuneController._set_trial_status).parameters) == ["self", "trial", "status"]
+
+
 def test_optuna_search_keeps_its_open_trials_by_tune_trial_id_and_its_study():
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     search = OptunaSearch(
@@ -160,6 +170,7 @@ def test_wandbs_sweep_functions_take_what_its_cli_passes():
     "name",
     [
         "restored_config",
+        "set_trial_status",
         "optuna_trials",
         "optuna_study",
         "local_gpu_count",

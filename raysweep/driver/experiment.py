@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -17,14 +18,18 @@ from ray.tune.stopper import CombinedStopper
 
 from raysweep import ray_env, wandb_sweep
 from raysweep.driver import interrupt
-from raysweep.driver.budget import BudgetedSearch, BudgetStopper, Ledger
+from raysweep.driver.admission import Admission, Board, mixes_sizes
+from raysweep.driver.admitted_search import AdmittedSearch
+from raysweep.driver.budget import BudgetStopper, Ledger
 from raysweep.driver.cluster import start_or_connect
 from raysweep.driver.console import TrialOutput, show_trial_output
-from raysweep.driver.leftover_groups import FreeLeftoverGroups
+from raysweep.driver.estimates import Estimates
 from raysweep.driver.monitor import SweepMonitor
 from raysweep.driver.result_log import ResultLog
 from raysweep.driver.trainable import make_trainable, runners
+from raysweep.driver.trial_ends import ReleaseHoldings
 from raysweep.driver.wandb_logging import WandbRuns
+from raysweep.env import BACKFILL
 from raysweep.errors import UserError
 from raysweep.placement import GIB, Capacity, concurrency_limit, never_placed
 from raysweep.private_api import restored_config
@@ -38,9 +43,9 @@ from raysweep.search.schedulers import build_scheduler
 from raysweep.search.searchers import build_search
 from raysweep.search.stoppers import InitialFailureStopper, TargetStopper
 from raysweep.spec import SweepSpec
+from raysweep.trial.holdings import start_holdings
 from raysweep.trial.job import Sweep
 from raysweep.trial.pool import start_pool
-from raysweep.trial.train_groups import start_train_groups
 from raysweep.words import Runner
 
 log = logging.getLogger("raysweep")
@@ -116,7 +121,7 @@ def start(
     wandb_sweep_id = on_wandb.id if on_wandb else None
     pool = _start_pool(spec, capacity)
     trial_runners = runners(spec, pooled=pool is not None)
-    train_groups = start_train_groups() if Runner.TORCHTRAINER in trial_runners.values() else None
+    holdings = start_holdings()
     sweep = Sweep(
         spec,
         capacity,
@@ -128,29 +133,45 @@ def start(
         wandb_sweep_id,
         settings.wandb_dir,
         trial_runners,
-        train_groups=train_groups,
+        holdings=holdings,
     )
     trainable = make_trainable(sweep, pool)
-    monitor = SweepMonitor(spec, run_dir, settings.budget, quiet=settings.quiet)
+    board = Board()
+    monitor = SweepMonitor(spec, run_dir, settings.budget, quiet=settings.quiet, board=board)
+    estimates = Estimates(spec, monitor, planned.rungs)
     ledger = None
     if settings.budget_gpu_hours:
-        ledger = Ledger(spec, monitor, settings.budget_gpu_hours, capacity.use_gpu)
+        ledger = Ledger(estimates, settings.budget_gpu_hours, capacity.use_gpu)
         monitor.ledger = ledger
         ray_env.one_pending_trial()  # trials are admitted one at a time, as they fit
+    admission = _admission(spec, capacity, estimates, holdings, board)
     stoppers = _stoppers(spec, monitor, ledger)
     callbacks = [interrupt.TuneListens(signals), monitor, ResultLog()] + _callbacks(spec, settings, restore, on_wandb)
-    if train_groups is not None:
-        callbacks.append(FreeLeftoverGroups(train_groups))
+    callbacks.append(ReleaseHoldings(holdings))
+    admits = {"ledger": ledger, "admission": admission}
     if restore:
-        tuner, scheduler = _restored_tuner(run_dir, trainable, settings, callbacks, stoppers, ledger)
+        tuner, scheduler = _restored_tuner(run_dir, trainable, settings, callbacks, stoppers, **admits)
     else:
         segment = settings.segment_budget or settings.budget
-        tuner, scheduler = _new_tuner(spec, segment, run_dir, limit, trainable, callbacks, stoppers, tried, ledger)
+        tuner, scheduler = _new_tuner(spec, segment, run_dir, limit, trainable, callbacks, stoppers, tried, **admits)
     monitor.stopped_by_scheduler = getattr(scheduler, "stopped", set())
     if hasattr(scheduler, "watch"):  # a run dir from before the guard has a scheduler without it
-        scheduler.watch(spec, capacity)
+        scheduler.watch(spec, capacity, admission)
         monitor.never_placed = scheduler.never_placed
     return tuner, monitor, stoppers, output, settings
+
+
+def _admission(
+    spec: SweepSpec, capacity: Capacity, estimates: Estimates, holdings: Any, board: Board
+) -> Admission | None:
+    """Reservations and backfill (``admission.py``) for a sweep of mixed sizes on a cluster that
+    does not grow; None otherwise (one size: nothing to reserve for; an autoscaler: no fixed slots)."""
+    if not mixes_sizes(spec) or capacity.grows or not capacity.managed_slots or os.environ.get(BACKFILL) == "0":
+        return None
+    if spec.scheduler is not None and spec.scheduler.type == "hyperband":  # Ray's HyperBand pauses trials itself
+        return None
+    ray_env.one_pending_trial()  # the one chosen: every other waiting trial is held
+    return Admission(spec, capacity, estimates, holdings, board, queue=max(4, capacity.total + 1))
 
 
 def _admit(
@@ -236,6 +257,7 @@ def _restored_tuner(
     callbacks: list[Any],
     stoppers: list[Any],
     ledger: Ledger | None = None,
+    admission: Admission | None = None,
 ) -> tuple[tune.Tuner, Any]:
     """Tune's Tuner from the run dir. ``Tuner.restore`` keeps the original RunConfig and
     scheduler: this driver's callbacks and stoppers are attached, and stops read from the
@@ -246,12 +268,12 @@ def _restored_tuner(
     run_config, tune_config = restored_config(tuner)
     run_config.callbacks = callbacks
     run_config.stop = CombinedStopper(*stoppers)  # this driver's monitor
-    if ledger is not None:  # this driver's budget, which an earlier one may not have had
+    if ledger is not None or admission is not None:  # this driver's, which an earlier one may not have had
         search = tune_config.search_alg
-        if isinstance(search, BudgetedSearch):
-            search.ledger = ledger
+        if isinstance(search, AdmittedSearch):
+            search.ledger, search.admission = ledger, admission
         else:
-            tune_config.search_alg = budgeted(search, ledger)
+            tune_config.search_alg = admitted(search, ledger, admission)
     return tuner, tune_config.scheduler
 
 
@@ -265,11 +287,12 @@ def _new_tuner(
     stoppers: list[Any],
     tried: list[dict[str, Any]] | None = None,
     ledger: Ledger | None = None,
+    admission: Admission | None = None,
 ) -> tuple[tune.Tuner, Any]:
     scheduler = build_scheduler(spec)
     search, param_space = build_search(spec, budget, run_dir, limit, tried)
-    if ledger is not None:
-        search = budgeted(search, ledger)
+    if ledger is not None or admission is not None:
+        search = admitted(search, ledger, admission)
     tuner = tune.Tuner(
         trainable,
         param_space=param_space,
@@ -294,9 +317,9 @@ def _new_tuner(
     return tuner, scheduler
 
 
-def budgeted(search: Any, ledger: Ledger) -> BudgetedSearch:
-    """The search algorithm, its trials admitted as they fit the budget."""
-    return BudgetedSearch(SearchGenerator(search) if isinstance(search, Searcher) else search, ledger)
+def admitted(search: Any, ledger: Ledger | None, admission: Admission | None) -> AdmittedSearch:
+    """The search algorithm, its trials made while the queue has room and admitted as they fit the budget."""
+    return AdmittedSearch(SearchGenerator(search) if isinstance(search, Searcher) else search, ledger, admission)
 
 
 def _check_budget_fits(spec: SweepSpec, settings: RunSettings, restore: bool) -> None:

@@ -23,6 +23,7 @@ from typing import Any
 
 from ray.tune import Callback
 
+from raysweep.driver.admission import Board
 from raysweep.runs.files import TRIALS_FILE, TUNE_KEYS, read_explanation, replace_text
 from raysweep.runs.rows import TrialRow, read_rows
 from raysweep.spec import SweepSpec
@@ -31,8 +32,17 @@ from raysweep.words import ENDED, STATES, TrialStatus
 
 
 class SweepMonitor(Callback):
-    def __init__(self, spec: SweepSpec, run_dir: Path, budget: int, quiet: bool = False, interval_s: float = 10.0):
+    def __init__(
+        self,
+        spec: SweepSpec,
+        run_dir: Path,
+        budget: int,
+        quiet: bool = False,
+        interval_s: float = 10.0,
+        board: Board | None = None,
+    ):
         self.spec = spec
+        self.board = board or Board()  # the admission's: reservations, backfilled trials
         self.stopped_by_scheduler: set[str] = set()  # the scheduler's own record, when it keeps one
         self.never_placed: dict[str, str] = {}  # the scheduler's: trials failed for nodes that left, and why
         self.ledger: Any = None  # driver/budget.py's Ledger when the sweep has a budget (the line shows the spend)
@@ -58,13 +68,13 @@ class SweepMonitor(Callback):
     # --- bookkeeping ---
     def _row(self, trial: Any, started: bool = True, **changes: Any) -> TrialRow:
         """The trial's row with Tune's view of it and ``changes``, kept (not yet saved)."""
-        row = self.rows.get(trial.trial_id) or TrialRow(trial.trial_id)
+        row = self.rows.get(trial.trial_id) or TrialRow(trial.trial_id, created=time.time())
         row = replace(
             row,
             start=row.start if row.start is not None or not started else time.time(),
             config={k: plain(v) for k, v in trial.config.items()},
             world_size=_world_size(self.spec, trial.config),
-            trial_dir=trial.path,  # in the run dir (trial.local_path is Ray's session staging copy)
+            trial_dir=_trial_dir(trial) or row.trial_dir,
             **changes,
         )
         self.rows[trial.trial_id] = row
@@ -82,7 +92,10 @@ class SweepMonitor(Callback):
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         # a failed trial run again (resume --retry-failed) starts clean; its running time is
         # counted from here (its cost: workers x run_s)
-        self._save(self._row(trial, status=TrialStatus.RUNNING, error=None, since=time.time()))
+        key = trial.trial_id
+        admitted = {"reserved_at": self.board.reserved_at.get(key), "backfilled": key in self.board.backfilled or None}
+        admitted = {k: v for k, v in admitted.items() if v is not None}
+        self._save(self._row(trial, status=TrialStatus.RUNNING, error=None, since=time.time(), **admitted))
 
     @staticmethod
     def _account(row: TrialRow, running: bool = True) -> TrialRow:
@@ -197,6 +210,10 @@ class SweepMonitor(Callback):
             self.compact()
 
     def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
+        if len(trials) > len(self.rows):  # Tune made trials: each waits, pending, from now on
+            for trial in trials:
+                if trial.trial_id not in self.rows:
+                    self._save(self._row(trial, started=False, status=TrialStatus.PENDING))
         self._print(trials)
 
     # --- the view ---
@@ -213,13 +230,20 @@ class SweepMonitor(Callback):
         counts = dict.fromkeys(STATES, 0)
         for r in self.rows.values():
             counts[r.status] = counts.get(r.status, 0) + 1
-        counts[TrialStatus.PENDING] = sum(1 for t in trials if t.status == "PENDING")  # Tune's status
+        # Tune's status; PAUSED: a trial the admission holds back, waiting as a pending one does
+        counts[TrialStatus.PENDING] = sum(1 for t in trials if t.status in ("PENDING", "PAUSED"))
         elapsed = time.time() - self.started
         finished = sum(counts[s] for s in ENDED)
         here = len(self.ended) - self.ended_before  # the ETA's rate: trials this driver ended, in its time
         parts = [f"[{clock(elapsed)}]", " · ".join(f"{counts[s]} {s}" for s in STATES), f"of {self.budget}"]
         if here and finished < self.budget:
             parts.append(f"ETA {clock(elapsed / here * (self.budget - finished))}")
+        reservation = self.board.reservation
+        if reservation is not None and any(
+            t.trial_id == reservation.trial_id and t.status != "RUNNING" for t in trials
+        ):
+            when = f"starts in ~{clock(max(0.0, reservation.at - time.time()))}" if reservation.at else "waits"
+            parts.append(f"| trial {reservation.trial_id} ({reservation.size} workers) reserved, {when}")
         if self.ledger is not None:
             parts.append(f"spent {self.ledger.spent_s() / 3600:.3g}/{self.ledger.limit_s / 3600:g} {self.ledger.unit}")
         best = self.best()
@@ -274,6 +298,15 @@ def error_summary(text: str) -> str:
         return text[own[-1].end() :].strip()
     lines = [ln for ln in text.strip().splitlines() if ln.strip()]
     return "\n".join(lines[-12:])
+
+
+def _trial_dir(trial: Any) -> str | None:
+    """The trial's dir in the run dir (``trial.local_path`` is Ray's session staging copy); None
+    for a trial held back before Tune named its dir."""
+    try:
+        return trial.path
+    except RuntimeError:
+        return None
 
 
 def _world_size(spec: SweepSpec, config: dict[str, Any]) -> int | None:

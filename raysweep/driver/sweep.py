@@ -117,7 +117,7 @@ def _run(
         _setup_logging(run_dir)
         on_wandb = None
         if settings.wandb == "online":
-            ran = [row.trial_id for row in read_rows(run_dir)]
+            ran = [row.trial_id for row in read_rows(run_dir) if row.start is not None]
             try:
                 on_wandb = wandb_sweep.open_for_run(spec, run_dir, settings.name, ran)
             except wandb_sweep.WandbUnreachable as e:  # each run would wait on W&B, and be lost to it
@@ -296,10 +296,11 @@ def resume_sweep(
     # nothing to resume: it starts afresh. Tune may have no state yet (it writes it when the
     # Tuner is built), and Ray 2.60 cannot restore a state of no trials (an IndexError in
     # TuneController._restore_trials, after which it ran one trial of the budget and ended).
-    restore = bool(read_rows(run_dir)) and tune.Tuner.can_restore(run_dir)
+    restore = any(row.start is not None for row in read_rows(run_dir)) and tune.Tuner.can_restore(run_dir)
     if not restore:
         print(f"sweep {settings.name}: no trial had started; starting it")
         (run_dir / OPTUNA_JOURNAL).unlink(missing_ok=True)  # its study, if any, holds no finished trial
+        (run_dir / TRIALS_FILE).unlink(missing_ok=True)  # trials Tune made that never started: it makes them anew
     try:
         with driver_lock(run_dir):
             return _run(spec, settings, run_dir, restore=restore, function=function)

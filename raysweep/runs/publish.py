@@ -39,7 +39,7 @@ def publish(run_dir: Path) -> int:
         return 0
     runs = offline_runs(run_dir)
     if settings.wandb == "online":  # W&B gave no sweep then: its runs are on W&B already
-        ids = [row.trial_id for row in read_rows(run_dir)]
+        ids = [row.trial_id for row in read_rows(run_dir) if row.start is not None]
     else:
         ids = list(runs)
     if not ids:

@@ -15,6 +15,7 @@ from raysweep.runs.files import TRIALS_FILE, read_trials
 from raysweep.words import ENDED, FINISHED, TrialStatus
 
 _JSON_NAMES = {"world_size": "num_workers"}  # this record's name -> the file's
+LATE_GRACE = 5.0  # seconds a reserved trial may start after its reservation and still be on time
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,7 @@ class TrialRow:
     config: dict[str, Any] = field(default_factory=dict)  # the flat config Tune ran
     world_size: int = 1
     trial_dir: str | None = None
+    created: float | None = None  # when Tune made it: it waits (pending) from then until its start
     start: float | None = None  # when it first started (None: it never has)
     end: float | None = None
     since: float | None = None  # while it runs: its running time is counted from here
@@ -33,6 +35,13 @@ class TrialRow:
     wall_s: float | None = None
     error: str | None = None
     metric_logged: bool = True  # False: a W&B-style trial that ended without logging the metric
+    reserved_at: float | None = None  # it waited with a reservation: the time first expected for its start
+    backfilled: bool | None = None  # True: started behind another trial's reservation
+
+    @property
+    def late(self) -> bool:
+        """It started more than ``LATE_GRACE`` after its reservation (a trial before it overran)."""
+        return self.reserved_at is not None and self.start is not None and self.start > self.reserved_at + LATE_GRACE
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> TrialRow:

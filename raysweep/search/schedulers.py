@@ -27,23 +27,32 @@ class PlacementGuard:
 
     ``watch`` arms it with the sweep's spec and the cluster measured at its start: a size that
     never fit that cluster fails in its trial as before (``placement.NEVER_PLACED``), and a
-    cluster that can grow makes every trial wait instead."""
+    cluster that can grow makes every trial wait instead. With an ``admission`` (the driver's
+    reservations and backfill, ``driver/admission.py``), it chooses which waiting trial runs next;
+    the admission is this driver's, never pickled with the scheduler."""
 
     spec: SweepSpec | None = None
     capacity: Capacity | None = None
+    admission: Any = None
 
-    def watch(self, spec: SweepSpec, capacity: Capacity) -> None:
-        self.spec, self.capacity = spec, capacity
+    def watch(self, spec: SweepSpec, capacity: Capacity, admission: Any = None) -> None:
+        self.spec, self.capacity, self.admission = spec, capacity, admission
         self.never_placed: dict[str, str] = getattr(self, "never_placed", {})
         self._checked = 0.0
+
+    def __getstate__(self) -> dict[str, Any]:
+        return self.__dict__ | {"admission": None}
 
     def choose_trial_to_run(self, tune_controller: Any) -> Any:
         if self.capacity is not None and not self.capacity.grows:
             self._fail_unplaceable(tune_controller)
+        if self.admission is not None:
+            return self.admission.choose(tune_controller)
         return super().choose_trial_to_run(tune_controller)
 
     def _fail_unplaceable(self, tune_controller: Any) -> None:
-        pending = [t for t in tune_controller.get_trials() if t.status == Trial.PENDING]
+        waiting = (Trial.PENDING, Trial.PAUSED)  # PAUSED: held back by the admission
+        pending = [t for t in tune_controller.get_trials() if t.status in waiting]
         if not pending or time.monotonic() - self._checked < LIVE_NODES_EVERY_S:
             return
         self._checked = time.monotonic()

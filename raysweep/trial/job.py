@@ -34,7 +34,7 @@ class Sweep:
     wandb_dir: str = ""  # WANDB_DIR of scripts and W&B-style functions ("" : the workdir)
     # how a trial of each world size runs, decided once by the driver (``driver/trainable.runners``)
     runners: dict[int, Runner] = field(default_factory=dict)
-    train_groups: Any = None  # the TrainGroups actor of a sweep with TorchTrainer trials (trial/train_groups.py)
+    holdings: Any = None  # the sweep's Holdings actor: what each trial holds (trial/holdings.py)
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ class TrialJob:
     start_timeout_s: float = (
         WORKER_START_TIMEOUT_S  # from holding its resources to every worker started (start_bound.py)
     )
-    train_groups: Any = None  # torchtrainer: the sweep's TrainGroups actor, told each worker's start
+    holdings: Any = None  # the sweep's Holdings actor: told the trial's nodes, and each Train worker's start
     network_interface: str | None = None  # GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME of every rank
     train_loop: str | None = None  # "module:function"; None means the function, or else the spec's program
     function: Callable[..., Any] | None = None  # raysweep.run's function, shipped by value

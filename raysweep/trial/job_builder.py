@@ -38,7 +38,7 @@ def build_job(sweep: Sweep, flat_config: dict[str, Any], trial_id: str, staging_
         "report_timeout_s": spec.report_timeout_s,
         "group_timeout_s": spec.process_group_timeout_s,
         "start_timeout_s": spec.worker_start_timeout_s,
-        "train_groups": sweep.train_groups,
+        "holdings": sweep.holdings,
         "network_interface": spec.resources.network_interface,
         "capacity": capacity,
         "max_failures": spec.max_failures,

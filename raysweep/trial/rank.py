@@ -123,8 +123,8 @@ def on_train_worker(job: TrialJob) -> None:
         mine = (ray.util.get_node_ip_address(), free_port(), job.new_attempt().attempt) if rank == 0 else None
         addr, port, attempt = broadcast_from_rank_zero(mine)
         job, master = replace(job, attempt=attempt), (addr, port)
-    if job.train_groups is not None:  # the trial counts its started ranks; the driver frees the group after
+    if job.holdings is not None:  # the trial counts its started ranks; the driver frees the group after
         group = ray.util.get_current_placement_group()
-        job.train_groups.started.remote(job.trial_id, ctx.get_experiment_name(), rank, group)
+        job.holdings.started.remote(job.trial_id, ctx.get_experiment_name(), rank, group)
     backend = TrainBackend(job.trial_dir, job.metric, job.restored_checkpoint, place)
     run(job, backend, rank, place, master)

@@ -242,8 +242,8 @@ def _wait_started(
     """Until every worker of the Ray Train run has entered the loop (or the run has ended: its
     error is the trial's). Ray Train itself retries a worker group that cannot start without end."""
     started = 0
-    while fitting.is_alive() and job.train_groups is not None:
-        started = ray.get(job.train_groups.count.remote(run_name))
+    while fitting.is_alive() and job.holdings is not None:
+        started = ray.get(job.holdings.count.remote(run_name))
         if started >= job.world_size:
             return
         if bound.expired():
@@ -272,6 +272,8 @@ def run_trial(flat_config: dict[str, Any], sweep: Sweep, worker_pool: Any) -> No
     bound = StartBound(job.start_timeout_s)  # Tune started this trial once it held its resources
     watchdog.clear(job.trial_dir)  # a retried trial starts without the last attempt's explanation
     nodes = bundle_nodes(job)
+    if sweep.holdings is not None:  # the driver's admission sees which slots this trial holds
+        sweep.holdings.hold.remote(job.trial_id, dict.fromkeys(nodes, job.shape.per_node))
     try:
         RUNNERS[job.runner](job, sweep, worker_pool, bound)
     except Exception as e:

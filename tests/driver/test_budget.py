@@ -171,3 +171,72 @@ def test_the_plan_of_an_asha_sweep_counts_the_reports_its_early_stopping_leaves(
     rows = read_trials(tmp_path / "runs" / "halving" / TRIALS_FILE)
     made = sum(r["iterations"] for r in rows)
     assert made == pytest.approx(plan["worker_reports"], rel=0.15), (made, plan)
+
+
+class _Monitor:
+    """The driver's rows, as the ledger reads them."""
+
+    def __init__(self, rows: list):
+        self.rows = {r.trial_id: r for r in rows}
+
+    def worker_seconds(self) -> float:
+        return sum(r.world_size * r.run_s for r in self.rows.values())
+
+
+class _Trials:
+    """An inner search that hands out trials of these configs, in order."""
+
+    def __init__(self, *configs: dict):
+        self.trials = [type("Trial", (), {"config": c})() for c in configs]
+
+    def next_trial(self):
+        return self.trials.pop(0) if self.trials else None
+
+
+def test_a_trial_is_admitted_only_when_the_spend_the_running_trials_and_its_own_cost_fit():
+    """By hand, no cluster: 10 s a report for either size, 4 reports a trial. Spent 60 worker-s, the
+    running 2-worker trial will use 60 more; a 2-worker trial costs 80 (200 in all), a 1-worker one
+    40 (160). (``Ledger.fits`` returning True let every one through, and the sweep's own tests
+    still passed: the stopper hid it.)"""
+    from raysweep.driver.admitted_search import AdmittedSearch
+    from raysweep.driver.budget import HOUR, Ledger
+    from raysweep.driver.estimates import Estimates
+    from raysweep.runs.rows import TrialRow
+    from raysweep.spec import parse_spec
+    from raysweep.words import TrialStatus
+
+    spec = parse_spec(
+        {
+            "method": "grid",
+            "metric": {"name": "score", "goal": "minimize"},
+            "parameters": {"x": {"values": [0.1]}, "num_gpus": {"values": [1, 2]}},
+            "raysweep": {"train_loop": "train_loops.smoke:train", "base_config": {"epochs": 4}},
+        }
+    )
+    rows = [
+        TrialRow("done", status=TrialStatus.DONE, world_size=1, iterations=4, run_s=40.0),
+        TrialRow("running", status=TrialStatus.RUNNING, world_size=2, iterations=1, run_s=10.0),
+    ]
+    big, small = {"x": 0.1, "num_gpus": 2}, {"x": 0.1, "num_gpus": 1}
+
+    def search(limit_s: float, *configs: dict) -> AdmittedSearch:
+        return AdmittedSearch(_Trials(*configs), Ledger(Estimates(spec, _Monitor(rows)), limit_s / HOUR, False))
+
+    assert search(199.0, big).next_trial() is None  # held while the running trial may free the budget
+    assert search(200.0, big).next_trial().config == big
+    assert search(160.0, small).next_trial().config == small
+    assert search(159.0, small).next_trial() is None
+
+
+def test_a_trial_of_the_whole_node_gets_a_reservation_and_a_short_trial_is_backfilled_before_it(tmp_path, fake_gpus):
+    """One node of 4 GPUs that do not exist (half a CPU per worker, so the GPUs bound it): sizes 1,
+    2 and 4 (tests/support/backfill_case.py says what the grid's order forces)."""
+    from backfill_case import backfill_sweep, check_backfill
+
+    from raysweep.runs.rows import read_rows
+
+    spec = backfill_sweep(tmp_path, "bf-one", resources={"cpus_per_worker": 0.5})
+    out = cli("run", str(spec), "--storage", str(tmp_path / "runs"), "--wandb", "disabled", address=fake_gpus)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "reserved, starts in ~" in out.stdout  # the progress line shows the waiting head
+    check_backfill(read_rows(tmp_path / "runs" / "bf-one"))

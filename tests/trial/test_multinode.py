@@ -153,6 +153,20 @@ def test_trials_run_on_both_nodes_and_ddp_workers_share_one(tmp_path, two_nodes)
         assert len({r["node_id"] for r in ddp}) == 1, ddp  # both workers of the trial on one node
 
 
+def test_a_two_node_trial_gets_a_reservation_and_short_trials_are_backfilled_before_it(tmp_path, two_nodes):
+    """Two nodes of 2 slots: the 4-worker trial needs both whole; tests/support/backfill_case.py
+    says what the grid's order forces."""
+    from backfill_case import backfill_sweep, check_backfill
+
+    from raysweep.runs.rows import read_rows
+
+    address, _ = two_nodes
+    spec = backfill_sweep(tmp_path, "bf-two", resources={"network_interface": "lo"})
+    out = raysweep("run", str(spec), "--address", address, "--storage", str(tmp_path / "runs"), "--wandb", "disabled")
+    assert out.returncode == 0, out.stderr + out.stdout
+    check_backfill(read_rows(tmp_path / "runs" / "bf-two"))
+
+
 def span_sweep(tmp_path: Path, name: str, **doc) -> tuple[Path, Path]:
     """A sweep of one 4-worker trial: 2 ranks on each node. Its records hold one line per rank."""
     record_dir = tmp_path / f"{name}-records"

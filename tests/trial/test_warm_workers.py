@@ -55,7 +55,7 @@ def test_a_scheduler_stops_two_worker_trials_and_the_next_trial_gets_their_slots
     gets its node's two slots. Warm trials all run on the same two processes; a TorchTrainer starts
     a worker group per trial. (On Ray 2.56 a Ray Train run whose trial Tune stopped kept its
     placement group, and the next trial's workers waited for its CPUs forever: the driver frees it,
-    driver/leftover_groups.py.)"""
+    driver/trial_ends.py.)"""
     # good trials first: ASHA stops the poor one at the first rung (a TorchTrainer's start-up is the
     # slow part of its trials: one good trial before it is enough)
     xs = [0.3, 0.32, 2.0, 0.31] if ddp_workers == "warm" else [0.3, 2.0, 0.31]

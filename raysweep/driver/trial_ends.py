@@ -1,5 +1,6 @@
-"""Frees what a TorchTrainer trial's Ray Train run left holding when the trial ended: the
-placement group of its workers (``trial/train_groups.py`` says why; Ray 2.56 left it).
+"""When a trial ends: the sweep's record of what it held forgets it, and what its Ray Train run
+left holding is freed: the placement group of its workers (``trial/holdings.py`` says why; Ray
+2.56 left it).
 
 A Tune callback: when a trial completes, fails or is about to be retried, the groups its
 workers were placed in are removed, by their ids, unless Ray Train already removed them.
@@ -17,14 +18,14 @@ from ray.util.placement_group import remove_placement_group
 log = logging.getLogger("raysweep")
 
 
-class FreeLeftoverGroups(Callback):
-    def __init__(self, train_groups: Any) -> None:
-        self.train_groups = train_groups
+class ReleaseHoldings(Callback):
+    def __init__(self, holdings: Any) -> None:
+        self.holdings = holdings
         self.freed = 0  # groups this driver removed (Ray Train had left them)
 
-    def _free(self, trial: Any) -> None:
+    def _release(self, trial: Any) -> None:
         try:
-            groups = ray.get(self.train_groups.take.remote(trial.trial_id), timeout=30)
+            groups = ray.get(self.holdings.release.remote(trial.trial_id), timeout=30)
         except ray.exceptions.RayError as e:  # the record is gone with its node: nothing to free by id
             log.warning("trial %s: its Ray Train placement groups are unknown (%s)", trial.trial_id, e)
             return
@@ -35,10 +36,10 @@ class FreeLeftoverGroups(Callback):
                 log.info("trial %s ended; freed its Ray Train placement group %s", trial.trial_id, group.id.hex())
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        self._free(trial)
+        self._release(trial)
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        self._free(trial)
+        self._release(trial)
 
     def on_trial_recover(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        self._free(trial)
+        self._release(trial)

@@ -1,0 +1,173 @@
+"""Which waiting trial Tune starts next, in a sweep of mixed sizes: the driver's side of
+``backfill.py`` (a reservation for the oldest waiting trial, backfill behind it).
+
+Tune asks its scheduler which pending trial runs next (``choose_trial_to_run``; every raysweep
+scheduler hands the question here), then stages a placement group for it, and for the other
+pending trials too, up to ``TUNE_MAX_PENDING_TRIALS_PG``. Ray grants whichever group fits first,
+so a trial that needs two whole nodes loses to every 1-worker trial staged beside it. So here
+every waiting trial but the one chosen is held (Tune's PAUSED: no group is staged for it), and
+Tune keeps one trial pending, the chosen one. The search is asked for new trials only while
+fewer than ``queue`` wait (``QueuedSearch``), so a searcher that learns is not asked far ahead.
+
+What each running trial holds comes from the trials themselves (``trial/holdings.py``); how
+long they run, from ``estimates.py``. ``Board`` keeps what was decided for the progress line and
+the run dir's rows (``created``, ``reserved_at``, ``backfilled``).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import ray
+from ray.tune.experiment import Trial
+
+from raysweep.backfill import Holding, Reservation, Waiting, decide, place
+from raysweep.driver.estimates import Estimates
+from raysweep.placement import Capacity, NeverPlaced, nodes_from, shape
+from raysweep.private_api import set_trial_status
+from raysweep.spec import SweepSpec
+
+log = logging.getLogger("raysweep")
+
+REFRESH_S = 0.25  # how stale the trials' holdings may be
+NODES_EVERY_S = 2.0  # how stale the cluster's nodes may be
+
+
+@dataclass
+class Board:
+    """What the admission decided: the head's reservation now, each trial's first reservation
+    time, and the trials started behind a reservation."""
+
+    reservation: Reservation | None = None
+    reserved_at: dict[str, float] = field(default_factory=dict)
+    backfilled: set[str] = field(default_factory=set)
+
+
+class Admission:
+    def __init__(
+        self,
+        spec: SweepSpec,
+        capacity: Capacity,
+        estimates: Estimates,
+        holdings: Any,
+        board: Board,
+        queue: int,
+    ) -> None:
+        self.spec, self.capacity, self.estimates = spec, capacity, estimates
+        self.holdings, self.board, self.queue = holdings, board, queue
+        self.starting: dict[str, dict[str, int]] = {}  # chosen, not yet running: where it should land
+        self.waiting = 0  # trials held or pending, at the last step
+        self._held: dict[str, dict[str, int]] = {}
+        self._held_at = 0.0
+        self._live = capacity
+        self._live_at = 0.0
+        self._last: Any = None
+
+    def room(self) -> bool:
+        """Whether Tune may make another trial: fewer than ``queue`` wait."""
+        return self.waiting < self.queue
+
+    def choose(self, tune_controller: Any) -> Any:
+        """The trial to start now, or None; every other waiting trial is held."""
+        trials = tune_controller.get_trials()
+        waiting = [t for t in trials if t.status in (Trial.PENDING, Trial.PAUSED)]
+        live = {t.trial_id for t in trials if t.status in (Trial.RUNNING, Trial.PENDING)}
+        self.starting = {k: v for k, v in self.starting.items() if k in live}
+        for trial in waiting:
+            if trial.status == Trial.PENDING and trial.trial_id not in self.starting:
+                set_trial_status(tune_controller, trial, Trial.PAUSED)
+        queue = [t for t in waiting if t.trial_id not in self.starting]
+        self.waiting = len(waiting)
+        if not queue:
+            return None
+        for trial in queue:  # a size that never fits starts at once and fails with its sentence
+            if self._size(trial) is None:
+                return self._start(tune_controller, trial, {})
+        holdings = self._holdings(trials)
+        if holdings is None:
+            return None  # a running trial has not said where it runs yet: ask again next step
+        now = time.time()
+        waits = [Waiting(t.trial_id, self._size(t), self.estimates.trial_seconds(t.config)) for t in queue]
+        slots = self._slots()
+        shape_of = functools.partial(shape, capacity=self._live)
+        decision = decide(now, slots, holdings, waits, shape_of)
+        self._log(decision, now, len(holdings), len(waits))
+        self.board.reservation = decision.reservation
+        if decision.reservation is not None and decision.reservation.at is not None:
+            self.board.reserved_at.setdefault(decision.reservation.trial_id, decision.reservation.at)
+        if decision.start is None:
+            return None
+        trial = next(t for t in queue if t.trial_id == decision.start)
+        if decision.backfilled:
+            self.board.backfilled.add(trial.trial_id)
+        free = {n: s - sum(h.nodes.get(n, 0) for h in holdings) for n, s in slots.items()}
+        return self._start(tune_controller, trial, place(self._size(trial), free, slots, shape_of))
+
+    def _log(self, decision: Any, now: float, running: int, waiting: int) -> None:
+        """driver.log: each start, and each new reservation."""
+        reserved = decision.reservation
+        key = (decision.start, reserved.trial_id if reserved else None)
+        if key == self._last:
+            return
+        self._last = key
+        if decision.start is not None:
+            how = "behind a reservation" if decision.backfilled else "at the head of the queue"
+            log.info("admission: start %s (%s; %d running, %d waiting)", decision.start, how, running, waiting)
+        elif reserved is not None:
+            when = f"in ~{reserved.at - now:.0f} s" if reserved.at else "when estimates exist"
+            log.info("admission: %s (%d workers) reserved, starts %s", reserved.trial_id, reserved.size, when)
+
+    def _start(self, tune_controller: Any, trial: Any, nodes: dict[str, int]) -> Any:
+        self.starting[trial.trial_id] = nodes
+        return trial
+
+    def _size(self, trial: Any) -> int | None:
+        try:
+            size = self.spec.world_size(trial.config)
+            shape(size, self._live)
+        except (ValueError, NeverPlaced):
+            return None
+        return size
+
+    def _holdings(self, trials: list[Any]) -> list[Holding] | None:
+        """What each running or starting trial holds, and when it is expected to end."""
+        if time.monotonic() - self._held_at > REFRESH_S:
+            self._held = ray.get(self.holdings.nodes.remote(), timeout=30)
+            self._held_at = time.monotonic()
+        rows = self.estimates.monitor.rows
+        out = []
+        for trial in trials:
+            if trial.status not in (Trial.RUNNING, Trial.PENDING) or (
+                trial.status == Trial.PENDING and trial.trial_id not in self.starting
+            ):
+                continue
+            nodes = self._held.get(trial.trial_id) or self.starting.get(trial.trial_id)
+            if not nodes:
+                self._held_at = 0.0
+                return None
+            row = rows.get(trial.trial_id)
+            if row is None or trial.status == Trial.PENDING:
+                seconds = self.estimates.trial_seconds(trial.config)
+                end = time.time() + seconds if seconds is not None else None
+            else:
+                end = self.estimates.end(row)
+            out.append(Holding(trial.trial_id, nodes, end))
+        return out
+
+    def _slots(self) -> dict[str, int]:
+        """The workers each node alive hosts."""
+        if time.monotonic() - self._live_at > NODES_EVERY_S:
+            start = self.capacity
+            nodes = nodes_from(ray.nodes(), start.use_gpu, start.cpus_per_worker, start.gpus_per_worker)
+            self._live = replace(start, nodes=nodes)
+            self._live_at = time.monotonic()
+        return {n.id: self._live.hosts(n) for n in self._live.nodes}
+
+
+def mixes_sizes(spec: SweepSpec) -> bool:
+    """Whether the sweep's trials come in more than one size (backfill has something to do)."""
+    return len(spec.world_sizes) > 1

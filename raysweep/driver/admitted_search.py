@@ -1,0 +1,75 @@
+"""Tune's search algorithm, wrapped: a new trial is made only while the admission's queue has room
+(``admission.py``), and handed to Tune only when it fits the budget (``budget.py``).
+
+Everything else is the inner search's. The admission and the ledger are this driver's: they are
+left out of what Tune pickles, and a resumed driver attaches its own (``experiment.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ray.tune.search import SearchAlgorithm
+
+from raysweep.driver.budget import Ledger
+
+
+class AdmittedSearch(SearchAlgorithm):
+    def __init__(self, inner: SearchAlgorithm, ledger: Ledger | None = None, admission: Any = None):
+        super().__init__()
+        self.inner, self.ledger, self.admission = inner, ledger, admission
+        self.held: Any = None  # the next trial, made by the inner search, not yet handed to Tune
+        self.searcher = getattr(inner, "searcher", None)  # Tune looks for a ConcurrencyLimiter here
+
+    def __getstate__(self) -> dict[str, Any]:
+        return self.__dict__ | {"ledger": None, "admission": None}
+
+    def next_trial(self) -> Any:
+        if self.held is None:
+            if self.admission is not None and not self.admission.room():
+                return None  # enough trials wait: the search is asked again when one starts
+            self.held = self.inner.next_trial()
+            if self.held is None:
+                return None
+        if self.ledger is not None and not self.ledger.fits(self.held.config):
+            if self.ledger.running():
+                return None  # it may fit once they end (the scheduler can stop them early)
+            self.ledger.exhausted = True  # it cannot fit even alone: handed to Tune, it waits for resume
+        trial, self.held = self.held, None
+        return trial
+
+    # everything else is the inner search's
+    @property
+    def metric(self) -> Any:
+        return self.inner.metric
+
+    def set_search_properties(self, metric: Any, mode: Any, config: dict, **spec: Any) -> bool:
+        return self.inner.set_search_properties(metric, mode, config, **spec)
+
+    @property
+    def total_samples(self) -> int:
+        return self.inner.total_samples
+
+    def add_configurations(self, experiments: Any) -> None:
+        self.inner.add_configurations(experiments)
+
+    def on_trial_result(self, trial_id: str, result: dict) -> None:
+        self.inner.on_trial_result(trial_id, result)
+
+    def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
+        self.inner.on_trial_complete(trial_id, result=result, error=error)
+
+    def is_finished(self) -> bool:
+        return self.held is None and self.inner.is_finished()
+
+    def set_finished(self) -> None:
+        self.inner.set_finished()
+
+    def has_checkpoint(self, dirpath: str) -> bool:
+        return self.inner.has_checkpoint(dirpath)
+
+    def save_to_dir(self, dirpath: str, **kwargs: Any) -> None:
+        self.inner.save_to_dir(dirpath, **kwargs)
+
+    def restore_from_dir(self, dirpath: str) -> None:
+        self.inner.restore_from_dir(dirpath)

@@ -1,0 +1,91 @@
+"""How long the driver expects its trials to run, from the trials that ran: the budget's ledger
+(``budget.py``) and the admission's reservations (``admission.py``) read the same estimates.
+
+* One report's seconds, per trial size: a trial's seconds held (start-up included) over its
+  reports, the median over the trials of that size that reported (``conservative``: the
+  slowest). A size with none yet takes the slowest size's; before any trial reported there is
+  no estimate.
+* The reports a trial makes at most: the scheduler's ``max_t``, else ``epochs`` (the trial's own,
+  or ``base_config``'s), else the most any trial made so far.
+* Under early stopping, the reports a trial is still expected to make: the plan's share of trials
+  that reach each rung (``search/plan.py``), given the reports it has made.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any
+
+from raysweep.runs.rows import TrialRow
+from raysweep.spec import SweepSpec
+
+
+class Estimates:
+    def __init__(self, spec: SweepSpec, monitor: Any, rungs: list[tuple[int, float]] | None = None):
+        self.spec, self.monitor = spec, monitor
+        self.rungs = sorted(rungs or [])  # (rung, share of trials that reach it), from the plan
+        eta = spec.scheduler.reduction_factor if spec.scheduler else 1
+        self.beyond = (self.rungs[-1][1] / eta) if self.rungs else 1.0  # share going on past the last rung
+
+    def report_seconds(self, size: int, conservative: bool = False) -> float | None:
+        """The seconds one report of a trial of ``size`` takes, start-up shared out."""
+        by_size: dict[int, list[float]] = {}
+        for row in self.monitor.rows.values():
+            if (row.iterations or 0) > 0 and row.run_s:
+                by_size.setdefault(row.world_size, []).append(row.run_s / row.iterations)
+        pick = max if conservative else statistics.median
+        if size in by_size:
+            return pick(by_size[size])
+        return max((pick(v) for v in by_size.values()), default=None)
+
+    def most_reports(self, config: dict[str, Any]) -> int | None:
+        """The reports a trial of ``config`` makes at most."""
+        most = expected_reports(self.spec, config)
+        if most is None:
+            return max((r.iterations or 0 for r in self.monitor.rows.values()), default=0) or None
+        return most
+
+    def reports_left(self, config: dict[str, Any], made: int) -> float | None:
+        """The reports a trial that made ``made`` and still runs is expected to make yet."""
+        most = self.most_reports(config)
+        if most is None:
+            return None
+        if not self.rungs:
+            return float(max(0, most - made))
+        reach = [self._share(x) for x in range(made + 1, most + 1)]
+        return sum(reach) / reach[0] if reach and reach[0] > 0 else 0.0
+
+    def _share(self, report: int) -> float:
+        """The share of trials that make report number ``report`` (1 up to the first rung)."""
+        for rung, share in self.rungs:
+            if report <= rung:
+                return share
+        return self.beyond
+
+    def trial_seconds(self, config: dict[str, Any]) -> float | None:
+        """A new trial's expected seconds, start to end, on the slowest estimate of its size."""
+        per = self.report_seconds(self.spec.world_size(config), conservative=True)
+        left = self.reports_left(config, 0)
+        return per * left if per is not None and left is not None else None
+
+    def end(self, row: TrialRow, now: float | None = None) -> float | None:
+        """When a running trial is expected to end (now, if it is past its estimate)."""
+        now = time.time() if now is None else now
+        per, left = self.report_seconds(row.world_size), self.reports_left(row.config, row.iterations or 0)
+        if per is None or left is None:
+            return None
+        since_report = now - row.since if row.since is not None else 0.0
+        return now + max(0.0, per * left - min(since_report, per))
+
+
+def expected_reports(spec: SweepSpec, config: dict[str, Any]) -> int | None:
+    """The reports a trial of ``config`` makes at most, as far as the spec says: the scheduler's
+    ``max_t``, else an ``epochs`` in the trial's values or ``base_config``."""
+    if spec.scheduler is not None and spec.scheduler.max_t:
+        return int(spec.scheduler.max_t)
+    for source in (config, spec.base_config):
+        value = source.get("epochs") if isinstance(source, dict) else None
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 1:
+            return int(value)
+    return None

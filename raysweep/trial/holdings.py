@@ -1,0 +1,59 @@
+"""The sweep's record of what its trials hold: the slots each running trial holds on each node,
+and for a TorchTrainer run, which of its ranks have started and the placement group Ray Train
+made for its workers.
+
+* Each trial tells it its nodes when it starts (``tune_trial.run_trial``): the driver's admission
+  (``driver/admission.py``) reads them to see which slots free when a trial ends.
+* Each Ray Train worker tells it when it enters the trial's loop (``rank.on_train_worker``): the
+  trial counts its started ranks against ``worker_start_timeout_s`` (``start_bound.py``).
+* The driver frees a trial's Ray Train groups when the trial ends (``driver/trial_ends.py``):
+  on Ray 2.56 the group of a TorchTrainer run whose trial Tune stopped outlived the trial, holding
+  its CPUs, and the next trial's workers waited for them forever. Only groups this record was
+  told of are freed, by their ids: never another job's.
+
+One small actor per sweep on the driver's node, owned by the driver: it ends with the sweep.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+
+@ray.remote(num_cpus=0)
+class Holdings:
+    def __init__(self) -> None:
+        self._nodes: dict[str, dict[str, int]] = {}  # trial id -> node id -> the workers it holds there
+        self._started: dict[str, set[int]] = {}  # Train run name -> ranks that entered the loop
+        self._groups: dict[str, dict[str, Any]] = {}  # trial id -> placement group id (hex) -> group
+
+    def hold(self, trial_id: str, nodes: dict[str, int]) -> None:
+        self._nodes[trial_id] = nodes
+
+    def nodes(self) -> dict[str, dict[str, int]]:
+        """What every trial that started, and has not been released, holds."""
+        return self._nodes
+
+    def started(self, trial_id: str, run: str, rank: int, group: Any) -> None:
+        self._started.setdefault(run, set()).add(rank)
+        if group is not None:
+            self._groups.setdefault(trial_id, {})[group.id.hex()] = group
+
+    def count(self, run: str) -> int:
+        """How many ranks of the Train run ``run`` have started."""
+        return len(self._started.get(run, ()))
+
+    def release(self, trial_id: str) -> list[Any]:
+        """The trial ended (or will start again): forget what it held; returns its Ray Train groups."""
+        self._nodes.pop(trial_id, None)
+        for run in [r for r in self._started if r.startswith(f"{trial_id}-")]:
+            del self._started[run]
+        return list(self._groups.pop(trial_id, {}).values())
+
+
+def start_holdings() -> Any:
+    """The sweep's record, on the driver's node."""
+    here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
+    return Holdings.options(scheduling_strategy=here).remote()
