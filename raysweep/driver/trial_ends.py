@@ -23,6 +23,10 @@ class ReleaseHoldings(Callback):
         self.holdings = holdings
         self.freed = 0  # groups this driver removed (Ray Train had left them)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Tune pickles its callbacks with the run: the record is this driver's (a resumed one has its own)."""
+        return self.__dict__ | {"holdings": None}
+
     def _release(self, trial: Any) -> None:
         try:
             groups = ray.get(self.holdings.release.remote(trial.trial_id), timeout=30)
