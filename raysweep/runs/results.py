@@ -51,7 +51,8 @@ class SweepResult:
 
     def dataframe(self) -> pandas.DataFrame:
         """One row per trial, best first: trial_id, status, the config's values, the last value of
-        each metric reported, iterations, num_workers and wall_s. A column name that is both a
+        each metric reported, iterations, num_workers, wall_s, cost_hours, and created (pending
+        since), start and end (epoch seconds). A column name that is both a
         parameter and a metric is the parameter's; the metric's gets ``metric.`` in front."""
         import pandas
 
@@ -70,6 +71,9 @@ class SweepResult:
                 "num_workers": t["num_workers"],
                 "wall_s": t["wall_s"],
                 "cost_hours": t["cost_hours"],
+                "created": t["created"],
+                "start": t["start"],
+                "end": t["end"],
             }
             rows.append(row)
         if any(t.get("metric_logged") is False for t in self.trials):  # a W&B-style trial that never logged it

@@ -10,7 +10,7 @@ from typing import Any
 
 from raysweep.errors import UserError
 from raysweep.runs.files import SPEC_FILE, read_spec
-from raysweep.runs.rows import read_rows
+from raysweep.runs.rows import LATE_GRACE, read_rows
 from raysweep.runs.settings import read_settings
 from raysweep.values import finite_number, short
 
@@ -42,6 +42,11 @@ def load_results(run_dir: Path) -> dict[str, Any]:
                 "num_workers": r.world_size,
                 "wall_s": r.wall_s,
                 "cost_hours": round(r.cost_hours, 6),
+                "created": r.created,  # pending since (epoch seconds); start, end: when it ran
+                "start": r.start,
+                "end": r.end,
+                **({"reserved_at": r.reserved_at, "late": r.late} if r.reserved_at is not None else {}),
+                **({"backfilled": True} if r.backfilled else {}),
                 **({} if r.metric_logged else {"metric_logged": False}),
                 **({"error": r.error} if r.error else {}),
             }
@@ -61,6 +66,11 @@ def load_results(run_dir: Path) -> dict[str, Any]:
         "trials": trials,
         "best": best,
         "cost": _cost(run_dir, trials),
+        "admission": {
+            "reserved": sum(1 for t in trials if "reserved_at" in t),
+            "late": sum(1 for t in trials if t.get("late")),
+            "backfilled": sum(1 for t in trials if t.get("backfilled")),
+        },
     }
 
 
@@ -122,6 +132,13 @@ def render_table(data: dict[str, Any], of: int | None = None) -> str:
     if cost["budget_hours"]:
         spent += f"; budget {cost['budget_hours']:g}"
     lines.append(spent)
+    admitted = data.get("admission") or {}
+    if admitted.get("reserved") or admitted.get("backfilled"):
+        lines.append(
+            f"admission: {admitted['reserved']} trial(s) waited with a reservation, {admitted['late']} of them late "
+            f"(started over {LATE_GRACE:g} s after it: a trial before them overran its estimate); "
+            f"{admitted['backfilled']} backfilled behind one"
+        )
     for t in data["trials"]:
         if t.get("error"):
             lines.append(f"\ntrial {t['trial_id']} failed:\n" + "\n".join("  " + ln for ln in t["error"].splitlines()))
