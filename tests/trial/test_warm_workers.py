@@ -200,6 +200,7 @@ from raysweep.trial import gang, warm_rank
 from raysweep.placement import RankPlace
 from raysweep.trial.warm_rank import RankCall
 from raysweep.trial.lease import Lease
+from raysweep.trial.start_bound import StartBound
 lease = Lease(0, [warm_rank.DDPWorker.options(num_cpus=0).remote()])
 def place(gpu):
     return RankPlace("n", "127.0.0.1", 0, 0, 1, gpu, (gpu,))
@@ -207,7 +208,7 @@ outcome = []
 def trial(gpu):
     try:
         call = RankCall(slice, None, None, None, [place(gpu)], True, 1)  # slice(args, link, master): a no-op loop
-        gang.run(lease, call, lambda metrics, ckpt: None)
+        gang.run(lease, call, lambda metrics, ckpt: None, StartBound(600))
     except BaseException as e:
         outcome.append(e)
 for gpu in ("0", "1"):  # the first pins the worker to GPU 0 (the loop ends at once)
