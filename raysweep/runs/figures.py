@@ -342,7 +342,7 @@ def timeline_figure(sweep: SweepRecord) -> tuple[Any, str]:
     trial in the order Tune made them; a trial started behind another's reservation is marked."""
     import plotly.graph_objects as go
 
-    rows = sorted((r for r in sweep.rows.values() if r.start is not None), key=lambda r: (r.created or r.start))
+    rows = sorted((r for r in sweep.rows.values() if r.start is not None), key=lambda r: r.created or r.start)
     if not rows:
         return None, "Skipped: no trial has started."
     zero = min(r.created or r.start for r in rows)
