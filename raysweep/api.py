@@ -119,6 +119,7 @@ def run(
     resume_existing: bool = False,
     set: Iterable[str] = (),  # the --set flag's PATH=VALUE overrides
     strict: bool = False,
+    warm_start: Iterable[str | os.PathLike] = (),  # the --warm-start flag's run dirs
 ) -> SweepResult:
     """Run a sweep (a file's path, or a dict in the file's format) and return its results when it
     ends. The keywords are ``raysweep run``'s flags (``RunRequest``); ``function`` replaces the
@@ -139,6 +140,7 @@ def run(
         set=tuple(set),
         strict=strict,
         exit_at_once=False,
+        warm_start=tuple(warm_start),
     )
     with hints.from_python(getattr(function, "__qualname__", None)):
         code, run_dir = start(sweep, function, request)

@@ -98,6 +98,7 @@ def _run(args: argparse.Namespace) -> int:
 
     args.set = _with_epoch_seconds(args)
     flags = {f.name: getattr(args, f.name) for f in fields(RunRequest) if hasattr(args, f.name)}
+    flags["warm_start"] = tuple(flags.get("warm_start") or ())
     code, _ = start(args.spec, None, RunRequest(**flags, exit_at_once=True))
     return code
 
@@ -247,6 +248,14 @@ def _add_run(sub: Any) -> None:
         "--epoch-seconds", type=float, metavar="S", help="one report's seconds, for the banner's plan (raysweep.budget)"
     )
     p.add_argument("--set", action="append", default=[], metavar="PATH=VALUE", help="override a key of the file")
+    p.add_argument(
+        "--warm-start",
+        nargs="+",
+        default=(),
+        metavar="RUN_DIR",
+        help="earlier sweeps' run dirs: their finished trials that fit this sweep's space are told to the search "
+        "before its first new trial (bayes, engine optuna; grid skips them), and not run again",
+    )
     p.add_argument("--quiet", action="store_true", help="print only the final summary")
     p.add_argument("--gpus", metavar="I,J,...", help="the Ray started here uses only these GPUs, e.g. 0,1")
     p.add_argument(

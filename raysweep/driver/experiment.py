@@ -42,6 +42,7 @@ from raysweep.search.plan import Plan, cheapest_trial_hours, plan
 from raysweep.search.schedulers import build_scheduler
 from raysweep.search.searchers import build_search
 from raysweep.search.stoppers import InitialFailureStopper, TargetStopper
+from raysweep.search.warm_start import start_from
 from raysweep.spec import SweepSpec
 from raysweep.trial.holdings import start_holdings
 from raysweep.trial.job import Sweep
@@ -115,6 +116,11 @@ def start(
     settings, limit, planned = _admit(spec, settings, capacity, restore)
     write_json(run_dir / SETTINGS_FILE, settings.to_json())
     _print_banner(spec, settings, run_dir, capacity, dashboard, limit, on_wandb)
+    told = None
+    if settings.warm_start and not restore:
+        warm, told, tried = start_from(spec, settings.warm_start, tried)
+        if not settings.quiet:
+            print(warm.sentence())
     if not settings.quiet and (settings.budget_gpu_hours or spec.budget.epoch_seconds):
         print("\n".join(planned.lines(capacity.total)))
 
@@ -153,7 +159,9 @@ def start(
         tuner, scheduler = _restored_tuner(run_dir, trainable, settings, callbacks, stoppers, **admits)
     else:
         segment = settings.segment_budget or settings.budget
-        tuner, scheduler = _new_tuner(spec, segment, run_dir, limit, trainable, callbacks, stoppers, tried, **admits)
+        tuner, scheduler = _new_tuner(
+            spec, segment, run_dir, limit, trainable, callbacks, stoppers, tried, told=told, **admits
+        )
     monitor.stopped_by_scheduler = getattr(scheduler, "stopped", set())
     if hasattr(scheduler, "watch"):  # a run dir from before the guard has a scheduler without it
         scheduler.watch(spec, capacity, admission)
@@ -288,9 +296,10 @@ def _new_tuner(
     tried: list[dict[str, Any]] | None = None,
     ledger: Ledger | None = None,
     admission: Admission | None = None,
+    told: list[Any] | None = None,
 ) -> tuple[tune.Tuner, Any]:
     scheduler = build_scheduler(spec)
-    search, param_space = build_search(spec, budget, run_dir, limit, tried)
+    search, param_space = build_search(spec, budget, run_dir, limit, tried, told)
     if ledger is not None or admission is not None:
         search = admitted(search, ledger, admission)
     tuner = tune.Tuner(

@@ -33,6 +33,7 @@ class RunRequest:
     set: Iterable[str] = ()  # --set PATH=VALUE overrides of the file
     strict: bool = False
     exit_at_once: bool = True  # a second Ctrl-C ends the process (the CLI), else raises KeyboardInterrupt
+    warm_start: tuple[str | os.PathLike, ...] = ()  # earlier sweeps' run dirs: their finished trials are told first
 
     def check(self) -> None:
         """What the command line's parser checks, for a request from Python."""

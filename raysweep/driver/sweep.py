@@ -39,6 +39,7 @@ from raysweep.runs.files import (
 from raysweep.runs.rows import read_rows
 from raysweep.runs.settings import RunSettings, check_format, read_settings
 from raysweep.runs.show import resolve_run_dir
+from raysweep.search.custom import AX_REFUSED, sample_sizes, user_function
 from raysweep.spec import SweepSpec
 from raysweep.spec.model import draw_seed
 from raysweep.trial.rank import import_loop
@@ -77,7 +78,15 @@ def new_run_dir(storage: str | os.PathLike, name: str) -> Path:
 
 
 def _check_entry_point(spec: SweepSpec) -> None:
-    """A typo in the loop or script name is the user's, and should not cost a cluster start."""
+    """A typo in the loop or script name is the user's, and should not cost a cluster start; so
+    is a function the engine's ``source`` does not define."""
+    engine = spec.engine
+    if engine is not None and engine.source:
+        for key in ("optimizer", "search_space"):
+            if getattr(engine, key):
+                user_function(engine.source, getattr(engine, key), key)
+    if engine is not None and engine.kind == "ax":
+        raise UserError(AX_REFUSED)
     if spec.function is not None:
         return
     if spec.runs_program:
@@ -167,6 +176,8 @@ def run_sweep(spec: SweepSpec, request: RunRequest, function: Callable | None = 
     trial failed, 130 interrupted). ``function``: raysweep.run's (``spec.function`` says its style).
     """
     _check_entry_point(spec)
+    if spec.defines_by_run:  # its sizes come from a function: sampled now, kept in spec.json
+        spec = replace(spec, sampled_sizes=sample_sizes(spec))
     if request.seed is not None:
         spec = replace(spec, seed=request.seed)
     seed_drawn = spec.seed is None
@@ -195,6 +206,7 @@ def run_sweep(spec: SweepSpec, request: RunRequest, function: Callable | None = 
         exit_at_once=request.exit_at_once,
         seed_drawn=seed_drawn,
         budget_gpu_hours=request.budget_gpu_hours or spec.budget.gpu_hours,
+        warm_start=tuple(str(resolve_run_dir(d)) for d in request.warm_start),
     )
     created = not run_dir.exists()
     run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)

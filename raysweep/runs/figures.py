@@ -337,6 +337,54 @@ def throughput_figure(sweep: SweepRecord) -> tuple[Any, str]:
     return fig, f"Each trial's median samples_per_sec against its number of DDP workers ({len(speeds)} trials)."
 
 
+def pareto_figure(sweep: SweepRecord) -> tuple[Any, str]:
+    """The first two objectives of a sweep of several, every trial a point, the front drawn."""
+    import plotly.graph_objects as go
+
+    goals = sweep.spec.objectives
+    if len(goals) < 2:
+        return None, "Skipped: the sweep has one objective (metrics: lists several)."
+    points = [t for t in sweep.trials if (t.get("objectives") or {}).get(goals[0].name) is not None]
+    points = [t for t in points if t["objectives"].get(goals[1].name) is not None]
+    if not points:
+        return None, "Skipped: no trial has reported both objectives yet."
+    x, y = goals[0].name, goals[1].name
+    fig = go.Figure(
+        go.Scatter(
+            x=[t["objectives"][x] for t in points],
+            y=[t["objectives"][y] for t in points],
+            mode="markers",
+            name="trials",
+            text=[f"{t['trial_id']} ({t['num_workers']}w) {short_config(t['config'])}" for t in points],
+            marker={
+                "size": 9,
+                "color": [t["num_workers"] for t in points],
+                "colorscale": "Viridis",
+                "showscale": True,
+                "colorbar": {"title": "workers"},
+            },
+            hovertemplate="%{text}<br>%{x:.4g}, %{y:.4g}<extra></extra>",
+        )
+    )
+    on = sorted((t for t in points if t.get("pareto")), key=lambda t: t["objectives"][x])
+    fig.add_trace(
+        go.Scatter(
+            x=[t["objectives"][x] for t in on],
+            y=[t["objectives"][y] for t in on],
+            mode="lines+markers",
+            line={"shape": "hv" if goals[0].goal == goals[1].goal else "linear", "color": "#d62728"},
+            marker={"size": 12, "symbol": "circle-open", "color": "#d62728"},
+            name="Pareto front",
+            hoverinfo="skip",
+        )
+    )
+    fig.update_layout(height=460, xaxis_title=f"{x} ({goals[0].goal})", yaxis_title=f"{y} ({goals[1].goal})")
+    note = f"Each trial's {x} against its {y}; in red the Pareto front ({len(on)} trials no other beats on both)."
+    if len(goals) > 2:
+        note += f" The front is over all {len(goals)} objectives; two are drawn."
+    return fig, note
+
+
 def timeline_figure(sweep: SweepRecord) -> tuple[Any, str]:
     """Each trial's wait (made, pending) and run (start to end) on the sweep's clock, one line per
     trial in the order Tune made them; a trial started behind another's reservation is marked."""
@@ -406,6 +454,7 @@ FIGURES = (  # (name, section title, builder): the report's plots, in page order
     ("curves", "Learning curves", curves_figure),
     ("best_so_far", "Best so far against wall time", best_so_far_figure),
     ("throughput", "Throughput against workers", throughput_figure),
+    ("pareto", "Pareto front of the objectives", pareto_figure),
     ("timeline", "Timeline: waits, runs and backfill", timeline_figure),
 )
 

@@ -71,6 +71,7 @@ class SweepResult:
                 "num_workers": t["num_workers"],
                 "wall_s": t["wall_s"],
                 "cost_hours": t["cost_hours"],
+                **({"pareto": t["pareto"]} if "pareto" in t else {}),
                 "created": t["created"],
                 "start": t["start"],
                 "end": t["end"],

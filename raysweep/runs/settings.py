@@ -36,6 +36,7 @@ class RunSettings:
     budget_gpu_hours: float | None = None  # what it may spend (GPU-hours; worker-hours on CPUs); None: no limit
     plan: dict | None = None  # search/plan.py's Plan of its latest driver, beside what it spent (show, report)
     segment_budget: int | None = None  # the trials of the latest driver's Tune experiment (None: budget)
+    warm_start: tuple[str, ...] = ()  # run dirs whose finished trials the search was told first (run --warm-start)
     retry_failed: bool = False  # resume --retry-failed (not saved)
     exit_at_once: bool = True  # a second Ctrl-C ends the process (the CLI) or raises KeyboardInterrupt (not saved)
 

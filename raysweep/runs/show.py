@@ -10,6 +10,7 @@ from typing import Any
 
 from raysweep.errors import UserError
 from raysweep.runs.files import SPEC_FILE, read_spec
+from raysweep.runs.pareto import front, objective_values
 from raysweep.runs.rows import LATE_GRACE, read_rows
 from raysweep.runs.settings import read_settings
 from raysweep.values import finite_number, short
@@ -30,8 +31,12 @@ def load_results(run_dir: Path) -> dict[str, Any]:
     spec = read_spec(run_dir)
     metric = spec.metric.name if spec.metric else None
     goal = spec.metric.goal if spec.metric else "minimize"
+    rows = read_rows(run_dir)
+    several = spec.objectives
+    points = [objective_values(r.metrics, r.world_size, several) for r in rows] if several else []
+    on_front = front(points, several) if several else []
     trials = []
-    for r in read_rows(run_dir):
+    for i, r in enumerate(rows):
         trials.append(
             {
                 "trial_id": r.trial_id,
@@ -47,22 +52,28 @@ def load_results(run_dir: Path) -> dict[str, Any]:
                 "end": r.end,
                 **({"reserved_at": r.reserved_at, "late": r.late} if r.reserved_at is not None else {}),
                 **({"backfilled": True} if r.backfilled else {}),
+                **(_objectives(several, points[i], on_front[i]) if several else {}),
                 **({} if r.metric_logged else {"metric_logged": False}),
                 **({"error": r.error} if r.error else {}),
             }
         )
 
     def rank(t: dict[str, Any]) -> tuple:
+        if several:  # the front first, then by the first objective
+            first = (t.get("objectives") or {}).get(several[0].name)
+            scored = finite_number(first)
+            return (not t.get("pareto"), not scored, several[0].rank(first) if scored else 0.0)
         v = t["metric"]
         scored = finite_number(v)
         return (not scored, spec.metric.rank(v) if scored else 0.0)
 
     trials.sort(key=rank)
-    best = next((t for t in trials if rank(t)[0] is False), None)
+    best = None if several else next((t for t in trials if rank(t)[0] is False), None)
     return {
         "name": run_dir.name,
         "metric": metric,
         "goal": goal,
+        **({"objectives": [{"name": g.name, "goal": g.goal} for g in several]} if several else {}),
         "trials": trials,
         "best": best,
         "cost": _cost(run_dir, trials),
@@ -71,6 +82,14 @@ def load_results(run_dir: Path) -> dict[str, Any]:
             "late": sum(1 for t in trials if t.get("late")),
             "backfilled": sum(1 for t in trials if t.get("backfilled")),
         },
+    }
+
+
+def _objectives(goals: Any, values: tuple[float, ...] | None, on_front: bool) -> dict[str, Any]:
+    """A trial's objectives (None where it lacks one: it is on no front) and its front membership."""
+    return {
+        "objectives": {g.name: (values[i] if values else None) for i, g in enumerate(goals)},
+        "pareto": on_front,
     }
 
 
@@ -91,11 +110,12 @@ def _cost(run_dir: Path, trials: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _columns(data: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     params = list(dict.fromkeys(k for t in data["trials"] for k in t["config"]))
+    goals = [g["name"] for g in data.get("objectives", [])]
     header = [
         "trial_id",
         "status",
         *params,
-        data["metric"] or "metric",
+        *(goals + ["pareto"] if goals else [data["metric"] or "metric"]),
         "iterations",
         "num_workers",
         "wall_s",
@@ -106,7 +126,11 @@ def _columns(data: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
             t["trial_id"],
             t["status"],
             *(short(t["config"].get(p)) for p in params),
-            "not logged" if t.get("metric_logged") is False else short(t["metric"]),
+            *(
+                [short(t["objectives"][g]) for g in goals] + ["*" if t["pareto"] else ""]
+                if goals
+                else ["not logged" if t.get("metric_logged") is False else short(t["metric"])]
+            ),
             short(t["iterations"]),
             short(t["num_workers"]),
             short(t["wall_s"]),
@@ -122,7 +146,12 @@ def render_table(data: dict[str, Any], of: int | None = None) -> str:
     header, rows = _columns(data)
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
     count = f"top {len(rows)} of {of} trials" if of is not None and of > len(rows) else f"{len(rows)} trials"
-    lines = [f"sweep {data['name']}: {count}, {data['metric']} ({data['goal']}), best first"]
+    if data.get("objectives"):
+        said = ", ".join(f"{g['name']} ({g['goal']})" for g in data["objectives"])
+        on = sum(1 for t in data["trials"] if t.get("pareto"))
+        lines = [f"sweep {data['name']}: {count}, objectives {said}; the Pareto front (*, {on} trials) first"]
+    else:
+        lines = [f"sweep {data['name']}: {count}, {data['metric']} ({data['goal']}), best first"]
     lines.append("  ".join(h.ljust(w) for h, w in zip(header, widths)))
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
     cost = data["cost"]

@@ -14,6 +14,7 @@ from ray.tune.search.optuna import OptunaSearch
 
 from raysweep.private_api import optuna_study, optuna_trials
 from raysweep.runs.files import OPTUNA_JOURNAL
+from raysweep.search import warm_start
 from raysweep.spec import SweepSpec, optuna_space, tune_param_space
 from raysweep.spec.space import grid_point
 from raysweep.values import plain
@@ -77,7 +78,19 @@ def _random(
 
 class WandbOptunaSearch(OptunaSearch):
     """Ray's ``OptunaSearch``, except that a trial that ended without the metric is left out of the
-    model (told as failed), as W&B's bayes leaves out a run without it; Ray's would tell it as pruned."""
+    model (told as failed), as W&B's bayes leaves out a run without it; Ray's would tell it as pruned.
+    ``told``: earlier sweeps' trials (warm start, ``warm_start.py``), added to the study before the
+    first new trial is asked for."""
+
+    def __init__(self, *args: Any, told: list[Any] | None = None, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.told = list(told or ())
+
+    def suggest(self, trial_id: str) -> dict | None:
+        if self.told:
+            warm_start.tell(optuna_study(self), self.told)
+            self.told = []
+        return super().suggest(trial_id)
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
         super().on_trial_complete(trial_id, result, error or result is None or self.metric not in result)
@@ -140,7 +153,12 @@ def _twin(study: Any, ot_trial: Any, live: set[int]) -> int | None:
 
 
 def _bayes(
-    spec: SweepSpec, budget: int, run_dir: Path, max_concurrent: int | None, tried: list[dict] | None = None
+    spec: SweepSpec,
+    budget: int,
+    run_dir: Path,
+    max_concurrent: int | None,
+    tried: list[dict] | None = None,
+    told: list[Any] | None = None,
 ) -> tuple[Any, dict]:
     """Optuna on the sweep's journal: a joining driver's searcher goes on from its history."""
     import optuna
@@ -164,6 +182,7 @@ def _bayes(
         "sampler": sampler,
         "storage": storage,
         "study_name": spec.name or "raysweep",
+        "told": told,
     }
     search = (
         DistinctOptunaSearch(seed=spec.seed, **common) if spec.searcher.skip_duplicates else WandbOptunaSearch(**common)
@@ -173,12 +192,33 @@ def _bayes(
     return search, {}
 
 
-SEARCHERS = {"grid": _grid, "random": _random, "bayes": _bayes}
+def _custom(
+    spec: SweepSpec,
+    budget: int,
+    run_dir: Path,
+    max_concurrent: int | None,
+    tried: list[dict] | None = None,
+    told: list[Any] | None = None,
+) -> tuple[Any, dict]:
+    from raysweep.search import custom  # it builds on this module's searchers
+
+    return custom.build(spec, budget, run_dir, max_concurrent, told)
+
+
+SEARCHERS = {"grid": _grid, "random": _random, "bayes": _bayes, "custom": _custom}
 
 
 def build_search(
-    spec: SweepSpec, budget: int, run_dir: Path, max_concurrent: int | None = None, tried: list[dict] | None = None
+    spec: SweepSpec,
+    budget: int,
+    run_dir: Path,
+    max_concurrent: int | None = None,
+    tried: list[dict] | None = None,
+    told: list[Any] | None = None,
 ) -> tuple[Any, dict]:
     """The Tune search algorithm, limited to ``max_concurrent`` trials at once, and its param_space;
-    ``tried``: the configurations an earlier driver of the sweep ran (grid skips them)."""
+    ``tried``: the configurations an earlier driver of the sweep (or a warm start) ran (grid skips
+    them); ``told``: earlier sweeps' trials a learning search starts from (``warm_start.fitting``)."""
+    if spec.search_method.learns:
+        return SEARCHERS[spec.method](spec, budget, run_dir, max_concurrent, tried, told)
     return SEARCHERS[spec.method](spec, budget, run_dir, max_concurrent, tried)

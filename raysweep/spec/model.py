@@ -31,7 +31,15 @@ class Method:
     learns: bool = False
 
 
-METHODS = {m.name: m for m in (Method("grid", enumerates=True), Method("random"), Method("bayes", learns=True))}
+METHODS = {
+    m.name: m
+    for m in (
+        Method("grid", enumerates=True),
+        Method("random"),
+        Method("bayes", learns=True),
+        Method("custom", learns=True),  # W&B's new format: the scheduler's engine searches (spec/engine.py)
+    )
+}
 
 EXPONENT_LAWS = ("log_uniform", "inv_log_uniform", "q_log_uniform")  # W&B refuses them: min/max read as exponents
 
@@ -77,6 +85,17 @@ class Metric:
     @property
     def target_text(self) -> str:
         return f"{self.name} {'>=' if self.goal == 'maximize' else '<='} {self.target:g}"
+
+
+@dataclass(frozen=True)
+class Engine:
+    """W&B's ``scheduler:`` block of its new format (``spec/engine.py``): the engine that searches,
+    and the user's functions in ``source``."""
+
+    kind: str  # optuna, ax or wandb
+    source: str | None = None  # the Python file, resolved against the sweep file's directory
+    optimizer: str | None = None  # a function of no arguments: the user's Optuna study or sampler, or Ax client
+    search_space: str | None = None  # a function of an Optuna trial whose suggest_* calls define the space
 
 
 @dataclass(frozen=True)
@@ -233,6 +252,20 @@ class SweepSpec:
     source: str | None = None
     wandb_document: dict = field(default_factory=dict)  # the file's W&B keys as read: a W&B sweep's config
     notes: tuple[str, ...] = ()  # one-line notes for the user (deprecated spellings, ignored keys)
+    objectives: tuple[Metric, ...] = ()  # W&B's `metrics:`: several objectives (then metric is None)
+    engine: Engine | None = None  # W&B's `scheduler:` block: a custom engine (method custom)
+    # the sizes a define-by-run space gave when the driver sampled it (its num_gpus comes from a function)
+    sampled_sizes: tuple[int, ...] = ()
+
+    @property
+    def goals(self) -> tuple[Metric, ...]:
+        """What the sweep optimizes: its objectives, or its one metric."""
+        return self.objectives or ((self.metric,) if self.metric else ())
+
+    @property
+    def defines_by_run(self) -> bool:
+        """Its space is a function of an Optuna trial (the engine's ``search_space``)."""
+        return self.engine is not None and self.engine.kind == "optuna" and self.engine.search_space is not None
 
     @property
     def runs_program(self) -> bool:
@@ -266,7 +299,9 @@ class SweepSpec:
 
     @property
     def world_sizes(self) -> set[int]:
-        """Every size a trial of this sweep can ask for."""
+        """Every size a trial of this sweep can ask for (a define-by-run space's: those it gave when sampled)."""
+        if self.sampled_sizes:
+            return set(self.sampled_sizes)
         return world_sizes(self.param(SIZE), self.num_gpus)
 
     @property
@@ -328,9 +363,12 @@ class SweepSpec:
         for key, kind in nested.items():
             if data.get(key) is not None:
                 data[key] = kind(**{k: tuple(v) if isinstance(v, list) else v for k, v in data[key].items()})
-        for key in ("command", "notes"):
+        for key in ("command", "notes", "sampled_sizes"):
             if data.get(key) is not None:
                 data[key] = tuple(data[key])
+        data["objectives"] = tuple(Metric(**m) for m in data.get("objectives") or ())
+        if data.get("engine") is not None:
+            data["engine"] = Engine(**data["engine"])
         return cls(parameters=params, **data)
 
 

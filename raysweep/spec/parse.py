@@ -30,6 +30,7 @@ from raysweep.spec.checks import (
     walk_size,
 )
 from raysweep.spec.distributions import DISTRIBUTIONS
+from raysweep.spec.engine import check_rules, is_engine_block, parse_engine, parse_objectives
 from raysweep.spec.model import (
     DDP_WORKERS,
     METHODS,
@@ -189,7 +190,7 @@ def _check_method_needs(
                 problems.append(
                     f"parameters.{p.name}: probabilities can't be used with grid search (W&B refuses them too)"
                 )
-    if metric is None and "metric" not in doc:
+    if metric is None and "metric" not in doc and "metrics" not in doc:
         if needs is not None and needs.learns:
             problems.append(f"metric: required for method {method} (Optuna needs a metric name and goal)")
         if "early_terminate" in doc or scheduler is not None:
@@ -335,13 +336,23 @@ def parse_spec(
     method = choice(doc.get("method"), METHODS, "method", problems) if "method" in doc else None
     if "method" not in doc:
         problems.append(f"method: required, one of {', '.join(METHODS)}")
+    engine = parse_engine(doc["scheduler"], base_dir, problems) if is_engine_block(doc.get("scheduler")) else None
+    objectives = parse_objectives(doc["metrics"], problems) if "metrics" in doc else ()
+    check_rules(doc, method, engine, objectives, problems)
     metric = parse_metric(doc["metric"], method, problems) if "metric" in doc else None
+    if len(objectives) == 1:  # a list of one (W&B's warning said so): that one is the metric
+        metric, objectives = objectives[0], ()
     base_config = _parse_base_config(own.get("base_config", {}), base_dir, problems)
     non_finite(base_config, "raysweep.base_config", problems)
     params = parse_parameters(doc.get("parameters"), problems) if "parameters" in doc else []
-    if "parameters" not in doc:
-        problems.append("parameters: required, a mapping of parameter names to distributions")
-    scheduler = _parse_scheduler(doc.get("early_terminate"), own.get("scheduler"), problems)
+    early = doc.get("early_terminate") if engine is None else None  # a custom scheduler stops runs itself
+    scheduler = _parse_scheduler(early, own.get("scheduler"), problems)
+    if objectives and scheduler is not None:
+        problems.append(
+            "raysweep.scheduler: early stopping compares trials on one metric, and this sweep has several "
+            f"objectives (metrics: {', '.join(m.name for m in objectives)}): Optuna's pruners take one objective, "
+            "as W&B's scheduler does; remove the scheduler, or optimize one metric"
+        )
 
     train_loop, program, command = _parse_entry_point(doc, own, function, problems)
     if train_loop is None and function != "raysweep":
@@ -349,7 +360,7 @@ def parse_spec(
     else:
         check_paths(params, base_config, "base_config" in own, problems)
 
-    _check_method_needs(method, params, metric, doc, scheduler, problems)
+    _check_method_needs(method, params, metric or (objectives[0] if objectives else None), doc, scheduler, problems)
 
     size_param, num_gpus, sizes_known = _parse_size(params, own, problems)
 
@@ -383,4 +394,6 @@ def parse_spec(
         source=source,
         wandb_document={key: value for key, value in doc.items() if key in WANDB_KEYS},
         notes=tuple(notes),
+        objectives=objectives,
+        engine=engine,
     )

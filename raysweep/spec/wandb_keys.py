@@ -115,22 +115,12 @@ def split_raysweep_block(doc: dict, problems: list[str], notes: list[str]) -> di
 
 def check_wandb_only_keys(doc: dict, problems: list[str], notes: list[str]) -> None:
     """W&B keys raysweep accepts but cannot honour, or honours by being what it is."""
-    scheduler = doc.get("scheduler")
-    if scheduler is not None and not (isinstance(scheduler, dict) and "engine" not in scheduler):
-        problems.append(
-            "scheduler: W&B Launch's custom sweep scheduler (engine: optuna | ax | wandb) is not supported: "
-            "raysweep runs grid, random and bayes search itself; Ray's ASHA goes under raysweep: {scheduler: ...}"
-        )
     for key in LAUNCH_KEYS:
         if key in doc:
             problems.append(
                 f"{key}: a W&B Launch key; raysweep runs the sweep's program or command on its Ray cluster, "
                 "not a Launch job"
             )
-    if "metrics" in doc:
-        problems.append(
-            "metrics: multi-objective sweeps need W&B's method: custom, which raysweep does not have; use metric"
-        )
     controller = doc.get("controller")
     if controller is not None and mapping(controller, "controller", problems) is not None:
         unknown_keys(controller, ("type",), "controller", problems)

@@ -155,7 +155,7 @@ def test_spec_round_trips_through_json():
 # --- invalid specs: every message names its key ----------------------------------------------
 
 INVALID = [
-    ({"method": "grd"}, r"method: must be one of grid, random, bayes, got 'grd' \(did you mean 'grid'\?\)"),
+    ({"method": "grd"}, r"method: must be one of grid, random, bayes, custom, got 'grd' \(did you mean 'grid'\?\)"),
     ({"parameters": {"x": {"distribution": "gauss"}}}, r"parameters.x.distribution: unknown distribution 'gauss'"),
     ({"parameters": {"x": {"min": 3, "max": 1}}}, r"parameters.x: min < max must hold, got min=3, max=1"),
     (

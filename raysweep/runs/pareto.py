@@ -1,0 +1,60 @@
+"""The Pareto front of a sweep of several objectives (W&B's ``metrics:``): the trials no other
+trial beats on every objective at once. Pure, no Ray: ``show``, the DataFrame and the report
+mark its members.
+
+A trial's objectives are its last report's values, as W&B reads a run's summary; ``cost_hours``
+(raysweep's measured GPU-hours, an objective a sweep may name) is its workers x the seconds
+Tune counted it running (``time_total_s``, kept across restarts). A trial without every
+objective is on no front.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from raysweep.spec.engine import COST
+from raysweep.spec.model import Metric
+from raysweep.values import finite_number
+
+
+def objective_values(metrics: dict[str, Any], world_size: int, goals: Sequence[Metric]) -> tuple[float, ...] | None:
+    """Each goal's value in a trial's last report (``cost_hours`` measured), or None if one is missing."""
+    values = []
+    for goal in goals:
+        value = metrics.get(goal.name)
+        if goal.name == COST and value is None and finite_number(metrics.get("time_total_s")):
+            value = world_size * metrics["time_total_s"] / 3600
+        if not finite_number(value):
+            return None
+        values.append(float(value))
+    return tuple(values)
+
+
+def dominates(a: Sequence[float], b: Sequence[float], goals: Sequence[Metric]) -> bool:
+    """``a`` is at least as good as ``b`` on every objective, and better on one."""
+    pairs = list(zip(a, b, strict=True))
+    no_worse = all(not goal.better(y, x) for (x, y), goal in zip(pairs, goals, strict=True))
+    return no_worse and any(goal.better(x, y) for (x, y), goal in zip(pairs, goals, strict=True))
+
+
+def front(points: Sequence[tuple[float, ...] | None], goals: Sequence[Metric]) -> list[bool]:
+    """For each point (None: a trial without every objective), whether it is on the front."""
+    scored = [p for p in points if p is not None]
+    return [p is not None and not any(dominates(q, p, goals) for q in scored) for p in points]
+
+
+def hypervolume_2d(
+    points: Sequence[tuple[float, float]], goals: Sequence[Metric], reference: tuple[float, float]
+) -> float:
+    """The area two objectives' front dominates, up to ``reference`` (a point worse on both): the
+    larger, the better the front."""
+    signs = [1.0 if g.goal == "minimize" else -1.0 for g in goals]
+    ref = (reference[0] * signs[0], reference[1] * signs[1])
+    flipped = sorted((x * signs[0], y * signs[1]) for x, y in points if x * signs[0] < ref[0] and y * signs[1] < ref[1])
+    area, best_y = 0.0, ref[1]
+    for x, y in flipped:  # by the first objective, best first
+        if y < best_y:
+            area += (ref[0] - x) * (best_y - y)
+            best_y = y
+    return area
