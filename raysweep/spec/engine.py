@@ -120,6 +120,14 @@ def check_rules(
             "method: custom needs scheduler: {engine: optuna} (or ax), the engine that searches"
             + ("; engine wandb keeps grid, random and bayes" if engine is not None else "")
         )
+    if engine is not None and engine.kind in ("optuna", "ax") and method not in (None, "custom"):
+        problems.append(
+            SchemaViolation(
+                f"scheduler.engine {engine.kind}: searches with method: custom, got method: {method}; W&B's service "
+                f"runs method {method} itself and creates the sweep with this warning, and so does raysweep (the "
+                "scheduler is not used)"
+            )
+        )
     if engine is not None and engine.kind == "wandb" and method not in (None, *WANDB_ENGINE_METHODS):
         problems.append(
             f"scheduler.engine wandb: method must be one of {', '.join(WANDB_ENGINE_METHODS)}, got {method!r}"

@@ -339,6 +339,8 @@ def parse_spec(
     engine = parse_engine(doc["scheduler"], base_dir, problems) if is_engine_block(doc.get("scheduler")) else None
     objectives = parse_objectives(doc["metrics"], problems) if "metrics" in doc else ()
     check_rules(doc, method, engine, objectives, problems)
+    if engine is not None and engine.kind != "wandb" and method != "custom":
+        engine = None  # W&B's service runs the method itself, with a warning (check_rules)
     metric = parse_metric(doc["metric"], method, problems) if "metric" in doc else None
     if len(objectives) == 1:  # a list of one (W&B's warning said so): that one is the metric
         metric, objectives = objectives[0], ()

@@ -125,6 +125,43 @@ VERDICTS = [
         method="random", parameters={"n": {"parameters": {"lr": {"min": 0.0, "max": 1.0}, "bs": {"values": [1, 2]}}}}
     ),
     program_sweep(method="random", parameters={"a": {"value": 1}}, scheduler={"engine": "optuna"}),
+    # W&B's new format (wandb/sweeps #135-#138)
+    program_sweep(
+        method="custom",
+        parameters={"a": {"value": 1}},
+        metrics=[{"name": "x"}, {"name": "y"}],
+        scheduler={"engine": "optuna"},
+    ),
+    program_sweep(method="custom", parameters={"a": {"value": 1}}, metric={"name": "x"}),
+    program_sweep(method="custom", parameters={"a": {"value": 1}}, metric={"name": "x"}, scheduler={"engine": "wandb"}),
+    program_sweep(
+        method="bayes", parameters={"a": {"min": 0.0, "max": 1.0}}, metric={"name": "x"}, scheduler={"engine": "wandb"}
+    ),
+    program_sweep(method="bayes", parameters={"a": {"min": 0.0, "max": 1.0}}, metrics=[{"name": "x"}, {"name": "y"}]),
+    program_sweep(
+        method="custom",
+        parameters={"a": {"value": 1}},
+        metric={"name": "x"},
+        metrics=[{"name": "x"}, {"name": "y"}],
+        scheduler={"engine": "optuna"},
+    ),
+    program_sweep(
+        method="custom", parameters={"a": {"value": 1}}, metrics=[{"name": "x"}], scheduler={"engine": "optuna"}
+    ),
+    program_sweep(
+        method="custom",
+        parameters={"a": {"value": 1}},
+        metric={"name": "x"},
+        scheduler={"engine": "optuna"},
+        early_terminate={"type": "hyperband", "min_iter": 1},
+    ),
+    program_sweep(method="custom", metric={"name": "x"}, scheduler={"engine": "optuna"}),
+    program_sweep(
+        method="custom",
+        metric={"name": "x"},
+        parameters={"a": {"value": 1}},
+        scheduler={"engine": "optuna", "optimizer": "f"},
+    ),
     program_sweep(method="random", parameters={}),
     program_sweep(method="random", parameters={"lr": {"distribution": "log_uniform", "min": -11, "max": -2}}),
     program_sweep(method="random", parameters={"lr": {"distribution": "q_log_uniform", "min": 0, "max": 3}}),
@@ -477,11 +514,21 @@ DIFFERENCES = {
     ),
     "launch_keys": (
         "`controller` is ignored; W&B Launch's",
-        lambda raw, doc: (
-            bool({"job", "image_uri", "metrics"} & set(doc))
-            or (isinstance(doc.get("scheduler"), dict) and "engine" in doc["scheduler"])
-        ),
+        lambda raw, doc: bool({"job", "image_uri"} & set(doc)),
         ("cloud",),
+    ),
+    "new_format": (
+        "W&B's new format",
+        lambda raw, doc: doc.get("method") == "custom" or "metrics" in doc,
+        ("cloud",),
+    ),
+    "custom_without_engine": (
+        "`method: custom` without a `scheduler` of engine optuna",
+        lambda raw, doc: (
+            doc.get("method") == "custom"
+            and not (isinstance(doc.get("scheduler"), dict) and doc["scheduler"].get("engine") in ("optuna", "ax"))
+        ),
+        ("strict",),
     ),
     "unknown_macro": (
         "A `command` chunk that is a whole unknown macro",
@@ -529,8 +576,14 @@ EXAMPLES = {
         "method: bayes\nprogram: t.py\nmetric: {name: m, impute: worst}\nparameters:\n  x: {min: 0.0, max: 1.0}\n",
         False,
     ),
-    "launch_keys": (
-        "method: random\nprogram: t.py\nparameters:\n  x: {value: 1}\nscheduler: {engine: optuna}\n",
+    "launch_keys": ("method: random\nprogram: t.py\nparameters:\n  x: {value: 1}\njob: wandb/jobs/j:latest\n", False),
+    "new_format": (
+        "method: custom\nprogram: t.py\nmetrics: [{name: a}, {name: b}]\nparameters:\n  x: {min: 0.0, max: 1.0}\n"
+        "scheduler: {engine: optuna}\n",
+        True,
+    ),
+    "custom_without_engine": (
+        "method: custom\nprogram: t.py\nmetric: {name: m}\nparameters:\n  x: {value: 1}\n",
         False,
     ),
     "unknown_macro": (

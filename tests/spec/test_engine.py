@@ -173,3 +173,11 @@ def test_a_run_dir_keeps_the_new_format():
     )
     again = SweepSpec.from_json(s.to_json())
     assert again == s and again.engine.search_space == "space"
+
+
+def test_engine_optuna_searches_with_method_custom_else_wandbs_service_runs_the_method():
+    doc = {"method": "random", "parameters": X, "scheduler": {"engine": "optuna"}}
+    ran = spec(**doc)
+    assert ran.engine is None and ran.method == "random"
+    assert any("scheduler.engine optuna: searches with method: custom, got method: random" in n for n in ran.notes)
+    refused("searches with method: custom", strict=True, **doc)
