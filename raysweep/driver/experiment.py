@@ -239,6 +239,12 @@ def _print_banner(
     if not settings.quiet:
         if not capacity.use_gpu:
             print("no GPUs: each trial's num_gpus becomes that many CPU workers, DDP over gloo")
+        if spec.defines_by_run:
+            sizes = ", ".join(map(str, sorted(spec.world_sizes)))
+            print(
+                f"trial sizes {sizes}: from {len(spec.sampled_sizes)} draws of {spec.engine.search_space}() "
+                "(the space is a function: admission, budgets and the plan can only sample its sizes)"
+            )
         if not capacity.managed_slots:
             print(f"note: the cluster's nodes don't advertise raysweep_slot; running at most {limit} trials at once")
     if max(spec.world_sizes) > 1 and spec.ddp_workers == Runner.TORCHTRAINER and not dashboard:

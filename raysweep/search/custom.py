@@ -191,4 +191,7 @@ def build(
     return (ConcurrencyLimiter(search, max_concurrent=max_concurrent) if max_concurrent else search), {}
 
 
-AX_REFUSED = 'scheduler.engine ax: not supported yet (see README, "W&B\'s new sweep format"); use engine: optuna'
+AX_REFUSED = (
+    "scheduler.engine ax: not supported: Ray Tune's AxSearch fails with Ax 1.3, the release on the package index "
+    "(Ax's Objective has no .metric any more), and raysweep has no Ax searcher of its own yet; use engine: optuna"
+)

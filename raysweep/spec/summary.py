@@ -14,6 +14,8 @@ def summary_json(spec: SweepSpec, count: int | None = None) -> dict[str, Any]:
     return {
         "method": spec.method,
         "metric": {"name": spec.metric.name, "goal": spec.metric.goal} if spec.metric else None,
+        **({"metrics": [{"name": m.name, "goal": m.goal} for m in spec.objectives]} if spec.objectives else {}),
+        **({"engine": {k: v for k, v in spec.engine.__dict__.items() if v is not None}} if spec.engine else {}),
         "parameters": {p.name: p.to_json() for p in spec.parameters},
         "grid_size": spec.grid_size,
         "trial_budget": spec.trial_budget(count),
@@ -37,20 +39,31 @@ def _describe(fields: dict[str, Any]) -> str:
     return f"{dist}(" + ", ".join(f"{k}={json.dumps(v)}" for k, v in fields.items()) + ")"
 
 
+def _searcher(spec: SweepSpec) -> str:
+    if spec.engine is not None and spec.method == "custom":
+        optimizer = f"{spec.engine.optimizer}() in {spec.engine.source}" if spec.engine.optimizer else "TPE"
+        return f" (engine {spec.engine.kind}: {optimizer})"
+    if spec.search_method.learns:
+        return f" (Optuna {'a Gaussian process' if spec.searcher.sampler == 'gp' else 'TPE'})"
+    return ""
+
+
+def _goals(data: dict[str, Any]) -> str:
+    if data.get("metrics"):
+        return "metrics   " + ", ".join(f"{m['name']} ({m['goal']})" for m in data["metrics"]) + " (the Pareto front)"
+    metric = data["metric"]
+    return f"metric    {metric['name']} ({metric['goal']})" if metric else "metric    none"
+
+
 def summary_text(spec: SweepSpec, count: int | None = None) -> str:
     data = summary_json(spec, count)
-    metric = data["metric"]
     lines = [
         f"sweep     {spec.name or '(unnamed)'}" + (f" — {spec.description.strip()}" if spec.description else ""),
         f"runs      {spec.train_loop or (f'a {spec.function}-style Python function' if spec.function else spec.program)}",
-        f"method    {spec.method}"
-        + (
-            f" (Optuna {'a Gaussian process' if spec.searcher.sampler == 'gp' else 'TPE'})"
-            if spec.search_method.learns
-            else ""
-        ),
-        f"metric    {metric['name']} ({metric['goal']})" if metric else "metric    none",
-        "parameters",
+        f"method    {spec.method}" + _searcher(spec),
+        _goals(data),
+        "parameters"
+        + (f" (and those of {spec.engine.search_space}() in {spec.engine.source})" if spec.defines_by_run else ""),
     ]
     width = max((len(n) for n in data["parameters"]), default=0)
     lines += [f"  {name:<{width}}  {_describe(dict(f))}" for name, f in data["parameters"].items()]

@@ -447,3 +447,64 @@ def test_make_run_again_continues_the_sweep_and_printed_hints_run_as_printed(tmp
     )
     assert pasted.returncode == 0, pasted.stdout + pasted.stderr
     assert [t["status"] for t in show(tmp_path / "runs" / "m")["trials"]] == ["done", "done"]
+
+
+def test_a_conditional_space_keeps_each_branch_apart_and_sizes_each_trial(tmp_path, ray_cluster):
+    """W&B's new format: the space is a function (tests/support/specs/conditional/space.py); checked
+    from the run dir: one branch's parameters never appear in the other's configs, and the num_gpus
+    the space chose is the trial's size."""
+    spec = sweep(
+        tmp_path,
+        "cond",
+        method="custom",
+        run_cap=6,
+        seed=2,
+        train_loop="tests.support.objectives_loop:train",
+        scheduler={
+            "engine": "optuna",
+            "source": str(ROOT / "tests/support/specs/conditional/space.py"),
+            "search_space": "space",
+        },
+    )
+    out = run(spec, ray_cluster, "--wandb", "disabled")
+    assert out.returncode == 0, out.stderr + out.stdout
+    assert "trial sizes 1, 2: from 64 draws of space()" in out.stdout
+    rows = read_trials(tmp_path / "runs" / "cond" / TRIALS_FILE)
+    assert len(rows) == 6 and {r["config"]["model"] for r in rows} == {"shallow", "deep"}, [r["config"] for r in rows]
+    for r in rows:
+        own, other = ("width", "depth") if r["config"]["model"] == "shallow" else ("depth", "width")
+        assert own in r["config"] and other not in r["config"], r["config"]
+        assert r["num_workers"] == r["config"]["num_gpus"] == (1 if r["config"]["model"] == "shallow" else 2)
+        assert r["status"] == "done" and r["iterations"] == 2  # epochs: the dict the space returned
+
+
+def test_gpu_hours_as_an_objective_puts_a_one_worker_trial_and_a_faster_larger_one_on_the_front(tmp_path, ray_cluster):
+    """metrics: score and raysweep's measured cost_hours. A 2-worker trial scores better and ends
+    sooner (its epochs are shared), and costs more GPU-hours than a 1-worker one: both are on the front."""
+    spec = sweep(
+        tmp_path,
+        "cost",
+        method="custom",
+        metric=None,
+        metrics=[{"name": "score"}, {"name": "cost_hours"}],
+        run_cap=4,
+        seed=0,
+        max_concurrent=1,
+        train_loop="tests.support.objectives_loop:train",
+        base_config={"epochs": 3},
+        parameters={"x": {"values": [0.3, 0.9]}, "num_gpus": {"values": [1, 2]}},
+        scheduler={"engine": "optuna"},
+    )
+    doc = yaml.safe_load(spec.read_text())
+    del doc["metric"]
+    spec.write_text(yaml.safe_dump(doc))
+    out = run(spec, ray_cluster, "--wandb", "disabled")
+    assert out.returncode == 0, out.stderr + out.stdout
+    data = show(tmp_path / "runs" / "cost")
+    front = [t for t in data["trials"] if t["pareto"]]
+    one = [t for t in front if t["num_workers"] == 1]
+    larger = [t for t in front if t["num_workers"] == 2 and any(t["wall_s"] < o["wall_s"] for o in one)]
+    assert one and larger, [(t["num_workers"], t["wall_s"], t["objectives"], t["pareto"]) for t in data["trials"]]
+    assert all(t["objectives"]["cost_hours"] > 0 for t in data["trials"])
+    table = raysweep("show", str(tmp_path / "runs" / "cost"))
+    assert "the Pareto front (*" in table.stdout and "cost_hours" in table.stdout

@@ -14,6 +14,7 @@ import psutil
 import pytest
 from conftest import ROOT, cli_env, kill_tree, raysweep, show, write_spec
 
+SPACE = ROOT / "tests" / "support" / "specs" / "conditional" / "space.py"
 SMOKE = {
     "method": "grid",
     "metric": {"name": "score"},
@@ -40,6 +41,14 @@ def refused(out: subprocess.CompletedProcess, pattern: str) -> None:
         ({"parameters": {"x": {"values": [float("nan"), 1]}}}, r"parameters.x.values.0: nan is not a finite number"),
         ({"raysweep": SMOKE["raysweep"] | {"train_loop": "tests.no_such_module:train"}}, r"train_loop|No module named"),
         ({"raysweep": SMOKE["raysweep"] | {"train_loop": "os:sep"}}, r"train_loop 'os:sep' is a str, not a function"),
+        (  # W&B's new format, engine ax: refused before anything starts, with what was found
+            {"method": "custom", "scheduler": {"engine": "ax"}},
+            r"scheduler.engine ax: not supported: Ray Tune's AxSearch fails with Ax 1.3",
+        ),
+        (
+            {"method": "custom", "scheduler": {"engine": "optuna", "source": str(SPACE), "search_space": "no_such_fn"}},
+            r"scheduler.search_space: space.py defines no function 'no_such_fn'",
+        ),
     ],
 )
 def test_bad_spec_values_exit_2_with_a_sentence_and_write_nothing(tmp_path, change, pattern):
