@@ -79,6 +79,7 @@ class Admission:
         self.starting = {k: v for k, v in self.starting.items() if k in live}
         for trial in waiting:
             if trial.status == Trial.PENDING and trial.trial_id not in self.starting:
+                trial.init_local_path()  # its dir, as Tune names it when it stages a trial (its results list it)
                 set_trial_status(tune_controller, trial, Trial.PAUSED)
         queue = [t for t in waiting if t.trial_id not in self.starting]
         self.waiting = len(waiting)

@@ -199,11 +199,13 @@ class SweepMonitor(Callback):
             self._reconcile(trials)
 
     def _reconcile(self, trials: list) -> None:
-        """On resume, drop rows a killed driver left running for trials Tune never saved: Tune
-        runs their configuration again under a new id, and ``show`` must list it once."""
+        """On resume, drop rows a killed driver left running or pending for trials Tune never saved:
+        Tune runs their configuration again under a new id (or makes a new trial in their place),
+        and ``show`` must list each once."""
         self._reconciled = True
         known = {t.trial_id for t in trials}
-        stale = [k for k, r in self.rows.items() if r.status == TrialStatus.RUNNING and k not in known]
+        unfinished = (TrialStatus.RUNNING, TrialStatus.PENDING)
+        stale = [k for k, r in self.rows.items() if r.status in unfinished and k not in known]
         for key in stale:
             del self.rows[key]
         if stale:

@@ -118,7 +118,7 @@ def run_warm(job: TrialJob, sweep: Sweep, worker_pool: Any, bound: StartBound) -
     lease = borrow(worker_pool, places)
     try:
         with restored.as_directory() if restored else contextlib.nullcontext() as checkpoint_dir:
-            threads = max(1, int(capacity.cpus_per_worker))
+            threads = node_threads(job, sweep)
             call = RankCall(
                 rank.on_warm_worker,
                 job,
@@ -130,9 +130,29 @@ def run_warm(job: TrialJob, sweep: Sweep, worker_pool: Any, bound: StartBound) -
                 job.group_timeout_s,
                 job.network_env(),
             )
-            gang.run(lease, call, forward, bound)
+            gang.run(lease, call, forward, bound, threads=lambda: node_threads(job, sweep))
     finally:
         give_back(worker_pool, lease)
+
+
+def node_threads(job: TrialJob, sweep: Sweep) -> int:
+    """A CPU rank's threads: its share of the node's CPUs while its trial is the only one holding
+    slots there (a 1-worker trial alone then runs as a lone torchrun process does, on every core),
+    else ``cpus_per_worker``. Trials across nodes keep ``cpus_per_worker``."""
+    capacity = job.capacity
+    own = max(1, int(capacity.cpus_per_worker))
+    if capacity.use_gpu or job.shape.nodes > 1 or sweep.holdings is None:
+        return own
+    here = ray.get_runtime_context().get_node_id()
+    try:
+        held = ray.get(sweep.holdings.nodes.remote(), timeout=10)
+    except ray.exceptions.RayError:
+        return own
+    others = sum(nodes.get(here, 0) for trial_id, nodes in held.items() if trial_id != job.trial_id)
+    node = next((n for n in capacity.nodes if n.id == here), None)
+    if others or node is None:
+        return own
+    return max(own, int(node.cpus // job.world_size))
 
 
 def trial_nodes(job: TrialJob, bound: StartBound) -> list[tuple[str, str, list[Any]]]:

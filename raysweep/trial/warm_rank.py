@@ -59,6 +59,13 @@ class RankMessage:
 REPORT, SHARE, DONE, ERROR = "report", "share", "done", "error"
 
 
+@dataclass(frozen=True)
+class Threads:
+    """The trial's answer to a report: go on, with this many CPU threads (the node's share changed)."""
+
+    count: int
+
+
 class TrialStopped(BaseException):
     """The scheduler stopped the trial: raised in the loop at its report.
 
@@ -90,8 +97,13 @@ class RankLink:
 
     def report(self, metrics: dict[str, Any], checkpoint: str | os.PathLike | None) -> None:
         self.outbox.put(RankMessage(REPORT, metrics=metrics, checkpoint=os.fspath(checkpoint) if checkpoint else None))
-        if not self.inbox.get():
+        answer = self.inbox.get()
+        if not answer:
             raise TrialStopped
+        if isinstance(answer, Threads) and self.device == "cpu":
+            import torch
+
+            torch.set_num_threads(answer.count)
 
     def share(self, value: Any) -> Any:
         """Rank 0's ``value``, on every rank (a collective through the trial: every rank calls it

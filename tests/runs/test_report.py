@@ -87,7 +87,9 @@ def test_report_is_self_contained_and_holds_every_plot(sweeps):
 def test_figures_follow_the_run_dir(sweeps):
     sweep = SweepRecord.read(sweeps / "a")
     figs = {name: (fig, note) for name, _, fig, note in figures(sweep)}
-    assert all(fig is not None for fig, _ in figs.values()), {n: note for n, (fig, note) in figs.items() if fig is None}
+    drawn = {n: note for n, (fig, note) in figs.items() if fig is None and n in PLOTS}
+    assert drawn == {}, drawn
+    assert figs["pareto"][0] is None and "one objective" in figs["pareto"][1]  # a sweep of one metric
 
     parallel = figs["parallel"][0].data[0]
     assert [d.label for d in parallel.dimensions] == ["sleep", "x", "score"]  # the spec's (W&B's) order: by name
@@ -309,3 +311,42 @@ def raysweep_env(extra: dict[str, str], *args: str):
         timeout=120,
         env=cli_env() | extra,
     )
+
+
+def test_a_sweep_of_two_objectives_draws_them_with_its_front(tmp_path):
+    """W&B's `metrics:`: the report plots the two objectives, every trial a point, the front in red."""
+    from raysweep.spec import parse_spec
+
+    spec = parse_spec(
+        {
+            "method": "custom",
+            "metrics": [{"name": "loss"}, {"name": "cost_hours"}],
+            "parameters": {"x": {"min": 0.0, "max": 1.0}},
+            "scheduler": {"engine": "optuna"},
+            "raysweep": {"train_loop": LOOP},
+        }
+    )
+    run_dir = tmp_path / "runs" / "m"
+    run_dir.mkdir(parents=True)
+    (run_dir / "spec.json").write_text(json.dumps(spec.to_json()))
+    trials = [(0.5, 3600.0, 1), (0.2, 3600.0, 2), (0.9, 1800.0, 1), (0.6, 3600.0, 1)]  # loss, seconds, workers
+    rows = [
+        {
+            "trial_id": f"t{i}",
+            "status": "done",
+            "config": {"x": i / 10},
+            "metrics": {"loss": loss, "time_total_s": seconds},
+            "num_workers": workers,
+            "start": 1000.0 + i,
+            "end": 1000.0 + i + seconds,
+        }
+        for i, (loss, seconds, workers) in enumerate(trials)
+    ]
+    (run_dir / "trials.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    figs = {name: (fig, note) for name, _, fig, note in figures(SweepRecord.read(run_dir))}
+    fig, note = figs["pareto"]
+    points, front = fig.data
+    assert sorted(zip(points.x, points.y)) == sorted([(0.5, 1.0), (0.2, 2.0), (0.9, 0.5), (0.6, 1.0)])
+    assert list(zip(front.x, front.y)) == [(0.2, 2.0), (0.5, 1.0), (0.9, 0.5)]  # by loss: (0.6, 1.0) is beaten
+    assert "3 trials no other beats on both" in note
+    assert show(run_dir)["trials"][0]["pareto"] is True
