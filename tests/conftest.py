@@ -6,6 +6,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -174,7 +175,24 @@ def start_sweep(spec: Path, cluster: str) -> subprocess.Popen:
         "--wandb",
         "disabled",
     ]
-    return subprocess.Popen(cmd, cwd=ROOT, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    driver = subprocess.Popen(cmd, cwd=ROOT, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _STARTED.append(driver)
+    return driver
+
+
+_STARTED: list[subprocess.Popen] = []
+
+
+@pytest.fixture(autouse=True)
+def _no_sweep_outlives_its_test():
+    """A test that failed before its driver ended must not leave it holding the module's shared
+    cluster: the next test would wait behind it (a cascade that once hid the first failure)."""
+    yield
+    while _STARTED:
+        driver = _STARTED.pop()
+        if driver.poll() is None:
+            kill_tree(driver.pid)
+            driver.communicate()
 
 
 def wait_for_iterations(driver: subprocess.Popen, trials_file: Path, iterations: int, timeout: float = 240) -> None:
@@ -188,7 +206,13 @@ def wait_for_iterations(driver: subprocess.Popen, trials_file: Path, iterations:
         if rows and (rows[0].get("iterations") or 0) >= iterations:
             return
         time.sleep(0.3)
-    raise AssertionError(f"no trial reported {iterations} times in {timeout:g} s")
+    driver.send_signal(signal.SIGINT)  # what it printed says why
+    try:
+        out, err = driver.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        driver.kill()
+        out, err = driver.communicate()
+    raise AssertionError(f"no trial reported {iterations} times in {timeout:g} s: {rows}\n{out[-3000:]}\n{err[-3000:]}")
 
 
 def processes(marker: str, cluster: str) -> list[psutil.Process]:

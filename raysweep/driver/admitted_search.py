@@ -7,11 +7,15 @@ left out of what Tune pickles, and a resumed driver attaches its own (``experime
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+from ray import cloudpickle
 from ray.tune.search import SearchAlgorithm
 
 from raysweep.driver.budget import Ledger
+
+HELD_FILE = "raysweep-held-trial.pkl"
 
 
 class AdmittedSearch(SearchAlgorithm):
@@ -69,7 +73,17 @@ class AdmittedSearch(SearchAlgorithm):
         return self.inner.has_checkpoint(dirpath)
 
     def save_to_dir(self, dirpath: str, **kwargs: Any) -> None:
+        """The held trial too: the inner search has moved past it, and a grid without it is short
+        of a point (a resumed budget-capped grid of 8 ran 7 and ended "interrupted")."""
         self.inner.save_to_dir(dirpath, **kwargs)
+        held = Path(dirpath) / HELD_FILE
+        if self.held is None:
+            held.unlink(missing_ok=True)
+        else:
+            self.held.create_placement_group_factory()  # as Tune does on adding it; a Trial pickles only with it
+            held.write_bytes(cloudpickle.dumps(self.held))
 
     def restore_from_dir(self, dirpath: str) -> None:
         self.inner.restore_from_dir(dirpath)
+        held = Path(dirpath) / HELD_FILE
+        self.held = cloudpickle.loads(held.read_bytes()) if held.exists() else None
