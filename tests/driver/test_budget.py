@@ -189,7 +189,9 @@ class _Trials:
     """An inner search that hands out trials of these configs, in order."""
 
     def __init__(self, *configs: dict):
-        self.trials = [type("Trial", (), {"config": c, "create_placement_group_factory": lambda self: None})() for c in configs]
+        self.trials = [
+            type("Trial", (), {"config": c, "create_placement_group_factory": lambda self: None})() for c in configs
+        ]
 
     def next_trial(self):
         return self.trials.pop(0) if self.trials else None

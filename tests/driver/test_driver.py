@@ -478,7 +478,9 @@ def test_a_conditional_space_keeps_each_branch_apart_and_sizes_each_trial(tmp_pa
         assert r["status"] == "done" and r["iterations"] == 2  # epochs: the dict the space returned
 
 
-def test_gpu_hours_as_an_objective_puts_the_best_scoring_larger_trial_and_the_cheapest_on_the_front(tmp_path, ray_cluster):
+def test_gpu_hours_as_an_objective_puts_the_best_scoring_larger_trial_and_the_cheapest_on_the_front(
+    tmp_path, ray_cluster
+):
     """metrics: score and raysweep's measured cost_hours. A 2-worker trial scores best (the loop's
     score falls with workers) and the cheapest trial costs least: both are on the front whatever
     the machine's speed, and the front is exactly the trials no other one beats on both."""
@@ -508,7 +510,10 @@ def test_gpu_hours_as_an_objective_puts_the_best_scoring_larger_trial_and_the_ch
     assert best["num_workers"] == 2 and best["pareto"] and cheapest["pareto"], seen
 
     def beats(a, b):
-        return all(a["objectives"][k] <= b["objectives"][k] for k in ("score", "cost_hours")) and a["objectives"] != b["objectives"]
+        return (
+            all(a["objectives"][k] <= b["objectives"][k] for k in ("score", "cost_hours"))
+            and a["objectives"] != b["objectives"]
+        )
 
     assert [t["pareto"] for t in trials] == [not any(beats(o, t) for o in trials) for t in trials], seen
     assert all(t["objectives"]["cost_hours"] > 0 for t in trials)
