@@ -34,11 +34,10 @@ $(ORACLE)/bin/python:
 	$(ORACLE)/bin/pip install -q sweeps==0.3.0
 
 # Two test files at a time (pytest-xdist, a file's tests on one worker, so a module's Ray cluster is
-# started once), the longest first (tests/conftest.py): about 15% sooner than one at a time on 2
-# cores, which the suite keeps busy (Ray's processes starting, importing torch).
+# started once): most of a test's time is Ray starting and trials sleeping, not the cores (docs/benchmarks.md).
 test: $(BIN)/raysweep /usr/bin/chromium $(ORACLE)/bin/python
 	$(MAKE) lint
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 # The Ray versions README says raysweep is tested on: a venv per version (.venv-ray<V>, torch
 # pinned first, then that Ray and raysweep's other dependencies), and a quick subset of the

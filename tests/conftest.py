@@ -269,29 +269,3 @@ def chromium() -> str:
     if IN_CI:
         pytest.fail(f"no Chromium at {path}: .ci/run installs Debian's chromium before the tests")
     pytest.skip("needs Chromium: apt-get install chromium")
-
-
-# The files that take longest (durations of a full run, `-n 2`), run first: `make test` hands
-# whole files to two workers in this order (`--dist loadfile --no-loadscope-reorder`; xdist's
-# own order, most tests first, left the longest files to the end), and a long file handed out
-# last runs alone while the other worker idles.
-LONGEST_FIRST = (
-    "trial/test_multinode.py",
-    "driver/test_driver.py",
-    "trial/test_warm_workers.py",
-    "trial/test_reliability.py",
-    "trial/test_gpu_placement.py",
-    "trial/test_program.py",
-    "tools/test_bench.py",
-    "end_to_end/test_agent_move.py",
-    "end_to_end/test_api.py",
-    "driver/test_budget.py",
-)
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    def rank(item: pytest.Item) -> int:
-        path = item.nodeid.split("::")[0].removeprefix("tests/")
-        return LONGEST_FIRST.index(path) if path in LONGEST_FIRST else len(LONGEST_FIRST)
-
-    items.sort(key=rank)  # stable: within a file, and among the rest, the collected order
