@@ -34,7 +34,8 @@ $(ORACLE)/bin/python:
 	$(ORACLE)/bin/pip install -q sweeps==0.3.0
 
 # Two test files at a time (pytest-xdist, a file's tests on one worker, so a module's Ray cluster is
-# started once): most of a test's time is Ray starting and trials sleeping, not the cores (docs/benchmarks.md).
+# started once): about 10% sooner than one at a time; the 2 cores are busy most of the run (Ray's
+# processes starting and importing torch), so more workers gain little.
 test: $(BIN)/raysweep /usr/bin/chromium $(ORACLE)/bin/python
 	$(MAKE) lint
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile

@@ -270,7 +270,8 @@ else:
 
 def test_a_warm_worker_that_does_not_answer_fails_its_trial_within_the_bound(tmp_path, ray_cluster):
     """A lent warm worker that never answers (here: stopped, as a process hung in its start would
-    be) fails the trial with the sentence instead of leaving it waiting."""
+    be) fails the trial with the sentence instead of leaving it waiting. The 1-worker trial that
+    runs first, alone on the node, gets the node's cores (``tune_trial.node_threads``)."""
     spec = sweep(
         tmp_path,
         "w7",
@@ -284,6 +285,8 @@ def test_a_warm_worker_that_does_not_answer_fails_its_trial_within_the_bound(tmp
     trials_file = tmp_path / "runs" / "w7" / TRIALS_FILE
     wait_for_iterations(driver, trials_file, 1)  # the 1-worker trial runs on one of the node's two workers
     (first,) = [r for r in read_trials(trials_file) if r.get("iterations")]
+    # alone on the node, the 1-worker trial's rank uses both its cores, as a lone torchrun would
+    assert (Path(first["trial_dir"]) / "threads.rank0").read_text() == "2"
     idle = [p for p in processes("DDPWorker", ray_cluster) if p.pid not in pids(first)]
     assert len(idle) == 1
     idle[0].suspend()
