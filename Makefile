@@ -60,8 +60,8 @@ RAY_SUBSET := tests/test_private_api.py tests/search/test_decisions.py tests/run
 	tests/trial/test_reliability.py::test_watchdog_ends_a_rank_stuck_in_a_collective \
 	tests/driver/test_interrupt.py \
 	"tests/trial/test_warm_workers.py::test_a_scheduler_stops_two_worker_trials_and_the_next_trial_gets_their_slots[torchtrainer]" \
-	"tests/trial/test_warm_workers.py::test_a_trial_whose_cpus_another_job_holds_is_queued_on_warm_workers_and_fails_in_the_bound_on_torchtrainer" \
 	"tests/trial/test_warm_workers.py::test_a_warm_worker_that_does_not_answer_fails_its_trial_within_the_bound" \
+	"tests/trial/test_warm_workers.py::test_a_trial_whose_cpus_another_job_holds_is_queued_on_warm_workers_and_fails_in_the_bound_on_torchtrainer" \
 	"tests/trial/test_multinode.py::test_a_four_worker_trial_spans_two_nodes_of_two"
 test-ray-versions: /usr/bin/chromium $(ORACLE)/bin/python
 	rm -rf .ray-versions && mkdir -p .ray-versions
