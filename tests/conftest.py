@@ -195,6 +195,15 @@ def _no_sweep_outlives_its_test():
             driver.communicate()
 
 
+def driver_script(cluster: str, body: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """``body`` run as its own Ray driver on ``cluster`` (``ray`` and ``time`` imported; Ray reads
+    token authentication at import)."""
+    code = f"import ray, time\nray.init(address={cluster!r}, logging_level='ERROR')\n" + body
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, env=cli_env(), cwd=ROOT
+    )
+
+
 def wait_for_iterations(driver: subprocess.Popen, trials_file: Path, iterations: int, timeout: float = 240) -> None:
     """Until the sweep's first trial has reported ``iterations`` times (the driver must stay up)."""
     from raysweep.runs.files import read_trials

@@ -25,6 +25,7 @@ from conftest import (
     RAY,
     ROOT,
     cli_env,
+    driver_script,
     ensure_ray_token,
     free_port,
     processes,
@@ -103,12 +104,6 @@ LEFT_GROUPS = """
 left = [g["bundles"] for g in ray.util.placement_group_table().values() if g["state"] != "REMOVED"]
 print("LEFT", left)
 """
-
-
-def driver_script(cluster: str, body: str) -> subprocess.CompletedProcess:
-    """``body`` run as its own Ray driver on ``cluster``."""
-    code = f"import ray\nray.init(address={cluster!r}, logging_level='ERROR')\n" + body
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=cli_env())
 
 
 def records(record_dir: Path) -> list[dict]:
@@ -269,7 +264,7 @@ def test_a_driver_killed_under_a_two_node_trial_ends_its_ranks_and_resume_goes_o
     driver.wait()
     _, alive = psutil.wait_procs(ranks, timeout=60)
     assert not [p for p in alive if p.status() != psutil.STATUS_ZOMBIE], "the killed driver's ranks still run"
-    held = driver_script(address, LEFT_GROUPS)
+    held = driver_script(address, LEFT_GROUPS, timeout=120)
     assert "LEFT []" in held.stdout, held.stdout + held.stderr
 
     out = raysweep("resume", str(tmp_path / "runs" / spec.stem), "--address", address)

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import psutil
 import pytest
-from conftest import ROOT, cli_env, processes, raysweep, start_sweep, wait_for_iterations, write_spec
+from conftest import driver_script, processes, raysweep, start_sweep, wait_for_iterations, write_spec
 
 from raysweep.runs.files import TRIALS_FILE, read_trials
 
@@ -172,14 +171,6 @@ def test_workers_of_a_trial_process_that_died_are_ended_not_lent_again(tmp_path,
     assert row["status"] == "done" and row["metrics"]["epoch"] == 4
     assert not set(pids(row)) & {p.pid for p in borrowed}  # the retry ran on new workers
     assert ended_while_the_retry_ran  # the stale workers were ended when the retry borrowed, not left waiting
-
-
-def driver_script(cluster: str, body: str) -> subprocess.CompletedProcess:
-    """``body`` run as its own Ray driver on ``cluster`` (Ray reads token authentication at import)."""
-    code = f"import ray, time\nray.init(address={cluster!r}, logging_level='ERROR')\n" + body
-    return subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=cli_env(), cwd=ROOT
-    )
 
 
 def test_a_rank_whose_device_cannot_be_set_fails_its_trial_instead_of_hanging(ray_cluster):
