@@ -49,7 +49,9 @@ VARIABLES = (
     Variable("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "set", "no CSV and TensorBoard copies of results"),
     Variable("TUNE_DISABLE_STRICT_METRIC_CHECKING", "set", "a W&B-style trial that never logged the metric ends done"),
     Variable(
-        "TUNE_MAX_PENDING_TRIALS_PG", "set", "1 for sweeps of mixed sizes, whose trials span nodes, or with a budget"
+        "TUNE_MAX_PENDING_TRIALS_PG",
+        "set",
+        "1 for sweeps whose trials span nodes or with a budget; the admission's queue under backfill",
     ),
     Variable(
         "TUNE_FUNCTION_THREAD_TIMEOUT_S", "set", "30 s for a stopped trial's thread to end at its report (unless set)"

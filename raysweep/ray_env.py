@@ -41,7 +41,18 @@ def apply() -> dict[str, str]:
     return {key: os.environ[key] for key in DEFAULTS}
 
 
-def one_pending_trial() -> None:
-    """Tune keeps one trial pending at a time (a user's own choice stands): a trial that spans
-    nodes reserves them in turn, and a budget admits trials one at a time, as they fit."""
-    os.environ.setdefault("TUNE_MAX_PENDING_TRIALS_PG", "1")
+PENDING_TRIALS_ENV = "TUNE_MAX_PENDING_TRIALS_PG"
+_USERS_PENDING_TRIALS = os.environ.get(PENDING_TRIALS_ENV)  # read before raysweep sets it: the user's choice stands
+
+
+def pending_trials(limit: int | None) -> None:
+    """How many trials Tune keeps pending, each with its placement group staged, for this sweep
+    (None: Tune's own rule). Tune makes a new trial only while fewer are pending, so the limit is
+    also how far ahead of the running trials it asks the search. Set per sweep: a process's next
+    sweep does not inherit it."""
+    if _USERS_PENDING_TRIALS is not None:
+        return
+    if limit is None:
+        os.environ.pop(PENDING_TRIALS_ENV, None)
+    else:
+        os.environ[PENDING_TRIALS_ENV] = str(limit)

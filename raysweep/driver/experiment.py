@@ -149,8 +149,13 @@ def start(
     if settings.budget_gpu_hours:
         ledger = Ledger(estimates, settings.budget_gpu_hours, capacity.use_gpu)
         monitor.ledger = ledger
-        ray_env.one_pending_trial()  # trials are admitted one at a time, as they fit
+        ray_env.pending_trials(1)  # trials are admitted one at a time, as they fit
     admission = _admission(spec, capacity, estimates, holdings, board)
+    if admission is not None and ledger is None:
+        # Every waiting trial but those it chose is held (PAUSED, not pending), so a limit of 1
+        # kept Tune from making the next trial while the chosen one started: starts went one
+        # after another (docs/benchmarks.md, issue 50). Its queue bounds what Tune makes ahead.
+        ray_env.pending_trials(admission.queue)
     stoppers = _stoppers(spec, monitor, ledger)
     callbacks = [interrupt.TuneListens(signals), monitor, ResultLog()] + _callbacks(spec, settings, restore, on_wandb)
     callbacks.append(ReleaseHoldings(holdings))
@@ -178,7 +183,6 @@ def _admission(
         return None
     if spec.scheduler is not None and spec.scheduler.type == "hyperband":  # Ray's HyperBand pauses trials itself
         return None
-    ray_env.one_pending_trial()  # the one chosen: every other waiting trial is held
     return Admission(spec, capacity, estimates, holdings, board, queue=max(4, capacity.total + 1))
 
 
@@ -192,12 +196,11 @@ def _admit(
     spans = [
         size for size in spec.world_sizes if size > capacity.largest_node and size not in never_placed({size}, today)
     ]
-    if spans:
-        # A trial that spans nodes needs them empty at once: with many trials pending (Tune's
-        # default for random search) later 1-node trials kept taking the slots and every 2-node
-        # trial ran last (docs/benchmarks.md). One pending trial at a time, as grid and bayes run,
-        # reserves the nodes for it in turn.
-        ray_env.one_pending_trial()
+    # A trial that spans nodes needs them empty at once: with many trials pending (Tune's default
+    # for random search) later 1-node trials kept taking the slots and every 2-node trial ran last
+    # (docs/benchmarks.md). One pending trial at a time, as grid and bayes run, reserves the nodes
+    # for it in turn (the admission, when there is one, takes over below).
+    ray_env.pending_trials(1 if spans else None)
     limit = concurrency_limit(capacity, min(max(spec.world_sizes), capacity.largest_node), settings.max_concurrent)
     planned = plan(spec, settings.segment_budget or settings.budget, spec.budget.epoch_seconds, capacity.use_gpu)
     _check_budget_fits(spec, settings, restore)

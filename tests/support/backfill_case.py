@@ -48,3 +48,7 @@ def check_backfill(rows: list[TrialRow]) -> None:
     for r in ahead:
         assert r.backfilled and r.end <= head.start + LATE_GRACE, (r, head.start)
     assert long_two.start >= head.start and not long_two.backfilled
+    # Tune made the trials behind the first while it started (with one trial pending at a time it
+    # made the next only once the one before had started: starts went one after another)
+    first = min(rows, key=lambda r: r.start)
+    assert sum(r.created < first.start for r in rows) >= 3, [(r.trial_id, r.created, r.start) for r in rows]
