@@ -130,9 +130,27 @@ def run_warm(job: TrialJob, sweep: Sweep, worker_pool: Any, bound: StartBound) -
                 job.group_timeout_s,
                 job.network_env(),
             )
-            gang.run(lease, call, forward, bound, threads=lambda: node_threads(job, sweep))
+            gang.run(
+                lease, call, forward, bound, threads=_every(THREADS_EVERY_S, lambda: node_threads(job, sweep), threads)
+            )
     finally:
         give_back(worker_pool, lease)
+
+
+THREADS_EVERY_S = 2.0  # how stale a rank's share of its node's CPUs may be (asked after reports)
+
+
+def _every(seconds: float, ask: Callable[[], int], first: int) -> Callable[[], int]:
+    """``ask``, asked again only once ``seconds`` have passed since it last was: the ranks wait
+    for the answer to every report, and the node's trials change far less often than that."""
+    last = {"at": time.monotonic(), "value": first}
+
+    def now() -> int:
+        if time.monotonic() - last["at"] >= seconds:
+            last.update(at=time.monotonic(), value=ask())
+        return last["value"]
+
+    return now
 
 
 def node_threads(job: TrialJob, sweep: Sweep) -> int:
