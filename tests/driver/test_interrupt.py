@@ -44,7 +44,14 @@ def _wait_for_a_new_report(driver: subprocess.Popen, trials_file: Path, cluster:
     before = _reports(trials_file)
     deadline = time.time() + 240
     while _reports(trials_file) <= before or len(processes(marker, cluster)) < 2:
-        assert driver.poll() is None and time.time() < deadline, driver.communicate()
+        if driver.poll() is not None or time.time() >= deadline:
+            driver.kill()
+            out, err = driver.communicate()
+            log = trials_file.parent / "driver.log"  # what Ray and Tune said: the console has only raysweep's lines
+            pytest.fail(
+                f"no new report; the driver {'exited ' + str(driver.returncode) if driver.returncode != -9 else 'ran on'}"
+                f"\n{out[-3000:]}\n{err[-3000:]}\ndriver.log: {log.read_text()[-5000:] if log.exists() else '(none)'}"
+            )
         time.sleep(0.3)
 
 
