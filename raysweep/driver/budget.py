@@ -49,7 +49,8 @@ class Ledger:
         return [r for r in self.monitor.rows.values() if r.status == TrialStatus.RUNNING]
 
     def cost_s(self, config: dict[str, Any]) -> float:
-        """A new trial's expected worker-seconds at most (0 while nothing tells: the first trials run)."""
+        """A new trial's expected worker-seconds at most (0 while nothing tells, no report and no
+        ``--epoch-seconds``: the first trials run)."""
         size = self.estimates.spec.world_size(config)
         per, most = self.estimates.report_seconds(size), self.estimates.most_reports(config)
         return size * per * most if per and most else 0.0

@@ -3,8 +3,9 @@
 
 * One report's seconds, per trial size: a trial's seconds held (start-up included) over its
   reports, the median over the trials of that size that reported (``conservative``: the
-  slowest). A size with none yet takes the slowest size's; before any trial reported there is
-  no estimate.
+  slowest). A size with none yet takes the slowest size's; before any trial reported, the
+  spec's ``raysweep.budget.epoch_seconds`` (``--epoch-seconds``, the plan's figure: start-up not
+  counted), else there is no estimate.
 * The reports a trial makes at most: the scheduler's ``max_t``, else ``epochs`` (the trial's own,
   or ``base_config``'s), else the most any trial made so far.
 * Under early stopping, the reports a trial is still expected to make: the plan's share of trials
@@ -37,7 +38,7 @@ class Estimates:
         pick = max if conservative else statistics.median
         if size in by_size:
             return pick(by_size[size])
-        return max((pick(v) for v in by_size.values()), default=None)
+        return max((pick(v) for v in by_size.values()), default=self.spec.budget.epoch_seconds)
 
     def most_reports(self, config: dict[str, Any]) -> int | None:
         """The reports a trial of ``config`` makes at most."""

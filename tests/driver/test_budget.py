@@ -258,3 +258,28 @@ def test_a_trial_of_the_whole_node_gets_a_reservation_and_a_short_trial_is_backf
     assert out.returncode == 0, out.stdout + out.stderr
     assert "reserved, starts in ~" in out.stdout  # the progress line shows the waiting head
     check_backfill(read_rows(tmp_path / "runs" / "bf-one"))
+
+
+def test_before_any_trial_reported_the_epoch_seconds_given_are_the_estimate_then_the_reports_are():
+    """By hand, no cluster: a new trial's expected seconds, which reservations and the budget read.
+    Without ``--epoch-seconds`` nothing is known until a trial reports (nothing is backfilled)."""
+    from raysweep.driver.estimates import Estimates
+    from raysweep.runs.rows import TrialRow
+    from raysweep.spec import parse_spec
+    from raysweep.words import TrialStatus
+
+    def spec(**budget):
+        return parse_spec(
+            {
+                "method": "grid",
+                "metric": {"name": "score", "goal": "minimize"},
+                "parameters": {"num_gpus": {"values": [1, 2]}},
+                "raysweep": {"train_loop": "train_loops.smoke:train", "base_config": {"epochs": 4}, "budget": budget},
+            }
+        )
+
+    small = {"num_gpus": 1}
+    assert Estimates(spec(), _Monitor([])).trial_seconds(small) is None
+    assert Estimates(spec(epoch_seconds=3), _Monitor([])).trial_seconds(small) == 12.0  # 4 reports of 3 s
+    reported = [TrialRow("a", status=TrialStatus.RUNNING, world_size=2, iterations=2, run_s=10.0)]
+    assert Estimates(spec(epoch_seconds=3), _Monitor(reported)).trial_seconds(small) == 20.0  # 5 s a report, measured
