@@ -149,13 +149,8 @@ def start(
     if settings.budget_gpu_hours:
         ledger = Ledger(estimates, settings.budget_gpu_hours, capacity.use_gpu)
         monitor.ledger = ledger
-        ray_env.pending_trials(1)  # trials are admitted one at a time, as they fit
     admission = _admission(spec, capacity, estimates, holdings, board)
-    if admission is not None and ledger is None:
-        # Every waiting trial but those it chose is held (PAUSED, not pending), so a limit of 1
-        # kept Tune from making the next trial while the chosen one started: starts went one
-        # after another (docs/benchmarks.md, issue 50). Its queue bounds what Tune makes ahead.
-        ray_env.pending_trials(admission.queue)
+    ray_env.pending_trials(_pending_trials(spec, capacity, ledger, admission))
     stoppers = _stoppers(spec, monitor, ledger)
     callbacks = [interrupt.TuneListens(signals), monitor, ResultLog()] + _callbacks(spec, settings, restore, on_wandb)
     callbacks.append(ReleaseHoldings(holdings))
@@ -186,21 +181,35 @@ def _admission(
     return Admission(spec, capacity, estimates, holdings, board, queue=max(4, capacity.total + 1))
 
 
+def _pending_trials(
+    spec: SweepSpec, capacity: Capacity, ledger: Ledger | None, admission: Admission | None
+) -> int | None:
+    """How many trials Tune keeps pending (``ray_env.pending_trials``; None: Tune's own rule).
+
+    * A budget admits trials one at a time, as they fit: 1.
+    * The admission holds every waiting trial but those it chose (PAUSED, not pending): its queue.
+      A limit of 1 kept Tune from making the next trial while the chosen one started, so starts
+      went one after another (docs/benchmarks.md, issue 50).
+    * Without one, a trial that spans nodes needs them empty at once: with many trials pending
+      (Tune's default for random search) later 1-node trials kept taking the slots and every
+      2-node trial ran last (docs/benchmarks.md). One pending trial at a time, as grid and bayes
+      run, reserves the nodes for it in turn: 1.
+    """
+    if ledger is not None:
+        return 1
+    if admission is not None:
+        return admission.queue
+    today = replace(capacity, grows=None)  # the nodes there are now
+    spans = any(size > capacity.largest_node and size not in never_placed({size}, today) for size in spec.world_sizes)
+    return 1 if spans else None
+
+
 def _admit(
     spec: SweepSpec, settings: RunSettings, capacity: Capacity, restore: bool
 ) -> tuple[RunSettings, int | None, Plan]:
-    """Refuse what can never run, set how trials are admitted, and plan the sweep; returns the
-    settings with the plan, how many trials may run at once, and the plan."""
+    """Refuse what can never run and plan the sweep; returns the settings with the plan, how many
+    trials may run at once, and the plan."""
     _check_feasible(spec.world_sizes, capacity)
-    today = replace(capacity, grows=None)  # the nodes there are now
-    spans = [
-        size for size in spec.world_sizes if size > capacity.largest_node and size not in never_placed({size}, today)
-    ]
-    # A trial that spans nodes needs them empty at once: with many trials pending (Tune's default
-    # for random search) later 1-node trials kept taking the slots and every 2-node trial ran last
-    # (docs/benchmarks.md). One pending trial at a time, as grid and bayes run, reserves the nodes
-    # for it in turn (the admission, when there is one, takes over below).
-    ray_env.pending_trials(1 if spans else None)
     limit = concurrency_limit(capacity, min(max(spec.world_sizes), capacity.largest_node), settings.max_concurrent)
     planned = plan(spec, settings.segment_budget or settings.budget, spec.budget.epoch_seconds, capacity.use_gpu)
     _check_budget_fits(spec, settings, restore)
