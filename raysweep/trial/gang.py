@@ -60,7 +60,9 @@ def run(
             )
 
         # raises if a worker died while it waited; rank 0's node and port are the group's master
-        master = bound.get([w.node.remote() for w in workers], waited_for)[0]
+        store_timeout = call.group_timeout_s if call.group_backend else None  # rank 0 binds the group's store
+        nodes = [w.node.remote(store_timeout if r == 0 else None) for r, w in enumerate(workers)]
+        master = bound.get(nodes, waited_for)[0]
         runs = [w.run.remote(call, r, size, master) for r, w in enumerate(workers)]
         reports = 0
         while True:

@@ -136,10 +136,24 @@ class DDPWorker:
         self._outbox: queue.Queue = queue.Queue()  # RankMessages to the trial
         self._inbox: queue.Queue = queue.Queue()  # the trial's answers: go on or stop, or a shared value
         self._gpu: str | None = None  # the GPU this worker serves, from its first GPU trial on
+        self._store: Any = None  # as rank 0: the trial's process-group store, bound by node()
 
-    def node(self) -> tuple[str, int]:
-        """This worker's node address and a free port on it (rank 0's become the group's master)."""
-        return ray.util.get_node_ip_address(), free_port()
+    def node(self, store_timeout_s: float | None = None) -> tuple[str, int]:
+        """This worker's node address and a port on it; rank 0's become the group's master.
+
+        With ``store_timeout_s`` (rank 0 of a trial whose ranks form a process group), the port is
+        that of the group's store, bound here on a port the OS picks and kept until the trial's
+        ranks end. A free port looked up now and bound later can be taken in between: a trial
+        failed so (EADDRINUSE) under the test suite's load."""
+        address = ray.util.get_node_ip_address()
+        if store_timeout_s is None:
+            return address, free_port()  # a script's MASTER_PORT: the script binds it
+        import torch.distributed as dist
+
+        self._store = dist.TCPStore(
+            address, 0, None, True, timeout=timedelta(seconds=store_timeout_s), wait_for_workers=False
+        )
+        return address, self._store.port
 
     @ray.method(concurrency_group="rank")
     def run(self, call: RankCall, rank: int, world_size: int, master: tuple[str, int]) -> None:
@@ -166,7 +180,7 @@ class DDPWorker:
             if group_backend == "nccl" and not torch.cuda.is_available():
                 group_backend = "gloo"  # GPUs Ray advertises that CUDA cannot see (placement tests)
             if group_backend:
-                _join_group(group_backend, call, rank, world_size, master)
+                _join_group(group_backend, call, rank, world_size, master, self._store if rank == 0 else None)
             call.fn(call.args, link, master)
             self._outbox.put(RankMessage(DONE))
         except TrialStopped:
@@ -176,6 +190,7 @@ class DDPWorker:
         finally:
             if dist.is_initialized():
                 dist.destroy_process_group()
+            self._store = None
             if torch.cuda.is_initialized():
                 torch.cuda.empty_cache()  # the next trial may be another process's on this GPU
             set_env(before)
@@ -192,18 +207,16 @@ class DDPWorker:
         self._inbox.put(value)
 
 
-def _join_group(backend: str, call: RankCall, rank: int, world_size: int, master: tuple[str, int]) -> None:
-    """The trial's process group; a set-up that times out says which nodes and where they met."""
+def _join_group(backend: str, call: RankCall, rank: int, world_size: int, master: tuple[str, int], store: Any) -> None:
+    """The trial's process group, its store rank 0's (``store``, bound by ``DDPWorker.node``); a
+    set-up that times out says which nodes and where they met."""
     import torch.distributed as dist
 
+    timeout = timedelta(seconds=call.group_timeout_s)
     try:
-        dist.init_process_group(
-            backend,
-            init_method=f"tcp://{master[0]}:{master[1]}",
-            rank=rank,
-            world_size=world_size,
-            timeout=timedelta(seconds=call.group_timeout_s),
-        )
+        if store is None:
+            store = dist.TCPStore(master[0], master[1], world_size, False, timeout=timeout)
+        dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=timeout)
     except Exception as e:  # noqa: BLE001  (a store timeout, a refused connection: the sentence says what to check)
         nodes = ", ".join(dict.fromkeys(p.address for p in call.places))
         interface = call.env.get("GLOO_SOCKET_IFNAME")

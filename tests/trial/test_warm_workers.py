@@ -234,6 +234,40 @@ print("PINGS", ray.get([w.ping.remote() for w in again], timeout=120))
     assert "PINGS [True, True]" in out.stdout, out.stdout + out.stderr
 
 
+def test_rank_0s_worker_holds_the_groups_port_from_naming_it(ray_cluster):
+    """A port looked up free and bound later can be taken in between: a trial failed so (EADDRINUSE)
+    under the suite's load. Rank 0's worker binds the group's store as it names the port (no one
+    else can take it), and its trial's ranks meet on that store."""
+    out = driver_script(
+        ray_cluster,
+        """
+import socket
+from raysweep.trial import gang, warm_rank
+from raysweep.placement import RankPlace
+from raysweep.trial.warm_rank import RankCall
+from raysweep.trial.lease import Lease
+from raysweep.trial.start_bound import StartBound
+workers = [warm_rank.DDPWorker.options(num_cpus=0).remote() for _ in range(2)]
+_, port = ray.get(workers[0].node.remote(60))
+with socket.socket() as s:
+    try:
+        s.bind(("", port))
+        print("HELD False")
+    except OSError:
+        print("HELD True")
+def loop(args, link, master):
+    import torch.distributed as dist
+    link.report({"world": dist.get_world_size()}, None)
+call = RankCall(loop, None, "gloo", None, [RankPlace("n", "127.0.0.1", 0, r, 2) for r in range(2)], False, 1)
+reports = []
+gang.run(Lease(0, workers), call, lambda metrics, ckpt: reports.append(metrics), StartBound(600))
+print("REPORTS", reports)
+""",
+    )
+    assert "HELD True" in out.stdout, out.stdout + out.stderr
+    assert "REPORTS [{'world': 2.0}]" in out.stdout or "REPORTS [{'world': 2}]" in out.stdout, out.stdout + out.stderr
+
+
 HOG = """
 @ray.remote(num_cpus=2)
 class Hog:  # another job's actor, holding both CPUs of the node outside the sweep's slots
