@@ -87,7 +87,8 @@ def _callbacks(
         return []
     group = spec.wandb.group or settings.name
     sweep_id = on_wandb.id if on_wandb else None
-    return [WandbRuns(spec.wandb.project_name, spec.wandb.entity, group, settings.wandb, resuming, sweep_id)]
+    wandb_at = (spec.wandb.project_name, spec.wandb.entity, group, settings.wandb)
+    return [WandbRuns(*wandb_at, resuming, sweep_id, goals=spec.objectives, world_size=spec.world_size)]
 
 
 def start(

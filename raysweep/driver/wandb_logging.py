@@ -17,11 +17,15 @@ import os
 import queue
 import sys
 import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from ray.tune.logger import LoggerCallback
 from ray.tune.utils import flatten_dict
+
+from raysweep.runs.pareto import front, objective_values
+from raysweep.spec.model import Metric
 
 logger = logging.getLogger(__name__)
 
@@ -49,10 +53,24 @@ class WandbRuns(LoggerCallback):
 
     A resumed sweep continues each trial's run (``resume="allow"``) and logs its earlier results
     again from ``result.json``: a killed driver takes with it what wandb had not yet written.
+
+    Under several objectives (``goals``) each run's summary says whether the trial is on the
+    Pareto front (``pareto``, and the run's tag ``pareto``): W&B draws no front, and its runs
+    table and plots can filter and colour by these. A run is marked as it ends, against the
+    trials ended so far; one that a later trial beats is opened again at the sweep's end and
+    marked off, so the marks agree with ``show``.
     """
 
     def __init__(
-        self, project: str, entity: str | None, group: str, mode: str, resuming: bool, sweep_id: str | None = None
+        self,
+        project: str,
+        entity: str | None,
+        group: str,
+        mode: str,
+        resuming: bool,
+        sweep_id: str | None = None,
+        goals: Sequence[Metric] = (),
+        world_size: Callable[[dict[str, Any]], int] | None = None,
     ):
         self.init_kwargs: dict[str, Any] = {"project": project, "group": group, "mode": mode}
         if entity:
@@ -63,9 +81,14 @@ class WandbRuns(LoggerCallback):
         self._thread: threading.Thread | None = None
         self._open: set[str] = set()  # trials whose run is started and not yet ended
         self._started: set[str] = set()  # every trial that has had a run in this driver
+        self.goals = tuple(goals)
+        self.world_size = world_size
+        self._points: dict[str, tuple[float, ...] | None] = {}  # the ended trials' objectives
+        self._marked: dict[str, bool] = {}  # the front membership each run's summary holds
 
     def __getstate__(self) -> dict[str, Any]:  # Tune pickles its RunConfig, callbacks included
-        return {**self.__dict__, "_queue": None, "_thread": None, "_open": set(), "_started": set()}
+        fresh = {"_queue": None, "_thread": None, "_open": set(), "_started": set(), "_points": {}, "_marked": {}}
+        return {**self.__dict__, **fresh}
 
     def setup(self, *args: Any, **kwargs: Any) -> None:
         os.environ.setdefault("WANDB_SILENT", "true")
@@ -102,12 +125,18 @@ class WandbRuns(LoggerCallback):
     def log_trial_end(self, trial: Any, failed: bool = False) -> None:
         if trial.trial_id in self._open:
             self._open.discard(trial.trial_id)
+            if self.goals:
+                self._points[trial.trial_id] = self._objectives(trial)
+                on_front = dict(zip(self._points, front(list(self._points.values()), self.goals), strict=True))
+                self._mark(trial.trial_id, on_front[trial.trial_id])
             self._queue.put(("end", trial.trial_id, 1 if failed else 0))
 
     def on_experiment_end(self, trials: list, **info: Any) -> None:
         """End every run still open (after Ctrl-C, Tune ends none), then wait a bounded time."""
         if self._thread is None:
             return
+        if self.goals:
+            self._mark_the_front(trials)
         for trial_id in list(self._open):
             self._queue.put(("end", trial_id, 0))
         self._open.clear()
@@ -120,6 +149,28 @@ class WandbRuns(LoggerCallback):
 
             wandb.teardown()  # ends the wandb-core process the runs shared
         self._thread = None
+
+    def _objectives(self, trial: Any) -> tuple[float, ...] | None:
+        size = self.world_size(trial.config) if self.world_size else 1
+        return objective_values(trial.last_result or {}, size, self.goals)
+
+    def _mark(self, trial_id: str, on_front: bool, reopen: dict[str, Any] | None = None) -> None:
+        """The run's summary and tag say ``on_front``; a run already ended is opened with ``reopen``."""
+        self._marked[trial_id] = on_front
+        self._queue.put(("mark", trial_id, (on_front, reopen)))
+
+    def _mark_the_front(self, trials: list) -> None:
+        """Every run whose mark differs from the sweep's final front, this driver's and earlier ones'
+        (a resumed sweep's runs ended in an earlier driver: their marks are unknown here)."""
+        logged = [t for t in trials if t.trial_id in self._started or t.last_result]
+        on_front = front([self._objectives(t) for t in logged], self.goals)
+        for trial, on in zip(logged, on_front, strict=True):
+            if self._marked.get(trial.trial_id) == on:
+                continue
+            reopen = None
+            if trial.trial_id not in self._open:
+                reopen = {**self.init_kwargs, "id": trial.trial_id, "dir": trial.path, "resume": "allow"}
+            self._mark(trial.trial_id, on, reopen)
 
     def _replay(self, trial: Any) -> None:
         results = Path(trial.path) / "result.json"
@@ -143,6 +194,16 @@ class WandbRuns(LoggerCallback):
             try:
                 if kind == "start":
                     runs[trial_id] = wandb.init(**arg, reinit="create_new", allow_val_change=True, settings=settings)
+                elif kind == "mark":
+                    on_front, reopen = arg
+                    run = runs.get(trial_id)
+                    if run is None and reopen is not None:
+                        run = wandb.init(**reopen, reinit="create_new", allow_val_change=True, settings=settings)
+                    if run is not None:
+                        run.summary["pareto"] = on_front
+                        run.tags = ("pareto",) if on_front else ()
+                        if trial_id not in runs:
+                            run.finish()
                 elif trial_id not in runs:  # its start failed, and said so
                     continue
                 elif kind == "log":

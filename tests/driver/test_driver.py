@@ -282,6 +282,56 @@ def test_driver_killed_mid_sweep_then_resume_completes_the_budget(tmp_path, ray_
         assert sorted({h["epoch"] for r in logged for h in r["history"]}) == [1, 2, 3]
 
 
+IN_ORDER = """import optuna
+
+
+class InOrder(optuna.samplers.RandomSampler):
+    def sample_independent(self, study, trial, name, distribution):
+        return (0.9, 0.3)[trial.number % 2]
+
+
+def make():
+    return InOrder(seed=0)
+"""
+
+
+def test_each_wandb_run_says_whether_its_trial_is_on_the_front_and_one_beaten_later_is_marked_off(
+    tmp_path, ray_cluster
+):
+    """W&B draws no Pareto front: each trial's run carries ``pareto`` in its summary, and the tag
+    ``pareto`` while on the front. The first trial (x = 0.9) is alone on the front when it ends; the
+    second (x = 0.3) beats it on both objectives, so the first run is opened again at the sweep's
+    end and marked off, and the marks agree with ``show``."""
+    (tmp_path / "in_order.py").write_text(IN_ORDER)
+    spec = sweep(
+        tmp_path,
+        "front",
+        method="custom",
+        metric=None,
+        metrics=[{"name": "score"}, {"name": "workers"}],
+        run_cap=2,
+        max_concurrent=1,
+        train_loop="tests.support.objectives_loop:train",
+        base_config={"epochs": 2},
+        parameters={"x": {"values": [0.3, 0.9]}},
+        scheduler={"engine": "optuna", "source": "in_order.py", "optimizer": "make"},
+    )
+    doc = yaml.safe_load(spec.read_text())
+    del doc["metric"]
+    spec.write_text(yaml.safe_dump(doc))
+    out = run(spec, ray_cluster, "--wandb", "offline")
+    assert out.returncode == 0, out.stderr + out.stdout
+    trials = {t["config"]["x"]: t for t in show(tmp_path / "runs" / "front")["trials"]}
+    assert {x: t["pareto"] for x, t in trials.items()} == {0.3: True, 0.9: False}
+    marks = {}
+    for x, t in trials.items():
+        row = next(r for r in read_trials(tmp_path / "runs" / "front" / TRIALS_FILE) if r["trial_id"] == t["trial_id"])
+        logged = [run_contents(f) for f in sorted(Path(row["trial_dir"]).glob("wandb/offline-run-*/*.wandb"))]
+        marks[x] = [(c["summary"]["pareto"], c["run"]["tags"]) for c in logged if "pareto" in c["summary"]]
+        assert {c["run"]["id"] for c in logged} == {t["trial_id"]}
+    assert marks == {0.9: [(True, ["pareto"]), (False, [])], 0.3: [(True, ["pareto"])]}, marks
+
+
 def test_a_metric_the_loop_never_reports_fails_with_the_names_it_did_report(tmp_path, ray_cluster):
     """README guarantee: "A metric a train loop never reports fails the trial at the first report,
     naming the keys it did report. A W&B-style function or a `program:` script that never logs it ends

@@ -41,17 +41,20 @@ def records(path: Path) -> list[Any]:
 
 
 def run_contents(path: Path) -> dict[str, Any]:
-    """History rows, config, run identity and exit code of one offline run."""
-    history, config, run, exit_code = [], {}, {}, None
+    """History rows, config, summary updates, run identity and exit code of one offline run."""
+    history, config, summary, run, exit_code = [], {}, {}, {}, None
     for r in records(path):
         kind = r.WhichOneof("record_type")
         if kind == "history":
             history.append({i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in r.history.item})
+        elif kind == "summary":
+            summary.update({i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in r.summary.update})
         elif kind == "config":
             config.update({i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in r.config.update})
         elif kind == "exit":
             exit_code = r.exit.exit_code
         elif kind == "run":  # the config given to wandb.init travels inside the run record
             run = {"id": r.run.run_id, "group": r.run.run_group, "project": r.run.project, "sweep_id": r.run.sweep_id}
+            run["tags"] = list(r.run.tags)
             config.update({i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in r.run.config.update})
-    return {"history": history, "config": config, "run": run, "exit_code": exit_code}
+    return {"history": history, "config": config, "summary": summary, "run": run, "exit_code": exit_code}
