@@ -24,7 +24,7 @@ from typing import Any
 from ray.tune.logger import LoggerCallback
 from ray.tune.utils import flatten_dict
 
-from raysweep.runs.pareto import front, objective_values
+from raysweep.runs.pareto import front, objective_values, on_front
 from raysweep.spec.model import Metric
 
 logger = logging.getLogger(__name__)
@@ -125,10 +125,10 @@ class WandbRuns(LoggerCallback):
     def log_trial_end(self, trial: Any, failed: bool = False) -> None:
         if trial.trial_id in self._open:
             self._open.discard(trial.trial_id)
-            if self.goals:
-                self._points[trial.trial_id] = self._objectives(trial)
-                on_front = dict(zip(self._points, front(list(self._points.values()), self.goals), strict=True))
-                self._mark(trial.trial_id, on_front[trial.trial_id])
+            if self.goals:  # against the trials ended so far: one pass, not the whole front again
+                point = self._objectives(trial)
+                self._mark(trial.trial_id, on_front(point, self._points.values(), self.goals))
+                self._points[trial.trial_id] = point
             self._queue.put(("end", trial.trial_id, 1 if failed else 0))
 
     def on_experiment_end(self, trials: list, **info: Any) -> None:

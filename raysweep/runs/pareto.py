@@ -10,7 +10,7 @@ objective is on no front.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from raysweep.spec.engine import COST
@@ -38,10 +38,16 @@ def dominates(a: Sequence[float], b: Sequence[float], goals: Sequence[Metric]) -
     return no_worse and any(goal.better(x, y) for (x, y), goal in zip(pairs, goals, strict=True))
 
 
+def on_front(
+    point: tuple[float, ...] | None, others: Iterable[tuple[float, ...] | None], goals: Sequence[Metric]
+) -> bool:
+    """Whether ``point`` (None: a trial without every objective) is beaten by none of ``others``."""
+    return point is not None and not any(q is not None and dominates(q, point, goals) for q in others)
+
+
 def front(points: Sequence[tuple[float, ...] | None], goals: Sequence[Metric]) -> list[bool]:
     """For each point (None: a trial without every objective), whether it is on the front."""
-    scored = [p for p in points if p is not None]
-    return [p is not None and not any(dominates(q, p, goals) for q in scored) for p in points]
+    return [on_front(p, points, goals) for p in points]
 
 
 def hypervolume_2d(

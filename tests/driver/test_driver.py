@@ -27,6 +27,19 @@ def sweep(tmp_path: Path, name: str = "s", **doc) -> Path:
     return write_spec(tmp_path / f"{name}.yaml", **(base | doc))
 
 
+def objectives_sweep(tmp_path: Path, name: str, objectives: list[str], **doc) -> Path:
+    """W&B's new format: ``metrics:`` (no ``metric:``), ``method: custom``, one trial at a time of
+    the objectives loop."""
+    base = {
+        "name": name,
+        "method": "custom",
+        "metrics": [{"name": n} for n in objectives],
+        "max_concurrent": 1,
+        "train_loop": "tests.support.objectives_loop:train",
+    }
+    return write_spec(tmp_path / f"{name}.yaml", **(base | doc))
+
+
 def run(spec: Path, cluster: str, *flags: str) -> subprocess.CompletedProcess:
     return raysweep("run", str(spec), "--address", cluster, "--storage", str(spec.parent / "runs"), *flags)
 
@@ -303,22 +316,15 @@ def test_each_wandb_run_says_whether_its_trial_is_on_the_front_and_one_beaten_la
     second (x = 0.3) beats it on both objectives, so the first run is opened again at the sweep's
     end and marked off, and the marks agree with ``show``."""
     (tmp_path / "in_order.py").write_text(IN_ORDER)
-    spec = sweep(
+    spec = objectives_sweep(
         tmp_path,
         "front",
-        method="custom",
-        metric=None,
-        metrics=[{"name": "score"}, {"name": "workers"}],
+        ["score", "workers"],
         run_cap=2,
-        max_concurrent=1,
-        train_loop="tests.support.objectives_loop:train",
         base_config={"epochs": 2},
         parameters={"x": {"values": [0.3, 0.9]}},
         scheduler={"engine": "optuna", "source": "in_order.py", "optimizer": "make"},
     )
-    doc = yaml.safe_load(spec.read_text())
-    del doc["metric"]
-    spec.write_text(yaml.safe_dump(doc))
     out = run(spec, ray_cluster, "--wandb", "offline")
     assert out.returncode == 0, out.stderr + out.stdout
     trials = {t["config"]["x"]: t for t in show(tmp_path / "runs" / "front")["trials"]}
@@ -534,23 +540,16 @@ def test_gpu_hours_as_an_objective_puts_the_best_scoring_larger_trial_and_the_ch
     """metrics: score and raysweep's measured cost_hours. A 2-worker trial scores best (the loop's
     score falls with workers) and the cheapest trial costs least: both are on the front whatever
     the machine's speed, and the front is exactly the trials no other one beats on both."""
-    spec = sweep(
+    spec = objectives_sweep(
         tmp_path,
         "cost",
-        method="custom",
-        metric=None,
-        metrics=[{"name": "score"}, {"name": "cost_hours"}],
+        ["score", "cost_hours"],
         run_cap=4,
         seed=0,
-        max_concurrent=1,
-        train_loop="tests.support.objectives_loop:train",
         base_config={"epochs": 3},
         parameters={"x": {"values": [0.3, 0.9]}, "num_gpus": {"values": [1, 2]}},
         scheduler={"engine": "optuna"},
     )
-    doc = yaml.safe_load(spec.read_text())
-    del doc["metric"]
-    spec.write_text(yaml.safe_dump(doc))
     out = run(spec, ray_cluster, "--wandb", "disabled")
     assert out.returncode == 0, out.stderr + out.stdout
     trials = show(tmp_path / "runs" / "cost")["trials"]
