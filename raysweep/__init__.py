@@ -2,11 +2,19 @@
 
 From Python: ``raysweep.run(sweep, function=main, count=N)``, ``raysweep.resume(...)`` and
 ``raysweep.load(name)`` (``api.py``); in a trial: ``get_context``, ``report``, ``get_checkpoint``.
+
+``api.py`` (the driver's side: Tune, the spec parser, numpy) is imported on first use, so the
+processes of a trial (its Tune actor, warm workers, scripts) that import only ``raysweep.trial``
+do not pay for it.
 """
 
-from raysweep.api import SweepResult, load, resume, run
+from typing import TYPE_CHECKING, Any
+
 from raysweep.errors import SpecError, UserError
 from raysweep.trial import TrialContext, get_checkpoint, get_context, report, run_local
+
+if TYPE_CHECKING:
+    from raysweep.api import SweepResult, load, resume, run
 
 __all__ = [
     "SpecError",
@@ -22,3 +30,12 @@ __all__ = [
     "run_local",
 ]
 __version__ = "0.1.0"
+_FROM_API = ("SweepResult", "load", "resume", "run")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FROM_API:
+        from raysweep import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'raysweep' has no attribute {name!r}")

@@ -24,6 +24,7 @@ GPU_DEVICE_FILES = "RAYSWEEP_GPU_DEVICE_FILES"
 ONE_WORKER_TORCHTRAINER = "RAYSWEEP_ONE_WORKER_TORCHTRAINER"
 BIN = "RAYSWEEP_BIN"
 BACKFILL = "RAYSWEEP_BACKFILL"
+WARM_IMPORTS = "RAYSWEEP_WARM_IMPORTS"
 # what raysweep tells a program: script it starts
 METRICS_FILE = "RAYSWEEP_METRICS_FILE"
 METRIC = "RAYSWEEP_METRIC"
@@ -35,6 +36,11 @@ VARIABLES = (
         ONE_WORKER_TORCHTRAINER, "read", "1: a 1-worker trial under ddp_workers: torchtrainer is a TorchTrainer run too"
     ),
     Variable(BACKFILL, "read", "0: no reservations and backfill; trials start as Tune stages them (bench.admission)"),
+    Variable(
+        WARM_IMPORTS,
+        "read",
+        "modules a warm worker imports before its first trial, comma-separated (default torch._dynamo; empty: none)",
+    ),
     Variable(BIN, "read", "the virtualenv a `raysweep slurm` batch script runs (default: the one that wrote it)"),
     Variable("RAY_ADDRESS", "read", "the Ray cluster to join when --address is not given (`ray job submit` sets it)"),
     Variable(
@@ -61,6 +67,13 @@ VARIABLES = (
     Variable("RAY_TRAIN_V2_ENABLED", "set", "1: Ray Train V2 (unless set)"),
     Variable("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "set", "0.1 s: Ray Train polls its workers often (unless set)"),
 )
+
+
+def warm_imports() -> tuple[str, ...]:
+    """``WARM_IMPORTS``' modules: by default ``torch._dynamo``, which the first optimizer a loop
+    builds imports (about 2 s of a CPU); the driver reads it and hands it to every warm worker."""
+    value = os.environ.get(WARM_IMPORTS, "torch._dynamo")
+    return tuple(m.strip() for m in value.split(",") if m.strip())
 
 
 def set_env(values: dict[str, str | None]) -> None:

@@ -22,6 +22,10 @@ ROOT = Path(__file__).resolve().parents[1]
 # would skip on a developer's machine. One rule for every such test.
 IN_CI = os.environ.get("CI") == "true"
 RAY = str(Path(sys.executable).with_name("ray"))
+# The tests' loops build no optimizer, so their warm workers import no torch._dynamo ahead of
+# their first trial (2 s of a CPU each, 12% of a small sweep's CPU on 2 cores);
+# test_warm_workers.py runs the default.
+os.environ.setdefault("RAYSWEEP_WARM_IMPORTS", "")
 
 
 def free_port() -> int:

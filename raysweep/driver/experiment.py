@@ -29,9 +29,9 @@ from raysweep.driver.result_log import ResultLog
 from raysweep.driver.trainable import make_trainable, runners
 from raysweep.driver.trial_ends import ReleaseHoldings
 from raysweep.driver.wandb_logging import WandbRuns
-from raysweep.env import BACKFILL
+from raysweep.env import BACKFILL, warm_imports
 from raysweep.errors import UserError
-from raysweep.placement import GIB, Capacity, concurrency_limit, never_placed
+from raysweep.placement import GIB, Capacity, concurrency_limit, never_placed, warm_workers
 from raysweep.private_api import restored_config
 from raysweep.runs.files import (
     SETTINGS_FILE,
@@ -126,7 +126,7 @@ def start(
         print("\n".join(planned.lines(capacity.total)))
 
     wandb_sweep_id = on_wandb.id if on_wandb else None
-    pool = _start_pool(spec, capacity)
+    pool = _start_pool(spec, capacity, trials_at_once(settings, limit))
     trial_runners = runners(spec, pooled=pool is not None)
     holdings = start_holdings()
     sweep = Sweep(
@@ -268,13 +268,18 @@ def _print_banner(
         )
 
 
-def _start_pool(spec: SweepSpec, capacity: Capacity) -> Any:
-    """The warm workers' pool, started now so that its workers import torch while Tune starts.
-    None for TorchTrainer runs, and for a program: sweep of 1-worker trials (each runs its script
-    from the Tune trial process)."""
+def _start_pool(spec: SweepSpec, capacity: Capacity, trials: int | None) -> Any:
+    """The warm workers' pool, started now so that its workers import torch while Tune starts
+    (as many as ``trials`` trials at once can use). None for TorchTrainer runs, and for a program:
+    sweep of 1-worker trials (each runs its script from the Tune trial process)."""
     if spec.ddp_workers == Runner.WARM and (max(spec.world_sizes) > 1 or not spec.runs_program):
-        return start_pool({node.id: capacity.hosts(node) for node in capacity.nodes})
+        return start_pool(warm_workers(capacity, spec.world_sizes, trials), warm_imports())
     return None
+
+
+def trials_at_once(settings: RunSettings, limit: int | None) -> int:
+    """The most trials this driver runs at once: its trials, and the concurrency limit."""
+    return min(x for x in (settings.segment_budget or settings.budget, limit) if x)
 
 
 def _restored_tuner(

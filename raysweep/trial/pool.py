@@ -24,6 +24,7 @@ its state is unknown.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable, Iterable
 from typing import Any, Generic, TypeVar
@@ -53,9 +54,9 @@ class Lending(Generic[W]):
         self.gpu: dict[W, str] = {}  # worker -> the one GPU it serves (workers that served one)
         self._ids = itertools.count()
 
-    def start(self, node_id: str, count: int) -> None:
-        """Start workers on ``node_id`` until it has ``count``."""
-        self.slots[node_id] = count
+    def start(self, node_id: str, count: int, hosts: int | None = None) -> None:
+        """Start workers on ``node_id`` until it has ``count``; it may have ``hosts`` (default ``count``)."""
+        self.slots[node_id] = count if hosts is None else hosts
         self.idle.setdefault(node_id, []).extend(self._new(node_id) for _ in range(count - self.have(node_id)))
 
     def have(self, node_id: str) -> int:
@@ -124,12 +125,13 @@ class Lending(Generic[W]):
 
 @ray.remote(num_cpus=0)
 class WorkerPool:
-    def __init__(self) -> None:
-        self._lending: Lending[Any] = Lending(_new_worker, _end)
+    def __init__(self, imports: tuple[str, ...] = ()) -> None:
+        self._lending: Lending[Any] = Lending(functools.partial(_new_worker, imports=imports), _end)
 
-    def start(self, node_id: str, count: int) -> None:
-        """Start workers on ``node_id`` until it has ``count`` (they import torch meanwhile)."""
-        self._lending.start(node_id, count)
+    def start(self, node_id: str, count: int, hosts: int | None = None) -> None:
+        """Start workers on ``node_id`` until it has ``count`` (they import torch meanwhile); it
+        hosts ``hosts`` (default ``count``), and more are started when trials need them."""
+        self._lending.start(node_id, count, hosts)
 
     def lend(self, ranks: list[tuple[str, str | None]], group: str | None) -> tuple[int, list[Any]]:
         """Workers for a trial's ranks (``Lending.lend``), none that died while idle."""
@@ -162,10 +164,10 @@ def _alive(workers: list[Any]) -> list[Any]:
     return [w for w, ref in zip(workers, pings, strict=True) if ref not in dead]
 
 
-def _new_worker(node_id: str) -> Any:
+def _new_worker(node_id: str, imports: tuple[str, ...]) -> Any:
     return DDPWorker.options(
         num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)
-    ).remote()
+    ).remote(imports)
 
 
 def _end(workers: list[Any]) -> None:
@@ -173,10 +175,11 @@ def _end(workers: list[Any]) -> None:
         ray.kill(worker)
 
 
-def start_pool(node_workers: dict[str, int]) -> Any:
-    """The sweep's pool, already starting ``node_workers[node]`` workers on every node."""
+def start_pool(node_workers: dict[str, tuple[int, int]], imports: tuple[str, ...]) -> Any:
+    """The sweep's pool, already starting ``node_workers[node][0]`` workers on every node, of the
+    ``node_workers[node][1]`` it hosts; each worker imports ``imports`` before its first trial."""
     here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
-    pool = WorkerPool.options(scheduling_strategy=here, max_restarts=-1).remote()  # on the driver's node
-    for node_id, count in node_workers.items():
-        pool.start.remote(node_id, count)
+    pool = WorkerPool.options(scheduling_strategy=here, max_restarts=-1).remote(imports)  # on the driver's node
+    for node_id, (count, hosts) in node_workers.items():
+        pool.start.remote(node_id, count, hosts)
     return pool

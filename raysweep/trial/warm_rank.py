@@ -115,6 +115,11 @@ class RankLink:
         return answer[0]
 
 
+def _import_all(modules: tuple[str, ...]) -> None:
+    for module in modules:
+        importlib.import_module(module)
+
+
 # run() holds one thread; next_message() and answer() need others. run() has a thread of its own,
 # the same for every trial: CUDA state that is per thread (a cuBLAS handle and its workspace, held
 # in the caching allocator) then exists once per worker, not once per thread that ran a trial.
@@ -127,12 +132,13 @@ class DDPWorker:
     pool lends it only to trials of that GPU.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, imports: tuple[str, ...] = ()) -> None:
         import torch  # noqa: F401  (the import is most of a cold worker's start-up)
 
-        # The first optimizer a loop builds imports torch._dynamo (seconds): import it now,
-        # while the worker waits for its first trial (a loop that needs it first waits for it).
-        threading.Thread(target=importlib.import_module, args=("torch._dynamo",), daemon=True).start()
+        # ``imports`` (env.WARM_IMPORTS; torch._dynamo by default, which the first optimizer a loop
+        # builds imports: seconds) are imported now, while the worker waits for its first trial
+        # (a loop that needs one first waits for it).
+        threading.Thread(target=_import_all, args=(imports,), daemon=True).start()
         self._outbox: queue.Queue = queue.Queue()  # RankMessages to the trial
         self._inbox: queue.Queue = queue.Queue()  # the trial's answers: go on or stop, or a shared value
         self._gpu: str | None = None  # the GPU this worker serves, from its first GPU trial on

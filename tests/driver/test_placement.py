@@ -20,6 +20,7 @@ from raysweep.placement import (
     shape,
     slots_for,
     trial_bundles,
+    warm_workers,
     workers_on,
 )
 
@@ -98,6 +99,15 @@ def test_concurrency_limit_only_caps_clusters_without_slots():
     assert concurrency_limit(cpu(2, 3, managed=False), 2, None) == 2  # one 2-worker trial per node
     assert concurrency_limit(cpu(2, 3, managed=False), 2, 1) == 1
     assert concurrency_limit(cpu(1, managed=False), 2, None) == 1  # never 0: the trial explains itself
+
+
+def test_warm_workers_start_only_what_the_sweeps_trials_use_at_once():
+    two_of_four = cpu(4, 4)
+    assert warm_workers(two_of_four, {1}, 1) == {"n0": (1, 4), "n1": (1, 4)}  # one 1-worker trial
+    assert warm_workers(two_of_four, {1, 2}, 3) == {"n0": (4, 4), "n1": (4, 4)}  # 3 trials of 2: capped at 4
+    assert warm_workers(two_of_four, {8}, 1) == {"n0": (4, 4), "n1": (4, 4)}  # whole nodes of 4
+    assert warm_workers(two_of_four, {2}, None) == {"n0": (4, 4), "n1": (4, 4)}  # no bound: every slot
+    assert warm_workers(two_of_four, {16}, 1) == {"n0": (0, 4), "n1": (0, 4)}  # never placed: none to start
 
 
 def test_each_rank_gets_its_gpu_in_ray_order_and_packed_ranks_share_one():

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import re
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import psutil
 import pytest
-from conftest import driver_script, processes, raysweep, start_sweep, wait_for_iterations, write_spec
+from conftest import ROOT, cli_env, driver_script, processes, raysweep, start_sweep, wait_for_iterations, write_spec
 
 from raysweep.runs.files import TRIALS_FILE, read_trials
 
@@ -123,6 +124,24 @@ def test_a_failing_rank_fails_its_trial_at_once_and_the_next_trial_gets_new_work
     assert ("on rank 1 of 2" if ddp_workers == "warm" else "Rank 1") in failed["error"]
     assert ok["status"] == "done" and ok["iterations"] == 2
     assert not set(pids(failed)) & set(pids(ok))  # the failed group was ended, not reused
+
+
+@pytest.mark.parametrize(("warm_imports", "imported"), [(None, "True"), ("", "False")])
+def test_warm_workers_import_torch_dynamo_before_their_first_trial_unless_told_not_to(
+    tmp_path, ray_cluster, warm_imports, imported
+):
+    """By default (the variable unset) each warm worker imports torch._dynamo, which a loop's first
+    optimizer imports, while it waits for its first trial; RAYSWEEP_WARM_IMPORTS= imports none."""
+    spec = sweep(tmp_path, "wi", base_config={"epochs": 1}, parameters={"num_gpus": {"value": 2}})
+    env = cli_env()
+    env.pop("RAYSWEEP_WARM_IMPORTS")
+    if warm_imports is not None:
+        env["RAYSWEEP_WARM_IMPORTS"] = warm_imports
+    cmd = [sys.executable, "-m", "raysweep", "run", str(spec), "--address", ray_cluster, "--wandb", "disabled"]
+    out = subprocess.run(cmd + ["--storage", str(tmp_path / "runs")], capture_output=True, text=True, env=env, cwd=ROOT)
+    assert out.returncode == 0, out.stderr + out.stdout
+    (row,) = read_trials(tmp_path / "runs" / "wi" / TRIALS_FILE)
+    assert [(Path(row["trial_dir"]) / f"dynamo.rank{r}").read_text() for r in range(2)] == [imported] * 2
 
 
 def test_trials_of_every_size_borrow_the_same_warm_workers(tmp_path, ray_cluster):
