@@ -40,7 +40,7 @@ test: $(BIN)/raysweep /usr/bin/chromium $(ORACLE)/bin/python
 	$(MAKE) lint
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
-# The Ray versions README says raysweep is tested on: a venv per version (.venv-ray<V>, torch
+# The Ray versions docs/clusters.md says raysweep is tested on: a venv per version (.venv-ray<V>, torch
 # pinned first, then that Ray and raysweep's other dependencies), and a quick subset of the
 # suite on each: the private names (private_api), pure decisions, what each rank's process sees of
 # its fake GPU, real sweeps through restore, W&B, Optuna, warm workers and TorchTrainer, a trial
@@ -85,7 +85,7 @@ lint: $(BIN)/raysweep
 bench: $(BIN)/raysweep
 	$(BIN)/python -m bench $(BENCH_ARGS)
 
-# Every wheel raysweep needs but torch, for a node without internet (README, "Installing offline"):
+# Every wheel raysweep needs but torch, for a node without internet (docs/clusters.md, "Installing offline"):
 # the versions this venv runs, for PYTHON_VERSION on the PLATFORM tags, and raysweep's own wheel. On the node: pip install --no-index --find-links wheelhouse 'raysweep[dev]'
 PYTHON_VERSION ?= $(shell $(PY) -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 PLATFORM ?= manylinux_2_28_x86_64 manylinux_2_17_x86_64 manylinux2014_x86_64

@@ -2,7 +2,7 @@
 
 It runs the GPU tests (tests/gpu/test_gpu.py, which fail rather than skip where a GPU is listed but
 torch cannot use it), then ``bench.gpu``, and writes one JSON file: the device's name, each
-test's outcome, and every figure of the bench. Run it whenever a GPU is at hand (README).
+test's outcome, and every figure of the bench. Run it whenever a GPU is at hand (docs/benchmarks.md).
 
     python -m bench.gpu_check [--out gpu-check.json] [--quick]
 """

@@ -202,7 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_validate(sub: Any) -> None:
     p = sub.add_parser("validate", help="check a sweep file and summarise it")
     p.add_argument("spec", help="sweep YAML file")
-    p.add_argument("--json", action="store_true", help="print one JSON object (schema in the README)")
+    p.add_argument("--json", action="store_true", help="print one JSON object (schema: docs/sweep-file.md)")
     p.add_argument(
         "--sample",
         type=int,
@@ -317,7 +317,7 @@ def _add_readers(sub: Any) -> None:
     p.add_argument("--storage", default="raysweep_runs")
     p.add_argument("--top", type=int, metavar="K", help="only the K best trials")
     fmt = p.add_mutually_exclusive_group()
-    fmt.add_argument("--json", action="store_true", help="one JSON object (schema in the README)")
+    fmt.add_argument("--json", action="store_true", help="one JSON object (schema: docs/run-dir.md)")
     fmt.add_argument("--csv", action="store_true", help="CSV, one row per trial")
     p.set_defaults(func=_show)
 

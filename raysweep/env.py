@@ -1,5 +1,5 @@
 """raysweep's switches and the variables it sets for Ray, Tune, torch and W&B, in one table
-(README's "Environment variables" lists the same; a test holds the two together), and the one
+(docs/environment.md lists the same; a test holds the two together), and the one
 helper that sets and unsets them for a while (a warm worker runs other trials after this one).
 What a ``program:`` script gets as under torchrun and ``wandb agent`` is set in ``trial/program.py``."""
 

@@ -130,7 +130,7 @@ def ensure_ray_token() -> None:
 
 def screenshot_path(tmp_path: Path, name: str) -> Path:
     """Where a browser test saves its screenshot: ``docs/`` with RAYSWEEP_DOCS_SCREENSHOTS=1
-    (to refresh the README's pictures), else the test's tmp dir, so a test run leaves the tree clean."""
+    (to refresh the guides' pictures), else the test's tmp dir, so a test run leaves the tree clean."""
     return ROOT / "docs" / name if os.environ.get("RAYSWEEP_DOCS_SCREENSHOTS") == "1" else tmp_path / name
 
 

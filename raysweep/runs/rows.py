@@ -1,7 +1,7 @@
 """A trial's row of ``trials.jsonl``, typed (``TrialRow``), and the journal it is read from.
 
 Every reader and writer in raysweep goes through ``TrialRow``; its JSON form is the file's,
-unchanged: the world size is ``num_workers`` there (README's run dir), a key whose value is
+unchanged: the world size is ``num_workers`` there (docs/run-dir.md), a key whose value is
 unknown is left out, and ``metric_logged`` is written only when False.
 """
 

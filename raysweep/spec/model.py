@@ -240,7 +240,7 @@ class SweepSpec:
     max_initial_failures: int = 5  # the sweep stops when its first this many trials all fail (W&B's agent: 5)
     report_timeout_s: float | None = None
     process_group_timeout_s: float = 1800.0  # torch.distributed's own default: set-up and collectives
-    # from holding its resources to every worker started (trial/start_bound.py; README says why 300)
+    # from holding its resources to every worker started (trial/start_bound.py; docs/sweep-file.md says why 300)
     worker_start_timeout_s: float = WORKER_START_TIMEOUT_S
     reuse_actors: bool = True  # trials of one size run one after another in one Tune actor process
     ddp_workers: str = Runner.WARM  # 2+ workers: warm DDP workers kept across trials, or a TorchTrainer run per trial

@@ -9,7 +9,7 @@ from raysweep.spec.model import SweepSpec
 
 
 def summary_json(spec: SweepSpec, count: int | None = None) -> dict[str, Any]:
-    """The public ``validate --json`` schema (documented in the README)."""
+    """The public ``validate --json`` schema (documented in docs/sweep-file.md)."""
     sched = spec.scheduler
     return {
         "method": spec.method,

@@ -177,7 +177,7 @@ def test_searched_num_gpus_sizes_each_trial_and_averages_over_ranks(tmp_path, ra
 
 
 def test_infeasible_num_gpus(tmp_path, ray_cluster):
-    """README guarantee: "A trial that can never be placed fails at once with a sentence naming what
+    """Guarantee: "A trial that can never be placed fails at once with a sentence naming what
     bounds a node and the sizes that fit; a sweep none of whose trials fits is refused before it
     starts; a pending trial that the nodes left after a node died cannot hold fails at once. Nothing
     waits forever for room that cannot come, unless the cluster's autoscaler may add it." (Nodes that
@@ -221,7 +221,7 @@ def test_unknown_train_loop_is_a_user_error(tmp_path, ray_cluster):
 
 
 def test_driver_killed_mid_sweep_then_resume_completes_the_budget(tmp_path, ray_cluster):
-    """README guarantee: "Finished and failed trials are never re-run (failed ones only with `resume
+    """Guarantee: "Finished and failed trials are never re-run (failed ones only with `resume
     --retry-failed`): `resume` (after a killed or interrupted driver) reads the run dir and runs
     only what is unfinished, each trial listed once; unfinished trials continue from their last
     checkpoint, and their W&B runs continue under the same run id rather than starting a second run.
@@ -339,7 +339,7 @@ def test_each_wandb_run_says_whether_its_trial_is_on_the_front_and_one_beaten_la
 
 
 def test_a_metric_the_loop_never_reports_fails_with_the_names_it_did_report(tmp_path, ray_cluster):
-    """README guarantee: "A metric a train loop never reports fails the trial at the first report,
+    """Guarantee: "A metric a train loop never reports fails the trial at the first report,
     naming the keys it did report. A W&B-style function or a `program:` script that never logs it ends
     its trial as done, as under `wandb agent`, with one warning per sweep naming the keys it logged."
     (The function and the script: test_agent_move.py, test_program.py.)
@@ -377,7 +377,7 @@ def test_resume_keeps_failed_trials_failed_unless_asked_to_retry(tmp_path, ray_c
 
 
 def test_a_sweep_whose_first_trials_all_fail_stops_like_wandbs_agent(tmp_path, ray_cluster):
-    """README guarantee: "A sweep whose first `raysweep.max_initial_failures` trials (default 5) all
+    """Guarantee: "A sweep whose first `raysweep.max_initial_failures` trials (default 5) all
     fail stops there (exit 1, the first error printed) instead of spending its whole budget."
     """
     spec = sweep(
@@ -446,7 +446,7 @@ def test_validate_sample_previews_the_configurations_run_tries(tmp_path, ray_clu
 
 def test_run_count_a_private_run_dir_show_csv_and_a_failed_trials_wandb_exit_code(tmp_path, ray_cluster):
     """`run --count N` (README's run flags) runs N trials of a larger grid; the run dir is
-    user-only (README, Security); `show --csv` lists the trials; a failed trial's W&B run ends
+    user-only (docs/clusters.md, Security); `show --csv` lists the trials; a failed trial's W&B run ends
     with exit code 1, a finished one's with 0. One sweep for all four."""
     spec = sweep(
         tmp_path,

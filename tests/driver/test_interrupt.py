@@ -65,7 +65,7 @@ def _ranks_end(cluster: str, marker: str) -> None:
 def test_ctrl_c_sigterm_a_killed_driver_and_two_ctrl_cs_each_resume_without_losing_an_epoch(
     tmp_path, ray_cluster, ddp_workers
 ):
-    """README guarantee: "One Ctrl-C or SIGTERM stops the sweep with its state saved (exit 130, every
+    """Guarantee: "One Ctrl-C or SIGTERM stops the sweep with its state saved (exit 130, every
     unfinished trial, running or never started, listed as pending, no `program:` script left running); a
     second exits at once. That holds
     from the command's first second: a Ctrl-C inside `ray.init` used to crash the interpreter's exit

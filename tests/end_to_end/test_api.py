@@ -57,7 +57,9 @@ def test_a_wandb_style_function_of_main_runs_on_two_ranks_reaches_asha_and_logs_
         seen = [json.loads((trial_dir / f"config.rank{r}.json").read_text()) for r in (0, 1)]
         assert seen == [{"lr": row["config"]["lr"], "epochs": 3, "num_gpus": 2, "world_size": 2}] * 2
         runs = [run_contents(f) for f in trial_dir.glob("wandb/offline-run-*/*.wandb")]
-        assert all(r["run"].get("sweep_id", "") == "" for r in runs)  # no sweep id W&B did not create (README)
+        assert all(
+            r["run"].get("sweep_id", "") == "" for r in runs
+        )  # no sweep id W&B did not create (docs/report-and-wandb.md)
         if ddp_workers == "torchtrainer" and row["status"] == "stopped":
             continue  # its workers were ended before wandb-core wrote the run's records
         (trial_run,) = [r for r in runs if r["run"].get("id") == row["trial_id"]]  # rank 0's run is the trial's
@@ -119,7 +121,7 @@ def test_ctrl_c_in_a_script_raises_keyboard_interrupt_and_resume_with_the_functi
 
 @pytest.mark.ray
 def test_three_sweeps_in_one_process_show_each_trials_line_once(tmp_path, ray_cluster):
-    """README guarantee: "A trial's output line reaches the console once, however many sweeps the
+    """Guarantee: "A trial's output line reaches the console once, however many sweeps the
     process has run (a script or notebook that runs several sweeps)."
 
     Ray keeps every output handler added in a process: the third sweep's lines were shown three times."""
@@ -163,7 +165,7 @@ def test_bad_options_raise_a_user_error_before_anything_starts(tmp_path, kwargs,
 
 
 def test_the_shipped_example_is_a_valid_wandb_style_sweep():
-    """examples/wandb_quickstart.py (README) stays runnable: its main is W&B's style and its dict validates."""
+    """examples/wandb_quickstart.py (docs/python-api.md) stays runnable: its main is W&B's style and its dict validates."""
     import importlib.util
 
     from raysweep.api import function_style

@@ -160,7 +160,7 @@ def _run_upserts(server: FakeWandb) -> dict[str, set]:
 def test_an_online_sweep_is_a_locally_controlled_wandb_sweep_that_every_run_joins_paused_by_ctrl_c_and_resumed(
     tmp_path, ray_cluster, wandb_server
 ):
-    """README guarantee: "Online, every trial's W&B run joins the one W&B sweep that `run` created and
+    """Guarantee: "Online, every trial's W&B run joins the one W&B sweep that `run` created and
     `resume` reuses; no run is ever given a sweep id that W&B did not return." (Each rank of a
     ``program:`` trial, and a sweep W&B refused, are the next tests.)"""
     spec = _spec(tmp_path, "on", base_config={"epochs": 3, "sleep": 1.0})

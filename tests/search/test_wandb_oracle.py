@@ -3,7 +3,7 @@
 Each test asks the engine (tests/support/wandb_oracle.py, in .venv-wandb) and raysweep the same
 question: does the file validate, which grid points in which order, which values and Python
 types a parameter takes, which runs hyperband stops. Where raysweep differs on purpose, the
-difference is listed in README ("Differences from W&B") and ``DIFFERENCES`` below encodes it.
+difference is listed in docs/differences-from-wandb.md and ``DIFFERENCES`` below encodes it.
 """
 
 from __future__ import annotations
@@ -181,7 +181,7 @@ VERDICTS = [
 @pytest.mark.parametrize("doc", VERDICTS, ids=[json.dumps(d)[:60] for d in VERDICTS])
 def test_verdict_agrees_with_wandb(wandb_oracle, doc):
     """By default raysweep runs what W&B's service runs (its engine, not validating); with
-    --strict it refuses what W&B's local controller refuses. Where not, README says why."""
+    --strict it refuses what W&B's local controller refuses. Where not, docs/differences-from-wandb.md says why."""
     for op, strict in (("cloud", False), ("verdict", True)):
         theirs = wandb_verdict(wandb_oracle, op, doc)
         ok, problems = ours_accepts(doc, strict)
@@ -412,7 +412,7 @@ def test_hyperband_never_stops_a_run_for_its_length():
 def test_sweep_files_run_as_under_wandb(wandb_oracle, path):
     """Each file, as W&B's CLI reads it (PyYAML), against W&B's engine: the same verdict under
     W&B's service (raysweep's default) and its local controller (--strict), or a difference
-    README lists; where both run a grid, the same first 300 points and what the script gets."""
+    docs/differences-from-wandb.md lists; where both run a grid, the same first 300 points and what the script gets."""
     as_wandb_reads = yaml.safe_load(path.read_text())
     wandb_part = json.loads(json.dumps({k: v for k, v in as_wandb_reads.items() if k != "raysweep"}, default=str))
     ours_doc = read_yaml(path)
@@ -442,7 +442,7 @@ def test_every_real_file_is_read():
         assert len([p for p in FILES if p.parent == shared]) == len(list(shared.glob("*.y*ml"))) >= 40
 
 
-# --- the documented differences (README: "Differences from W&B") ----------------------------------
+# --- the documented differences (docs/differences-from-wandb.md) ----------------------------------
 
 
 def _strings_as_numbers(node: object) -> bool:
@@ -479,7 +479,7 @@ def _no_band(doc: dict) -> bool:
     return not wandb_bands(None, early.get("max_iter"), early.get("s"), early.get("eta", 3))
 
 
-# Each difference README lists: the phrase that begins its bullet, and, for a difference in which
+# Each difference docs/differences-from-wandb.md lists: the phrase that begins its bullet, and, for a difference in which
 # files raysweep runs or refuses, a test of whether a file (as W&B reads it, as raysweep reads it)
 # shows it, and the verdicts it gives under W&B's service ("cloud", raysweep's default) or its
 # local controller ("strict").
@@ -558,7 +558,7 @@ BEHAVIOUR_TESTS = {
 
 
 def differences_in(raw: dict, doc: dict, strict: bool) -> list[str]:
-    """The README differences a file shows under this verdict (``strict``: the local controller's)."""
+    """The documented differences a file shows under this verdict (``strict``: the local controller's)."""
     mode = "strict" if strict else "cloud"
     return [name for name, (_, shows, modes) in DIFFERENCES.items() if shows and mode in modes and shows(raw, doc)]
 
@@ -615,20 +615,23 @@ def test_documented_differences(tmp_path, wandb_oracle, name):
             ok = False
         assert ok == ours_ok
         theirs = wandb_verdict(wandb_oracle, "cloud" if mode == "cloud" else "verdict", raw)
-        assert theirs["ok"] != ours_ok, f"no longer a difference under W&B's {mode} verdict: take it off README's list"
+        assert theirs["ok"] != ours_ok, (
+            f"no longer a difference under W&B's {mode} verdict: take it off docs/differences-from-wandb.md"
+        )
         assert shows(raw, read_yaml(path))
 
 
-def test_every_readme_difference_has_a_test_and_every_test_a_bullet():
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("## Differences from W&B", 1)[1].split("\n## ", 1)[0]
+def test_every_documented_difference_has_a_test_and_every_test_a_bullet():
+    section = (ROOT / "docs" / "differences-from-wandb.md").read_text().split("\n## ", 1)[0]
     bullets = [b.strip() for b in section.split("\n- ")[1:]]
     for name, (phrase, _, _) in DIFFERENCES.items():
-        assert sum(b.startswith(phrase) for b in bullets) == 1, f"{name}: no README bullet begins {phrase!r}"
+        assert sum(b.startswith(phrase) for b in bullets) == 1, (
+            f"{name}: no bullet of docs/differences-from-wandb.md begins {phrase!r}"
+        )
         assert name in EXAMPLES or name in BEHAVIOUR_TESTS, name
     for bullet in bullets:
         assert any(bullet.startswith(phrase) for phrase, _, _ in DIFFERENCES.values()), (
-            f"README bullet with no test: {bullet[:60]!r}"
+            f"a bullet of docs/differences-from-wandb.md with no test: {bullet[:60]!r}"
         )
     tests = "".join(path.read_text() for path in (ROOT / "tests").rglob("test_*.py"))
     for test in BEHAVIOUR_TESTS.values():

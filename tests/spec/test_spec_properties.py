@@ -199,7 +199,7 @@ def test_a_spec_valid_by_construction_is_accepted(doc):
 )
 @given(st.one_of(specs, valid_specs))
 def test_the_validate_command_never_shows_a_traceback(tmp_path, capsys, doc):
-    """README: "A spec is validated in full before any cluster starts; every problem is listed at once,
+    """Guarantee: "A spec is validated in full before any cluster starts; every problem is listed at once,
     and `validate` never shows a traceback (property-tested over generated specs)." The command itself,
     as the CLI runs it (in this process, for speed): exit 0 or 2, one paragraph, no traceback."""
     from raysweep.cli import main

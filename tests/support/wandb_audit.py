@@ -1,7 +1,7 @@
 """Audit sweep files against W&B's engine: ``python tests/support/wandb_audit.py DIR...``.
 
 For every ``*.yaml``/``*.yml`` under the dirs: W&B's verdicts (its service's and its local
-controller's) beside raysweep's (default and --strict), the README difference that explains any
+controller's) beside raysweep's (default and --strict), the documented difference (docs/differences-from-wandb.md) that explains any
 disagreement, and for grid files whether the points (names, values, types, order) and what the
 script receives agree.
 Prints one line per file and a count; exits 1 on any disagreement. The oracle is the one the
@@ -48,7 +48,7 @@ def audit(path: Path, oracle: WandbOracle) -> tuple[bool, str]:
                     False,
                     f"{op}: W&B {theirs['ok']} ({'; '.join(theirs['errors'])}), raysweep {ok} ({'; '.join(problems)})",
                 )
-            said.append(f"{op}: differs as README says ({', '.join(found)})")
+            said.append(f"{op}: differs as docs/differences-from-wandb.md says ({', '.join(found)})")
         else:
             said.append(f"{op}: both {'run' if ok else 'refuse'}")
     if ours_accepts(ours_doc)[0] and ours_doc.get("method") == "grid":

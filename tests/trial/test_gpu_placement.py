@@ -114,7 +114,7 @@ def gpu_seen(record: dict) -> str:
 
 @pytest.mark.parametrize("runner", ["warm", "torchtrainer"])
 def test_concurrent_trials_get_disjoint_gpus_and_rank_r_the_rth(tmp_path, fake_gpus, runner):
-    """Each rank's process can see its GPU, at the index it uses, on every Ray version README names."""
+    """Each rank's process can see its GPU, at the index it uses, on every Ray version docs/clusters.md names."""
     cluster = fake_gpus(gpus=4, cpus=4)
     spec, barrier = probe_sweep(tmp_path, "g", barrier=2, num_gpus=2, ddp_workers=runner)
     out = run(spec, cluster)
@@ -282,7 +282,7 @@ def test_two_embedded_sweeps_on_disjoint_gpus_run_side_by_side_and_ctrl_c_stops_
 
 
 def test_a_rank_that_cannot_use_its_gpu_fails_its_trial_with_a_sentence_in_show(tmp_path):
-    """README guarantee (the rest in test_warm_workers.py): a rank whose device cannot be set "fails its
+    """Guarantee (docs/guarantees.md; the rest in test_warm_workers.py): a rank whose device cannot be set "fails its
     trial with a sentence instead of leaving it waiting: on a machine with GPUs, one that cannot use
     the GPU Ray gave it says so, naming the GPU and `CUDA_VISIBLE_DEVICES`, before its loop starts".
 

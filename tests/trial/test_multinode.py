@@ -221,7 +221,7 @@ def assert_two_ranks_per_node(seen: list[dict], world: int = 4) -> None:
 
 @pytest.mark.parametrize("ddp_workers", ["warm", "torchtrainer"])
 def test_a_four_worker_trial_spans_two_nodes_of_two(tmp_path, two_nodes, ddp_workers):
-    """README guarantee: "A trial larger than one node runs on whole nodes, the same ranks on each,
+    """Guarantee: "A trial larger than one node runs on whole nodes, the same ranks on each,
     under every runner; a node that dies under it ends its ranks on every node." Warm ranks see their
     own GPU, a TorchTrainer's their node's (scripts, functions and a node's death: below)."""
     address, _ = two_nodes
@@ -245,7 +245,7 @@ def test_a_four_worker_trial_spans_two_nodes_of_two(tmp_path, two_nodes, ddp_wor
 def test_a_driver_killed_under_a_two_node_trial_ends_its_ranks_and_resume_goes_on_from_the_checkpoint(
     tmp_path, two_nodes, ddp_workers, marker
 ):
-    """README guarantee: "A driver killed (SIGKILL) while a trial runs on several nodes leaves none
+    """Guarantee: "A driver killed (SIGKILL) while a trial runs on several nodes leaves none
     of its ranks running and no placement group held, under every runner; `resume` goes on from the
     trial's checkpoint."
 

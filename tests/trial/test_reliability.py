@@ -47,7 +47,7 @@ def results(run_dir: Path, trial_id: str) -> list[dict]:
 
 @both_paths
 def test_a_killed_train_worker_restarts_from_its_checkpoint(tmp_path, ray_cluster, ddp_workers):
-    """README guarantee: "A DDP worker that dies mid-trial (killed, OOM) ends the trial's worker group,
+    """Guarantee: "A DDP worker that dies mid-trial (killed, OOM) ends the trial's worker group,
     and the trial restarts on new workers from its last checkpoint when `max_failures` allows:
     epochs continue with no gap and no repeat."
     """
@@ -77,7 +77,7 @@ def test_a_killed_train_worker_restarts_from_its_checkpoint(tmp_path, ray_cluste
 
 
 def test_a_raising_loop_is_retried_up_to_max_failures_and_the_sweep_goes_on(tmp_path, ray_cluster):
-    """README guarantee: "A loop that raises fails its trial with the error in `show`; it is retried up
+    """Guarantee: "A loop that raises fails its trial with the error in `show`; it is retried up
     to `max_failures` times from its last checkpoint; the other trials go on. If every trial fails,
     `run` exits 1 and prints the first error."
     """
@@ -102,7 +102,7 @@ def test_a_raising_loop_is_retried_up_to_max_failures_and_the_sweep_goes_on(tmp_
 
 
 def test_a_nan_metric_fails_the_trial_and_optuna_records_it_failed(tmp_path, ray_cluster):
-    """README guarantee: "A metric that is NaN or inf fails its trial with a sentence (`'score' is nan
+    """Guarantee: "A metric that is NaN or inf fails its trial with a sentence (`'score' is nan
     (the trial diverged)`); Optuna records the trial as failed and never sees the value; ASHA never
     ranks it."
     """
@@ -204,7 +204,7 @@ def test_a_one_worker_torchtrainer_trial_runs_in_its_own_process_through_every_f
 
 @both_paths
 def test_watchdog_ends_a_rank_stuck_in_a_collective(tmp_path, ray_cluster, ddp_workers):
-    """README guarantee: "With `report_timeout_s`, a rank that sends no report for that long (a loop
+    """Guarantee: "With `report_timeout_s`, a rank that sends no report for that long (a loop
     that hangs, a rank stuck in a collective because another rank stopped) ends its trial as failed;
     the error names the rank and the number of reports each rank made. The rank's process is ended
     (a thread stuck inside gloo or NCCL cannot be interrupted), so Ray frees its slot;
@@ -237,7 +237,7 @@ def test_watchdog_ends_a_rank_stuck_in_a_collective(tmp_path, ray_cluster, ddp_w
 
 @both_paths
 def test_ranks_that_report_different_numbers_of_times_fail_with_an_explanation(tmp_path, ray_cluster, ddp_workers):
-    """README guarantee: "Ranks that report a different number of times (one rank's loop returns while
+    """Guarantee: "Ranks that report a different number of times (one rank's loop returns while
     the others report again) fail the trial at once, naming the ranks and the report count (under
     `torchtrainer`, when `report_timeout_s` is set: the ranks' records then tell the cause)."
     """
@@ -257,7 +257,7 @@ def test_ranks_that_report_different_numbers_of_times_fail_with_an_explanation(t
 
 
 def test_two_hundred_trials_all_recorded_with_flat_driver_memory(tmp_path, ray_cluster):
-    """README guarantee: "A 200-trial sweep at the cluster's concurrency records all 200 trials with
+    """Guarantee: "A 200-trial sweep at the cluster's concurrency records all 200 trials with
     the driver's memory flat (figures in the test's output)."
     """
     spec = sweep(

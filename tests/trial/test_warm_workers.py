@@ -193,7 +193,7 @@ def test_workers_of_a_trial_process_that_died_are_ended_not_lent_again(tmp_path,
 
 
 def test_a_rank_whose_device_cannot_be_set_fails_its_trial_instead_of_hanging(ray_cluster):
-    """README guarantee: "A rank whose device cannot be set fails its trial with a sentence instead of
+    """Guarantee: "A rank whose device cannot be set fails its trial with a sentence instead of
     leaving it waiting: on a machine with GPUs, one that cannot use the GPU Ray gave it says so,
     naming the GPU and `CUDA_VISIBLE_DEVICES`, before its loop starts; a warm worker serves one GPU
     for its life. A warm worker that died while idle is never lent."
@@ -353,7 +353,7 @@ def test_a_warm_worker_that_does_not_answer_fails_its_trial_within_the_bound(tmp
 def test_a_trial_whose_cpus_another_job_holds_is_queued_on_warm_workers_and_fails_in_the_bound_on_torchtrainer(
     tmp_path, ray_cluster, ddp_workers
 ):
-    """README guarantee: "A trial whose workers have not all started within
+    """Guarantee: "A trial whose workers have not all started within
     `raysweep.worker_start_timeout_s` (default 300 s) of it holding its resources fails with a
     sentence naming what it waited for: the workers, their node(s), the placement group's state,
     the resources the cluster has free. `max_failures` applies as to any failure. A trial waiting
