@@ -131,14 +131,14 @@ def _plain_trial(config: dict[str, Any], trials: list, loop: str, storage: str) 
 def ray_defaults() -> Iterator[None]:
     """(b) and (d) run as a user writes them, with Ray's defaults: the Ray they start must not
     inherit what a raysweep sweep earlier in this process set (its Train poll interval)."""
-    from raysweep.ray_env import TRAIN_POLL_ENV
+    from raysweep.env import TRAIN_POLL
 
-    saved = os.environ.pop(TRAIN_POLL_ENV, None)
+    saved = os.environ.pop(TRAIN_POLL, None)
     try:
         yield
     finally:
         if saved is not None:
-            os.environ[TRAIN_POLL_ENV] = saved
+            os.environ[TRAIN_POLL] = saved
 
 
 def _tune_run(

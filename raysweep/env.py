@@ -1,7 +1,7 @@
-"""raysweep's switches and the variables it sets for Ray, Tune, torch and W&B, in one table
-(docs/environment.md lists the same; a test holds the two together), and the one
-helper that sets and unsets them for a while (a warm worker runs other trials after this one).
-What a ``program:`` script gets as under torchrun and ``wandb agent`` is set in ``trial/program.py``."""
+"""Every environment variable raysweep reads or sets, in one table (docs/environment.md is made
+from it: ``markdown_table``; a test holds the two together and fails when a module names a
+variable the table lacks), and the one helper that sets and unsets them for a while (a warm
+worker runs other trials after this one)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Variable:
     name: str
-    use: str  # "read": a user's (or a test's) switch; "set": raysweep sets it for Ray, torch or a script
+    use: str  # "read": a user's (or a test's) switch; "set": raysweep sets it for Ray, torch or W&B; "script": a program: script gets it
     what: str
 
 
@@ -28,6 +28,17 @@ WARM_IMPORTS = "RAYSWEEP_WARM_IMPORTS"
 # what raysweep tells a program: script it starts
 METRICS_FILE = "RAYSWEEP_METRICS_FILE"
 METRIC = "RAYSWEEP_METRIC"
+# Ray's, Tune's, torch's and W&B's that raysweep reads or sets
+RAY_ADDRESS = "RAY_ADDRESS"
+RAY_AUTH_MODE = "RAY_AUTH_MODE"
+CUDA_VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
+PENDING_TRIALS = "TUNE_MAX_PENDING_TRIALS_PG"
+TRAIN_POLL = "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S"
+PYTHONPATH = "PYTHONPATH"
+WANDB_API_KEY = "WANDB_API_KEY"
+WANDB_DIR = "WANDB_DIR"
+WANDB_SILENT = "WANDB_SILENT"
+LOCAL_RANK = "LOCAL_RANK"
 
 VARIABLES = (
     Variable(FAKE_GPUS, "read", "an embedded Ray advertises N GPUs that do not exist (GPU placement tested on CPUs)"),
@@ -42,21 +53,28 @@ VARIABLES = (
         "modules a warm worker imports before its first trial, comma-separated (default torch._dynamo; empty: none)",
     ),
     Variable(BIN, "read", "the virtualenv a `raysweep slurm` batch script runs (default: the one that wrote it)"),
-    Variable("RAY_ADDRESS", "read", "the Ray cluster to join when --address is not given (`ray job submit` sets it)"),
+    Variable(RAY_ADDRESS, "read", "the Ray cluster to join when --address is not given (`ray job submit` sets it)"),
     Variable(
-        "WANDB_DIR", "read", "where W&B-style functions and scripts write their runs (default: the working directory)"
+        RAY_AUTH_MODE, "read", "token: what `--address` needs to join a cluster with token authentication (clusters.md)"
     ),
-    Variable("WANDB_API_KEY", "read", "with a key, W&B is online unless told otherwise"),
-    Variable(METRICS_FILE, "set", "a program: script's reports go to this file, which its trial reads live"),
-    Variable(METRIC, "set", "the sweep's metric.name, in a program: script"),
-    Variable("CUDA_VISIBLE_DEVICES", "set", "a rank's GPUs (a warm worker: its one GPU; --gpus: the embedded Ray's)"),
+    Variable(
+        WANDB_DIR,
+        "read",
+        "where W&B-style functions and scripts write their runs (default, and what a script gets: the working directory)",
+    ),
+    Variable(WANDB_API_KEY, "read", "with a key, W&B is online unless told otherwise"),
+    Variable("WANDB_PROJECT", "read", "kept as it was around creating a W&B sweep, which sets it"),
+    Variable("WANDB_ENTITY", "read", "kept as it was around creating a W&B sweep, which sets it"),
+    Variable(METRICS_FILE, "script", "a program: script's reports go to this file, which its trial reads live"),
+    Variable(METRIC, "script", "the sweep's metric.name, in a program: script"),
+    Variable(CUDA_VISIBLE_DEVICES, "set", "a rank's GPUs (a warm worker: its one GPU; --gpus: the embedded Ray's)"),
     Variable("GLOO_SOCKET_IFNAME", "set", "raysweep.resources.network_interface, on every rank and script"),
     Variable("NCCL_SOCKET_IFNAME", "set", "raysweep.resources.network_interface, on every rank and script"),
-    Variable("WANDB_SILENT", "set", "the driver's own W&B runs print nothing (unless set)"),
+    Variable(WANDB_SILENT, "set", "the driver's own W&B runs print nothing (unless set)"),
     Variable("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "set", "no CSV and TensorBoard copies of results"),
     Variable("TUNE_DISABLE_STRICT_METRIC_CHECKING", "set", "a W&B-style trial that never logged the metric ends done"),
     Variable(
-        "TUNE_MAX_PENDING_TRIALS_PG",
+        PENDING_TRIALS,
         "set",
         "1 for sweeps whose trials span nodes or with a budget; the admission's queue under backfill",
     ),
@@ -65,8 +83,33 @@ VARIABLES = (
     ),
     Variable("RAY_AIR_NEW_OUTPUT", "set", "0: Tune's console tables off, the monitor prints instead (unless set)"),
     Variable("RAY_TRAIN_V2_ENABLED", "set", "1: Ray Train V2 (unless set)"),
-    Variable("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "set", "0.1 s: Ray Train polls its workers often (unless set)"),
+    Variable(TRAIN_POLL, "set", "0.1 s: Ray Train polls its workers often (unless set)"),
+    Variable(PYTHONPATH, "set", "every Ray worker's, with the driver's working directory first (where loops live)"),
+    # what a program: script gets, as under torchrun and wandb agent (docs/train-loops.md)
+    Variable("RANK", "script", "the script's rank, as torchrun sets it"),
+    Variable(LOCAL_RANK, "script", "its rank on its node (also read by `raysweep.ddp` outside a trial)"),
+    Variable("WORLD_SIZE", "script", "the trial's ranks"),
+    Variable("LOCAL_WORLD_SIZE", "script", "the trial's ranks on this node"),
+    Variable("GROUP_RANK", "script", "this node's index among the trial's nodes"),
+    Variable("NODE_RANK", "script", "the same, as multi-node launchers name it"),
+    Variable("GROUP_WORLD_SIZE", "script", "the trial's nodes"),
+    Variable("MASTER_ADDR", "script", "rank 0's address, for init_process_group"),
+    Variable("MASTER_PORT", "script", "a free port of rank 0's node, for init_process_group"),
+    Variable("PYTHONUNBUFFERED", "script", "1: the script's lines reach the console as printed"),
+    Variable("WANDB_SWEEP_PARAM_PATH", "script", "the file of the trial's values, which wandb.init reads"),
+    Variable("WANDB_SWEEP_ID", "script", "the W&B sweep the run joins (only a sweep W&B created)"),
+    Variable("WANDB_RUN_ID", "script", "rank 0's run is the trial's: its id"),
+    Variable("WANDB_RUN_GROUP", "script", "the sweep's group: every rank's run joins it"),
+    Variable("WANDB_RESUME", "script", "allow: a restarted trial continues its W&B run"),
+    Variable("WANDB_MODE", "script", "offline, online or disabled, as the sweep runs"),
 )
+
+
+def markdown_table() -> str:
+    """docs/environment.md's table: one row per variable, in the table's order."""
+    rows = ["| variable | read or set | what |", "|---|---|---|"]
+    rows += [f"| `{v.name}` | {v.use} | {v.what} |" for v in VARIABLES]
+    return "\n".join(rows)
 
 
 def warm_imports() -> tuple[str, ...]:

@@ -4,7 +4,7 @@ nothing is set on import."""
 
 import os
 
-TRAIN_POLL_ENV = "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S"
+from raysweep.env import PENDING_TRIALS, TRAIN_POLL
 
 # In the driver and every worker; a value already in the driver's environment wins.
 DEFAULTS = {
@@ -15,7 +15,7 @@ DEFAULTS = {
     # each report and its end wait for a poll: most of a short 2-worker trial's time
     # (bench/startup_probe.py; docs/benchmarks.md). A poll is one small actor call per worker.
     # Ray Train passes it on from the trial's process to its controller.
-    TRAIN_POLL_ENV: "0.1",
+    TRAIN_POLL: "0.1",
     # A stopped trial's thread ends at its report; a reused actor waits this long for it (Tune: 2 s).
     "TUNE_FUNCTION_THREAD_TIMEOUT_S": "30",
 }
@@ -41,8 +41,7 @@ def apply() -> dict[str, str]:
     return {key: os.environ[key] for key in DEFAULTS}
 
 
-PENDING_TRIALS_ENV = "TUNE_MAX_PENDING_TRIALS_PG"
-_USERS_PENDING_TRIALS = os.environ.get(PENDING_TRIALS_ENV)  # read before raysweep sets it: the user's choice stands
+_USERS_PENDING_TRIALS = os.environ.get(PENDING_TRIALS)  # read before raysweep sets it: the user's choice stands
 
 
 def pending_trials(limit: int | None) -> None:
@@ -53,6 +52,6 @@ def pending_trials(limit: int | None) -> None:
     if _USERS_PENDING_TRIALS is not None:
         return
     if limit is None:
-        os.environ.pop(PENDING_TRIALS_ENV, None)
+        os.environ.pop(PENDING_TRIALS, None)
     else:
-        os.environ[PENDING_TRIALS_ENV] = str(limit)
+        os.environ[PENDING_TRIALS] = str(limit)

@@ -15,7 +15,7 @@ import ray
 from ray.exceptions import AuthenticationError
 
 from raysweep import ray_env
-from raysweep.env import FAKE_GPUS
+from raysweep.env import CUDA_VISIBLE_DEVICES, FAKE_GPUS, PYTHONPATH, RAY_ADDRESS, RAY_AUTH_MODE
 from raysweep.errors import UserError
 from raysweep.placement import SLOT, Capacity, nodes_from
 from raysweep.private_api import local_gpu_count
@@ -56,17 +56,12 @@ def cuda_visible_devices(gpus: tuple[int, ...], inherited: str | None) -> str:
     return ",".join(visible[g] if visible else str(g) for g in gpus)
 
 
-# Set to N, an embedded Ray advertises N GPUs that do not exist; Ray hands them out and sets
-# CUDA_VISIBLE_DEVICES all the same, so --gpus and placement are tested on a CPU machine.
-FAKE_GPUS_ENV = FAKE_GPUS
-
-
 def machine_gpus() -> int:
     """The GPUs an embedded Ray started here will have (``CUDA_VISIBLE_DEVICES`` applied)."""
-    fake = os.environ.get(FAKE_GPUS_ENV)
+    fake = os.environ.get(FAKE_GPUS)  # N: an embedded Ray advertises N GPUs that do not exist
     if not fake:
         return local_gpu_count()
-    return int(fake) if devices.ENV not in os.environ else min(int(fake), len(devices.visible()))
+    return int(fake) if CUDA_VISIBLE_DEVICES not in os.environ else min(int(fake), len(devices.visible()))
 
 
 def select_gpus(text: str) -> tuple[int, ...]:
@@ -84,7 +79,7 @@ def _connect(
         return ray.init(address=address, runtime_env={"env_vars": env}, **common)
     except (ConnectionError, ValueError, RuntimeError, AuthenticationError) as e:
         hint = ""
-        if address != "auto" and os.environ.get("RAY_AUTH_MODE") is None:
+        if address != "auto" and os.environ.get(RAY_AUTH_MODE) is None:
             hint = (
                 "\nIf the cluster uses token authentication (Ray's default for clusters started "
                 "with `ray start`), set RAY_AUTH_MODE=token; the token is read from "
@@ -107,7 +102,7 @@ def _start_embedded(
             raise UserError(f"--gpus {gpus} selects GPUs, but the spec sets resources.use_gpu: false")
         selected = select_gpus(gpus)
         # The embedded raylet inherits this and hands out only these devices.
-        os.environ["CUDA_VISIBLE_DEVICES"] = cuda_visible_devices(selected, os.environ.get("CUDA_VISIBLE_DEVICES"))
+        os.environ[CUDA_VISIBLE_DEVICES] = cuda_visible_devices(selected, os.environ.get(CUDA_VISIBLE_DEVICES))
         n_gpus = len(selected)
     else:
         n_gpus = machine_gpus() if use_gpu is not False else 0
@@ -149,8 +144,8 @@ def start_or_connect(
         dashboard_host: where the embedded Ray's dashboard listens (default loopback only).
     """
     env = {
-        "PYTHONPATH": os.pathsep.join(
-            dict.fromkeys([os.getcwd(), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))])
+        PYTHONPATH: os.pathsep.join(
+            dict.fromkeys([os.getcwd(), *filter(None, os.environ.get(PYTHONPATH, "").split(os.pathsep))])
         ),
         **ray_env.apply(),  # Ray's and Tune's settings, here and in every worker
     }
@@ -159,7 +154,7 @@ def start_or_connect(
         "logging_level": logging.WARNING,
         "configure_logging": True,
     }
-    address = address or os.environ.get("RAY_ADDRESS") or None  # set for `ray job submit` entrypoints
+    address = address or os.environ.get(RAY_ADDRESS) or None  # set for `ray job submit` entrypoints
     if address:
         context = _connect(address, gpus, dashboard_host, env, common)
     else:

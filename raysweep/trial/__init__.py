@@ -19,12 +19,13 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from raysweep.trial.backends import METRICS_FILE_ENV, Backend, LocalBackend, ProgramBackend, TrialContext
+from raysweep.env import METRICS_FILE
+from raysweep.trial.backends import Backend, LocalBackend, ProgramBackend, TrialContext
 from raysweep.trial.metrics import MetricError, check_metric
 
 __all__ = ["MetricError", "TrialContext", "backend", "get_checkpoint", "get_context", "report", "run_local"]
 
-_current: Backend = ProgramBackend() if os.environ.get(METRICS_FILE_ENV) else LocalBackend()
+_current: Backend = ProgramBackend() if os.environ.get(METRICS_FILE) else LocalBackend()
 
 
 def use(backend_: Backend) -> None:

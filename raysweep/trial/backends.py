@@ -28,8 +28,7 @@ if TYPE_CHECKING:  # torch is heavy: imported only where a device is needed
     from raysweep.placement import RankPlace
     from raysweep.trial.warm_rank import RankLink
 
-from raysweep.env import METRIC as METRIC_ENV
-from raysweep.env import METRICS_FILE as METRICS_FILE_ENV
+from raysweep.env import LOCAL_RANK, METRIC, METRICS_FILE
 
 
 @dataclass(frozen=True)
@@ -216,16 +215,16 @@ class ProgramBackend(Backend):
     name = "program"
 
     def __init__(self) -> None:
-        path = os.environ[METRICS_FILE_ENV]
+        path = os.environ[METRICS_FILE]
         super().__init__(
-            os.path.dirname(os.path.dirname(path)), os.environ.get(METRIC_ENV) or None
+            os.path.dirname(os.path.dirname(path)), os.environ.get(METRIC) or None
         )  # <trial>/metrics/<file>
         self.path = path
 
     def context(self) -> TrialContext:
         import torch
 
-        local_rank = int(os.environ.get("LOCAL_RANK", 0))  # the torchrun variables raysweep set for this worker
+        local_rank = int(os.environ.get(LOCAL_RANK, 0))  # the torchrun variables raysweep set for this worker
         device = torch.device(f"cuda:{local_rank}" if torch.cuda.is_available() else "cpu")
         return TrialContext(
             int(os.environ.get("RANK", 0)), local_rank, int(os.environ.get("WORLD_SIZE", 1)), device, self.trial_dir

@@ -13,17 +13,12 @@ import glob
 import os
 from typing import Any
 
-from raysweep.env import GPU_DEVICE_FILES
-
-ENV = "CUDA_VISIBLE_DEVICES"
-# Where NVIDIA's device files are (a glob): a test points it at files of its own, so the check
-# below runs on a CPU machine with fake GPUs as it does on a GPU node whose torch has no CUDA.
-DEVICE_FILES_ENV = GPU_DEVICE_FILES
+from raysweep.env import CUDA_VISIBLE_DEVICES, GPU_DEVICE_FILES
 
 
 def visible() -> list[str]:
     """This process's ``CUDA_VISIBLE_DEVICES`` entries ([] when unset or empty)."""
-    return [d.strip() for d in os.environ.get(ENV, "").split(",") if d.strip()]
+    return [d.strip() for d in os.environ.get(CUDA_VISIBLE_DEVICES, "").split(",") if d.strip()]
 
 
 def pin(gpu: str, pinned: str | None) -> str:
@@ -37,7 +32,7 @@ def pin(gpu: str, pinned: str | None) -> str:
         raise RuntimeError(
             f"this warm worker serves GPU {pinned!r} and cannot take GPU {gpu!r} (one CUDA context each)"
         )
-    os.environ[ENV] = gpu
+    os.environ[CUDA_VISIBLE_DEVICES] = gpu
     return "cuda:0"
 
 
@@ -52,7 +47,9 @@ def assigned(gpu_ids: list[Any]) -> str:
 
 def machine_has_gpus() -> bool:
     """NVIDIA's device files exist: GPUs Ray advertises here are real (else a fake-GPU cluster)."""
-    return bool(glob.glob(os.environ.get(DEVICE_FILES_ENV, "/dev/nvidia[0-9]*")))
+    return bool(
+        glob.glob(os.environ.get(GPU_DEVICE_FILES, "/dev/nvidia[0-9]*"))
+    )  # a test points it at files of its own
 
 
 def check_usable(device: str) -> None:
@@ -70,6 +67,6 @@ def check_usable(device: str) -> None:
         return
     raise RuntimeError(
         f"this rank was given GPU {gpu!r} as {device}, but CUDA here sees {count} device(s) "
-        f"({ENV}={os.environ.get(ENV)!r}, torch {torch.__version__}"
+        f"({CUDA_VISIBLE_DEVICES}={os.environ.get(CUDA_VISIBLE_DEVICES)!r}, torch {torch.__version__}"
         f"{'' if torch.backends.cuda.is_built() else ', a build without CUDA'}): the rank cannot use its GPU"
     )

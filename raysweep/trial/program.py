@@ -30,8 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from raysweep import private_api
-from raysweep.env import METRIC as METRIC_ENV
-from raysweep.env import METRICS_FILE as METRICS_FILE_ENV
+from raysweep.env import METRIC, METRICS_FILE
 from raysweep.placement import RankPlace
 from raysweep.trial.console import ended as console_ended
 from raysweep.trial.console import forward, rank_logs
@@ -113,8 +112,8 @@ def script_env(
             "MASTER_PORT": str(master[1]),
             "PYTHONPATH": pythonpath,
             "PYTHONUNBUFFERED": "1",
-            METRICS_FILE_ENV: str(metrics_file(trial_dir, job.attempt, rank)),
-            METRIC_ENV: job.metric or "",
+            METRICS_FILE: str(metrics_file(trial_dir, job.attempt, rank)),
+            METRIC: job.metric or "",
         }
         | job.network_env()
     )
