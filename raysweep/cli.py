@@ -62,15 +62,10 @@ def _with_epoch_seconds(args: argparse.Namespace) -> list[str]:
 
 def _plan(spec: Any, args: argparse.Namespace) -> int:
     """``validate --plan``: what the sweep will cost, before anything runs."""
-    from raysweep.driver.settings import check_budget
+    from raysweep.driver.settings import check_budget, trials_to_run
     from raysweep.search.plan import cheapest_trial_hours, plan
 
-    trials = spec.trial_budget(args.count)
-    if trials is None:
-        raise UserError(
-            f"{spec.method} search needs a trial budget for a plan: set run_cap in the spec or pass --count N"
-        )
-    trials = spec.capped(trials)
+    trials = trials_to_run(spec, args.count, " for a plan")
     check_budget(args.budget_gpu_hours)
     planned = plan(spec, trials, spec.budget.epoch_seconds, spec.resources.use_gpu is not False)
     if args.json:

@@ -23,13 +23,10 @@ from ray.tune.stopper import Stopper
 
 from raysweep.driver.estimates import Estimates
 from raysweep.runs.rows import TrialRow
+from raysweep.search.plan import cost_unit
 from raysweep.words import TrialStatus
 
 HOUR = 3600.0
-
-
-def unit(use_gpu: bool) -> str:
-    return "GPU-hours" if use_gpu else "worker-hours"
 
 
 class Ledger:
@@ -39,7 +36,7 @@ class Ledger:
     def __init__(self, estimates: Estimates, limit_hours: float, use_gpu: bool):
         self.estimates, self.monitor = estimates, estimates.monitor
         self.limit_s = limit_hours * HOUR
-        self.unit = unit(use_gpu)
+        self.unit = cost_unit(use_gpu)
         self.exhausted = False  # a trial that cannot fit even alone is waiting: the budget is spent for it
 
     def spent_s(self) -> float:

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from raysweep.errors import UserError
-from raysweep.spec.model import WANDB_MODES
+from raysweep.spec.model import WANDB_MODES, SweepSpec
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,17 @@ class RunRequest:
         check_budget(self.budget_gpu_hours)
         if self.wandb is not None and self.wandb not in WANDB_MODES:
             raise UserError(f"wandb must be one of {', '.join(WANDB_MODES)}, got {self.wandb!r}")
+
+
+def trials_to_run(spec: SweepSpec, count: int | None, purpose: str = "") -> int:
+    """The trials ``spec`` runs with ``--count`` ``count`` (None: its own), at most its run_cap;
+    a search that never ends by itself needs one or the other (``purpose``: what it is for)."""
+    trials = spec.trial_budget(count)
+    if trials is None:
+        raise UserError(
+            f"{spec.method} search needs a trial budget{purpose}: set run_cap in the spec or pass --count N"
+        )
+    return spec.capped(trials)
 
 
 def check_budget(hours: float | None) -> None:

@@ -26,7 +26,7 @@ from ray import tune
 from raysweep import hints, wandb_sweep
 from raysweep.driver import experiment, interrupt, outcome
 from raysweep.driver.agents import driver_lock, plan_join
-from raysweep.driver.settings import RunRequest, check_budget
+from raysweep.driver.settings import RunRequest, check_budget, trials_to_run
 from raysweep.errors import UserError
 from raysweep.runs.files import (
     OPTUNA_JOURNAL,
@@ -183,10 +183,7 @@ def run_sweep(spec: SweepSpec, request: RunRequest, function: Callable | None = 
     seed_drawn = spec.seed is None
     if seed_drawn:  # kept in spec.json: resume draws on from it
         spec = replace(spec, seed=draw_seed())
-    budget = spec.trial_budget(request.count)
-    if budget is None:
-        raise UserError(f"{spec.method} search needs a trial budget: set run_cap in the spec or pass --count N")
-    budget = spec.capped(budget)
+    budget = trials_to_run(spec, request.count)
     name = _sweep_name(spec, request.name)
     storage = request.storage
     if (Path(storage).resolve() / name / SPEC_FILE).exists():

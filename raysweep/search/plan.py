@@ -159,10 +159,15 @@ class _Trial:
         self.config, self.evaluated_params = self.config or {}, self.evaluated_params or {}
 
 
+def cost_unit(use_gpu: bool) -> str:
+    """What a sweep's cost is counted in: GPU-hours, or worker-hours on CPUs."""
+    return "GPU-hours" if use_gpu else "worker-hours"
+
+
 def plan(spec: SweepSpec, trials: int, epoch_seconds: float | None, use_gpu: bool = True) -> Plan:
     sizes = size_shares(spec, trials)
     most = max_reports(spec)
-    unit = "GPU-hours" if use_gpu else "worker-hours"
+    unit = cost_unit(use_gpu)
     if most is None:
         return Plan(trials, sizes, None, None, [], None, epoch_seconds, None, unit)
     per_trial, rungs = early_stopping(spec, trials, most)

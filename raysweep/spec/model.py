@@ -58,6 +58,7 @@ USE_GPU = ("auto", True, False)
 # to its first report, docs/benchmarks.md), so a slow start is not failed; a runtime env built on
 # each new node may need more.
 WORKER_START_TIMEOUT_S = 300.0
+PROCESS_GROUP_TIMEOUT_S = 1800.0  # torch.distributed's own default: set-up and collectives
 SIZE = "num_gpus"  # the parameter (or raysweep key) that sizes a trial's DDP world
 
 
@@ -239,7 +240,7 @@ class SweepSpec:
     max_failures: int = 0
     max_initial_failures: int = 5  # the sweep stops when its first this many trials all fail (W&B's agent: 5)
     report_timeout_s: float | None = None
-    process_group_timeout_s: float = 1800.0  # torch.distributed's own default: set-up and collectives
+    process_group_timeout_s: float = PROCESS_GROUP_TIMEOUT_S
     # from holding its resources to every worker started (trial/start_bound.py; docs/sweep-file.md says why 300)
     worker_start_timeout_s: float = WORKER_START_TIMEOUT_S
     reuse_actors: bool = True  # trials of one size run one after another in one Tune actor process

@@ -34,6 +34,7 @@ from raysweep.spec.engine import check_rules, is_engine_block, parse_engine, par
 from raysweep.spec.model import (
     DDP_WORKERS,
     METHODS,
+    PROCESS_GROUP_TIMEOUT_S,
     SAMPLERS,
     SCHEDULER_KINDS,
     SCHEDULERS,
@@ -294,7 +295,7 @@ def _parse_settings(doc: dict, own: dict, problems: list[str]) -> dict[str, Any]
         "max_initial_failures": optional("max_initial_failures", int_at_least, 0),
         "seed": optional("seed", int_at_least, 0),
         "report_timeout_s": optional("report_timeout_s", positive),
-        "process_group_timeout_s": optional("process_group_timeout_s", positive) or 1800.0,
+        "process_group_timeout_s": optional("process_group_timeout_s", positive) or PROCESS_GROUP_TIMEOUT_S,
         "worker_start_timeout_s": optional("worker_start_timeout_s", positive) or WORKER_START_TIMEOUT_S,
         "reuse_actors": optional("reuse_actors", boolean) is not False,
         "ddp_workers": optional("ddp_workers", choice, DDP_WORKERS) or Runner.WARM,

@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # torch is heavy: imported only where a device is needed
     from raysweep.trial.warm_rank import RankLink
 
 from raysweep.env import LOCAL_RANK, METRIC, METRICS_FILE
+from raysweep.trial.wandb_log import item
 
 
 @dataclass(frozen=True)
@@ -247,8 +248,7 @@ def plain_numbers(metrics: Mapping[str, Any]) -> dict[str, Any]:
     """JSON-safe metrics: NumPy and 0-d torch scalars become Python numbers, NaN stays NaN."""
     out = {}
     for key, value in metrics.items():
-        if hasattr(value, "item") and getattr(value, "ndim", 0) == 0:
-            value = value.item()
+        value = item(value)
         if isinstance(value, (bool, int, float, str)) or value is None:
             out[key] = value
     return out

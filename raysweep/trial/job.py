@@ -15,7 +15,7 @@ from typing import Any
 
 from raysweep.placement import Capacity, Shape
 from raysweep.spec import SweepSpec
-from raysweep.spec.model import WORKER_START_TIMEOUT_S
+from raysweep.spec.model import PROCESS_GROUP_TIMEOUT_S, WORKER_START_TIMEOUT_S
 from raysweep.words import Runner
 
 
@@ -79,7 +79,7 @@ class TrialJob:
     report_timeout_s: float | None
     capacity: Capacity
     max_failures: int
-    group_timeout_s: float = 1800.0  # the process group's: set-up and every collective
+    group_timeout_s: float = PROCESS_GROUP_TIMEOUT_S  # the process group's: set-up and every collective
     start_timeout_s: float = (
         WORKER_START_TIMEOUT_S  # from holding its resources to every worker started (start_bound.py)
     )

@@ -3,16 +3,23 @@ plain numbers of each dict, and the reports they make. Standard library only:
 ``program_hook/sitecustomize.py`` loads this file by path."""
 
 
+def item(value):
+    """``value`` as a plain Python value: a 0-d tensor or array becomes its number (``.item()``,
+    which raises for one that has none)."""
+    if hasattr(value, "item") and getattr(value, "ndim", 0) == 0:
+        return value.item()
+    return value
+
+
 def numbers(data):
     """Numbers and 0-d tensors/arrays; images, tables, histograms and booleans are skipped.
     NaN stays NaN: the trial fails on it with a sentence."""
     out = {}
     for key, value in data.items():
-        if hasattr(value, "item") and getattr(value, "ndim", 0) == 0:
-            try:
-                value = value.item()
-            except (TypeError, ValueError, RuntimeError):
-                continue
+        try:
+            value = item(value)
+        except (TypeError, ValueError, RuntimeError):
+            continue
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             continue
         out[str(key)] = value
