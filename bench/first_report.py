@@ -62,7 +62,7 @@ def main() -> int:
 
     import raysweep.driver.experiment as experiment
     import raysweep.driver.sweep as sweep_module
-    from raysweep.driver.settings import RunRequest
+    from raysweep.driver.request import RunRequest
     from raysweep.spec import parse_spec
 
     stamps["raysweep imported"] = time.time()

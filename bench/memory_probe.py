@@ -42,7 +42,7 @@ def main() -> None:
     p.add_argument("--trial-s", type=float, default=0.2)
     p.add_argument("--every", type=float, default=15.0)
     args = p.parse_args()
-    from raysweep.driver.settings import RunRequest
+    from raysweep.driver.request import RunRequest
     from raysweep.driver.sweep import run_sweep
 
     doc = scale.scale_spec(args.trials)

@@ -48,7 +48,7 @@ def peaks_by_tenth(timeline: list[tuple[float, float]], start: float, end: float
 
 
 def sweep(n: int) -> dict[str, Any]:
-    from raysweep.driver.settings import RunRequest
+    from raysweep.driver.request import RunRequest
     from raysweep.driver.sweep import run_sweep
 
     workdir = Path(tempfile.mkdtemp(prefix="raysweep_bench_scale_"))

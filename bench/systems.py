@@ -67,7 +67,7 @@ def _finish(
 
 def run_raysweep(spec_doc: dict[str, Any], loop: str, max_concurrent: int | None = None) -> dict[str, Any]:
     """raysweep's own engine on the spec (grid, its scheduler), W&B off."""
-    from raysweep.driver.settings import RunRequest
+    from raysweep.driver.request import RunRequest
     from raysweep.driver.sweep import run_sweep
 
     workdir = Path(tempfile.mkdtemp(prefix="raysweep_bench_a_"))

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from raysweep import hints
-from raysweep.driver.settings import RunRequest
+from raysweep.driver.request import RunRequest
 from raysweep.errors import SpecError, UserError
 from raysweep.runs.files import read_spec
 from raysweep.runs.results import SweepResult, load

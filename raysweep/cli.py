@@ -62,7 +62,7 @@ def _with_epoch_seconds(args: argparse.Namespace) -> list[str]:
 
 def _plan(spec: Any, args: argparse.Namespace) -> int:
     """``validate --plan``: what the sweep will cost, before anything runs."""
-    from raysweep.driver.settings import check_budget, trials_to_run
+    from raysweep.driver.request import check_budget, trials_to_run
     from raysweep.search.plan import cheapest_trial_hours, plan
 
     trials = trials_to_run(spec, args.count, " for a plan")
@@ -89,7 +89,7 @@ def _run(args: argparse.Namespace) -> int:
     from dataclasses import fields
 
     from raysweep.api import start
-    from raysweep.driver.settings import RunRequest
+    from raysweep.driver.request import RunRequest
 
     args.set = _with_epoch_seconds(args)
     flags = {f.name: getattr(args, f.name) for f in fields(RunRequest) if hasattr(args, f.name)}

@@ -115,8 +115,8 @@ def test_every_environment_variable_raysweep_uses_is_in_its_table_and_the_guide(
 
 
 def test_importing_raysweep_changes_no_environment_variable():
-    """Issue 45: ``ray_env`` set Ray's variables as its import's side effect, so which process had
-    them hung on what it had imported. The driver sets them when it starts Ray (``ray_env.apply``)."""
+    """Issue 45: ``ray_settings`` set Ray's variables as its import's side effect, so which process had
+    them hung on what it had imported. The driver sets them when it starts Ray (``ray_settings.apply``)."""
     import subprocess
     import sys
 

@@ -14,7 +14,7 @@ from typing import Any
 import ray
 from ray.exceptions import AuthenticationError
 
-from raysweep import ray_env
+from raysweep import ray_settings
 from raysweep.env import CUDA_VISIBLE_DEVICES, FAKE_GPUS, PYTHONPATH, RAY_ADDRESS, RAY_AUTH_MODE
 from raysweep.errors import UserError
 from raysweep.placement import SLOT, Capacity, nodes_from
@@ -147,10 +147,10 @@ def start_or_connect(
         PYTHONPATH: os.pathsep.join(
             dict.fromkeys([os.getcwd(), *filter(None, os.environ.get(PYTHONPATH, "").split(os.pathsep))])
         ),
-        **ray_env.apply(),  # Ray's and Tune's settings, here and in every worker
+        **ray_settings.apply(),  # Ray's and Tune's settings, here and in every worker
     }
     common: dict[str, Any] = {
-        "log_to_driver": True,  # only trials' own lines reach the terminal (driver/console.py)
+        "log_to_driver": True,  # only trials' own lines reach the terminal (driver/trial_output.py)
         "logging_level": logging.WARNING,
         "configure_logging": True,
     }

@@ -16,18 +16,18 @@ from ray import tune
 from ray.tune.search import Searcher, SearchGenerator
 from ray.tune.stopper import CombinedStopper
 
-from raysweep import ray_env, wandb_sweep
+from raysweep import ray_settings, wandb_sweep
 from raysweep.driver import interrupt
 from raysweep.driver.admission import Admission, Board, mixes_sizes
 from raysweep.driver.admitted_search import AdmittedSearch
 from raysweep.driver.budget import BudgetStopper, Ledger
 from raysweep.driver.cluster import start_or_connect
-from raysweep.driver.console import TrialOutput, show_trial_output
 from raysweep.driver.estimates import Estimates
 from raysweep.driver.monitor import SweepMonitor
 from raysweep.driver.result_log import ResultLog
 from raysweep.driver.trainable import make_trainable, runners
 from raysweep.driver.trial_ends import ReleaseHoldings
+from raysweep.driver.trial_output import TrialOutput, show_trial_output
 from raysweep.driver.wandb_logging import WandbRuns
 from raysweep.env import BACKFILL, warm_imports
 from raysweep.errors import UserError
@@ -37,7 +37,7 @@ from raysweep.runs.files import (
     SETTINGS_FILE,
     write_json,
 )
-from raysweep.runs.settings import RunSettings
+from raysweep.runs.run_settings import RunSettings
 from raysweep.search.plan import Plan, cheapest_trial_hours, plan
 from raysweep.search.schedulers import build_scheduler
 from raysweep.search.searchers import build_search
@@ -151,7 +151,7 @@ def start(
         ledger = Ledger(estimates, settings.budget_gpu_hours, capacity.use_gpu)
         monitor.ledger = ledger
     admission = _admission(spec, capacity, estimates, holdings, board)
-    ray_env.pending_trials(_pending_trials(spec, capacity, ledger, admission))
+    ray_settings.pending_trials(_pending_trials(spec, capacity, ledger, admission))
     stoppers = _stoppers(spec, monitor, ledger)
     callbacks = [interrupt.TuneListens(signals), monitor, ResultLog()] + _callbacks(spec, settings, restore, on_wandb)
     callbacks.append(ReleaseHoldings(holdings))
@@ -185,7 +185,7 @@ def _admission(
 def _pending_trials(
     spec: SweepSpec, capacity: Capacity, ledger: Ledger | None, admission: Admission | None
 ) -> int | None:
-    """How many trials Tune keeps pending (``ray_env.pending_trials``; None: Tune's own rule).
+    """How many trials Tune keeps pending (``ray_settings.pending_trials``; None: Tune's own rule).
 
     * A budget admits trials one at a time, as they fit: 1.
     * The admission holds every waiting trial but those it chose (PAUSED, not pending): its queue.

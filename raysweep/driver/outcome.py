@@ -15,7 +15,7 @@ from raysweep.runs.files import (
     write_json,
 )
 from raysweep.runs.rows import TrialRow
-from raysweep.runs.settings import RunSettings
+from raysweep.runs.run_settings import RunSettings
 from raysweep.spec import SweepSpec
 from raysweep.values import short_config
 from raysweep.words import TrialStatus

@@ -26,7 +26,7 @@ from ray import tune
 from raysweep import hints, wandb_sweep
 from raysweep.driver import experiment, interrupt, outcome
 from raysweep.driver.agents import driver_lock, plan_join
-from raysweep.driver.settings import RunRequest, check_budget, trials_to_run
+from raysweep.driver.request import RunRequest, check_budget, trials_to_run
 from raysweep.errors import UserError
 from raysweep.runs.files import (
     OPTUNA_JOURNAL,
@@ -37,7 +37,7 @@ from raysweep.runs.files import (
     write_json,
 )
 from raysweep.runs.rows import read_rows
-from raysweep.runs.settings import RunSettings, check_format, read_settings
+from raysweep.runs.run_settings import RunSettings, check_format, read_settings
 from raysweep.runs.show import resolve_run_dir
 from raysweep.search.custom import AX_REFUSED, sample_sizes, user_function
 from raysweep.spec import SweepSpec

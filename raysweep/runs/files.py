@@ -21,7 +21,7 @@ from raysweep.spec import SweepSpec
 # change of those (or of the files' meaning) takes the next number. Run dirs without one are 0.
 RUN_DIR_FORMAT = 1
 SPEC_FILE = "spec.json"  # the resolved spec (SweepSpec.to_json)
-SETTINGS_FILE = "run.json"  # how the sweep was started (runs/settings.py: RunSettings)
+SETTINGS_FILE = "run.json"  # how the sweep was started (runs/run_settings.py: RunSettings)
 # Not *.json (nor the W&B sweep's file): Tune copies a run dir's top-level .json files into its
 # staging dir on restore and syncs them back later, which would overwrite them with stale copies.
 TRIALS_FILE = "trials.jsonl"

@@ -18,7 +18,7 @@ from raysweep import wandb_sweep
 from raysweep.errors import UserError
 from raysweep.runs.files import read_spec
 from raysweep.runs.rows import read_rows
-from raysweep.runs.settings import read_settings
+from raysweep.runs.run_settings import read_settings
 
 
 def offline_runs(run_dir: Path) -> dict[str, list[Path]]:

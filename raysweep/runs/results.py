@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from raysweep.runs.files import TUNE_KEYS, read_results
 from raysweep.runs.rows import read_rows
-from raysweep.runs.settings import read_settings
+from raysweep.runs.run_settings import read_settings
 from raysweep.runs.show import load_results, resolve_run_dir
 
 if TYPE_CHECKING:

@@ -12,7 +12,7 @@ from raysweep.errors import UserError
 from raysweep.runs.files import SPEC_FILE, read_spec
 from raysweep.runs.pareto import front, objective_values
 from raysweep.runs.rows import LATE_GRACE, read_rows
-from raysweep.runs.settings import read_settings
+from raysweep.runs.run_settings import read_settings
 from raysweep.values import finite_number, short
 
 

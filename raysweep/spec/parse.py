@@ -52,7 +52,7 @@ from raysweep.spec.model import (
     world_sizes,
 )
 from raysweep.spec.param import Param
-from raysweep.spec.parameters import check_paths, check_program_names, check_size_param, parse_parameters
+from raysweep.spec.parameters_block import check_paths, check_program_names, check_size_param, parse_parameters
 from raysweep.spec.reading import MAX_VALUES, apply_set, read_yaml
 from raysweep.spec.wandb_keys import (
     RAYSWEEP_KEYS,

@@ -32,10 +32,10 @@ from typing import Any
 from raysweep import private_api
 from raysweep.env import METRIC, METRICS_FILE
 from raysweep.placement import RankPlace
-from raysweep.trial.console import ended as console_ended
-from raysweep.trial.console import forward, rank_logs
 from raysweep.trial.job import TrialJob, WandbSetup
 from raysweep.trial.metrics import check_metric
+from raysweep.trial.output_marks import ended as console_ended
+from raysweep.trial.output_marks import forward, rank_logs
 from raysweep.trial.wandb_log import LoggedReports
 from raysweep.values import plain
 

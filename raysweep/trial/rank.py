@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from raysweep import trial
 from raysweep.placement import RankPlace
-from raysweep.trial import console, devices, wandb_function, watchdog
+from raysweep.trial import devices, output_marks, wandb_function, watchdog
 from raysweep.trial.backends import Backend, TrainBackend, TuneBackend, WarmBackend
 from raysweep.trial.job import TrialJob
 from raysweep.trial.ports import free_port
@@ -66,7 +66,7 @@ def run(
         if job.capacity.use_gpu:  # a rank that cannot use its GPU fails with a sentence, before the loop
             devices.check_usable(str(backend.context().device))
         loop = job.function if job.function is not None else import_loop(job.train_loop)
-        with console.shown(job.trial_id, job.trial_dir, rank):  # rank 0's prints on the user's console
+        with output_marks.shown(job.trial_id, job.trial_dir, rank):  # rank 0's prints on the user's console
             if job.wandb_function is not None:
                 wandb_function.call(loop, job, rank)
             else:

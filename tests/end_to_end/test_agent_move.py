@@ -112,8 +112,8 @@ def test_the_functions_prints_reach_the_console_with_the_trial_id(tmp_path, ray_
 
 def test_quiet_keeps_trial_output_off_the_console_and_in_driver_log(capsys, caplog):
     """``--quiet``: the driver's handler of streamed worker output shows nothing, logs every trial line."""
-    from raysweep.driver.console import TrialOutput
-    from raysweep.trial.console import END, marked
+    from raysweep.driver.trial_output import TrialOutput
+    from raysweep.trial.output_marks import END, marked
 
     batch = {"lines": [marked("t1", "hello"), "a Ray worker's own line", marked("t1", END)], "is_err": False}
     loud, quiet = TrialOutput(quiet=False), TrialOutput(quiet=True)

@@ -93,7 +93,7 @@ def test_resume_refuses_a_run_dir_of_another_format_in_one_sentence_and_show_sti
     """Tune pickled the searcher, scheduler and callbacks under the module paths of the raysweep
     that wrote the run dir: one whose format differs is refused before anything starts."""
     from raysweep.runs.files import RUN_DIR_FORMAT, SETTINGS_FILE
-    from raysweep.runs.settings import RunSettings
+    from raysweep.runs.run_settings import RunSettings
 
     run_dir = write_run_dir(tmp_path, trials=2, epochs=2)
     saved = RunSettings(name=run_dir.name, budget=2, wandb="disabled").to_json()

@@ -71,7 +71,7 @@ def test_every_run_of_every_rank_names_the_wandb_sweep_and_no_other(
     from raysweep.driver.experiment import _callbacks
     from raysweep.driver.trainable import runners
     from raysweep.placement import Capacity, Node
-    from raysweep.runs.settings import RunSettings
+    from raysweep.runs.run_settings import RunSettings
     from raysweep.spec import parse_spec
     from raysweep.trial.job import Sweep
     from raysweep.trial.job_builder import build_job

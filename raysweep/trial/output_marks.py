@@ -2,7 +2,7 @@
 
 Rank 0's lines (a train loop's or function's ``print``, a script's stdout and stderr) go to its
 process's own stream with ``MARK`` and the trial's id in front; Ray streams every worker's output
-to the driver, and the driver's ``driver/console.py`` shows just those lines, prefixed with the
+to the driver, and the driver's ``driver/trial_output.py`` shows just those lines, prefixed with the
 trial's id (``--quiet`` keeps them off; driver.log keeps them either way). Every rank's lines also
 go to ``stdout.rank<R>.log`` / ``stderr.rank<R>.log`` in the trial dir, as a script's do.
 """

@@ -1,4 +1,4 @@
-"""The driver's side of a trial's output (``trial/console.py``): the marked lines Ray streams from
+"""The driver's side of a trial's output (``trial/output_marks.py``): the marked lines Ray streams from
 the workers, shown on the console with the trial's id in front and kept in driver.log; every other
 line a worker prints stays in Ray's log files, as before."""
 
@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 from raysweep.private_api import stop_worker_output, stream_worker_output
-from raysweep.trial.console import END, unmark
+from raysweep.trial.output_marks import END, unmark
 
 log = logging.getLogger("raysweep.trials")
 
