@@ -1,4 +1,4 @@
-"""``raysweep validate | run | slurm | show | resume | report``: the command line.
+"""``raysweep validate | run | slurm | show | resume | report | publish``: the command line.
 
 User mistakes (``UserError``) become one paragraph on stderr and exit code 2; no traceback.
 Ray and torch are imported only by the commands that need them, so ``validate`` is quick.

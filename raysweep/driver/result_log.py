@@ -1,6 +1,6 @@
 """Each trial's ``result.json``: one JSON line per report, kept whole across restarts and resumes.
 
-Tune's own JSON logger is off (``sweep.py``); this one is built on Tune's public
+Tune's own JSON logger is off (``ray_settings.py``); this one is built on Tune's public
 ``LoggerCallback`` and differs where a sweep needs it to (see ``ResultLog``).
 """
 

@@ -1,8 +1,9 @@
 """A trial's row of ``trials.jsonl``, typed (``TrialRow``), and the journal it is read from.
 
-Every reader and writer in raysweep goes through ``TrialRow``; its JSON form is the file's,
-unchanged: the world size is ``num_workers`` there (docs/run-dir.md), a key whose value is
-unknown is left out, and ``metric_logged`` is written only when False.
+raysweep's readers and writers of the file go through ``TrialRow`` (``files.read_trials`` gives
+tests and bench/ the raw dicts); its JSON form is the file's, unchanged: the world size is
+``num_workers`` there (docs/run-dir.md), a key whose value is unknown is left out, and
+``metric_logged`` is written only when False.
 """
 
 from __future__ import annotations
