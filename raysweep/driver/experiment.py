@@ -33,11 +33,7 @@ from raysweep.env import BACKFILL, warm_imports
 from raysweep.errors import UserError
 from raysweep.placement import GIB, Capacity, concurrency_limit, never_placed, warm_workers
 from raysweep.private_api import restored_config
-from raysweep.runs.files import (
-    SETTINGS_FILE,
-    write_json,
-)
-from raysweep.runs.run_settings import RunSettings
+from raysweep.runs.run_settings import RunSettings, write_settings
 from raysweep.search.plan import Plan, cheapest_trial_hours, plan
 from raysweep.search.schedulers import build_scheduler
 from raysweep.search.searchers import build_search
@@ -115,7 +111,7 @@ def start(
     output = show_trial_output(settings.quiet)
     interrupt.ray_is_up(signals)
     settings, limit, planned = _admit(spec, settings, capacity, restore)
-    write_json(run_dir / SETTINGS_FILE, settings.to_json())
+    write_settings(run_dir, settings)
     _print_banner(spec, settings, run_dir, capacity, dashboard, limit, on_wandb)
     told = None
     if settings.warm_start and not restore:

@@ -223,10 +223,8 @@ class SweepMonitor(Callback):
         metric = self.spec.metric
         if metric is None:
             return None
-        scored = [r for r in self.rows.values() if finite_number(r.metric(metric.name))]
-        if not scored:
-            return None
-        return min(scored, key=lambda r: metric.rank(r.metric(metric.name)))
+        best = min(self.rows.values(), key=lambda r: metric.best_first(r.metric(metric.name)), default=None)
+        return best if best is not None and finite_number(best.metric(metric.name)) else None
 
     def status_line(self, trials: list) -> str:
         counts = dict.fromkeys(STATES, 0)

@@ -10,12 +10,8 @@ from typing import Any
 
 from raysweep import hints, wandb_sweep
 from raysweep.driver.monitor import SweepMonitor
-from raysweep.runs.files import (
-    SETTINGS_FILE,
-    write_json,
-)
 from raysweep.runs.rows import TrialRow
-from raysweep.runs.run_settings import RunSettings
+from raysweep.runs.run_settings import RunSettings, write_settings
 from raysweep.spec import SweepSpec
 from raysweep.values import short_config
 from raysweep.words import TrialStatus
@@ -45,7 +41,7 @@ def left_unfinished(results: Any, monitor: SweepMonitor, stoppers: list[Any], bu
 def budget_spent(settings: RunSettings, run_dir: Path, monitor: SweepMonitor, sentence: str, on_wandb: Any) -> int:
     """The budget ended the sweep: what it did not finish stays, for ``resume`` with a larger one."""
     pending = monitor.interrupted()
-    write_json(run_dir / SETTINGS_FILE, replace(settings, stopped=sentence).to_json())
+    write_settings(run_dir, replace(settings, stopped=sentence))
     if on_wandb:
         wandb_sweep.set_state(on_wandb, wandb_sweep.PAUSED)
     more = hints.command("resume", run_dir, "--budget-gpu-hours", "H")

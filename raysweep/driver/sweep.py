@@ -30,14 +30,13 @@ from raysweep.driver.request import RunRequest, check_budget, trials_to_run
 from raysweep.errors import UserError
 from raysweep.runs.files import (
     OPTUNA_JOURNAL,
-    SETTINGS_FILE,
     SPEC_FILE,
     TRIALS_FILE,
     read_spec,
     write_json,
 )
 from raysweep.runs.rows import read_rows
-from raysweep.runs.run_settings import RunSettings, check_format, read_settings
+from raysweep.runs.run_settings import RunSettings, check_format, read_settings, write_settings
 from raysweep.runs.show import resolve_run_dir
 from raysweep.search.custom import AX_REFUSED, sample_sizes, user_function
 from raysweep.spec import SweepSpec
@@ -131,7 +130,7 @@ def _run(
                 on_wandb = wandb_sweep.open_for_run(spec, run_dir, settings.name, ran)
             except wandb_sweep.WandbUnreachable as e:  # each run would wait on W&B, and be lost to it
                 settings = replace(settings, wandb="offline")
-                write_json(run_dir / SETTINGS_FILE, settings.to_json())
+                write_settings(run_dir, settings)
                 print(
                     f"W&B: {e}; the runs are written offline instead (to put them on W&B later: "
                     f"{hints.command('publish', run_dir)})",
@@ -165,7 +164,7 @@ def _run(
         return 130
     if stopped:
         monitor.sweep_stopped()
-    write_json(run_dir / SETTINGS_FILE, replace(settings, stopped=stopped).to_json())
+    write_settings(run_dir, replace(settings, stopped=stopped))
     if on_wandb:
         wandb_sweep.set_state(on_wandb, wandb_sweep.FINISHED)
     return outcome.finish(spec, settings, run_dir, monitor, time.time() - started, on_wandb, stopped)
@@ -209,7 +208,7 @@ def run_sweep(spec: SweepSpec, request: RunRequest, function: Callable | None = 
     run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     run_dir.chmod(0o700)
     write_json(run_dir / SPEC_FILE, spec.to_json())
-    write_json(run_dir / SETTINGS_FILE, settings.to_json())
+    write_settings(run_dir, settings)
     try:
         with driver_lock(run_dir):
             return _run(spec, settings, run_dir, restore=False, function=function)
@@ -268,7 +267,7 @@ def _existing(spec: SweepSpec, request: RunRequest, function: Callable | None, r
             stopped=None,
             budget_gpu_hours=request.budget_gpu_hours or settings.budget_gpu_hours,
         )
-        write_json(run_dir / SETTINGS_FILE, settings.to_json())
+        write_settings(run_dir, settings)
         try:
             return _run(replace(stored, seed=plan.seed), settings, run_dir, False, function, plan.tried)
         finally:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from raysweep.errors import UserError
-from raysweep.runs.files import RUN_DIR_FORMAT, SETTINGS_FILE
+from raysweep.runs.files import RUN_DIR_FORMAT, SETTINGS_FILE, write_json
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,12 @@ class RunSettings:
     def from_json(cls, data: dict[str, Any]) -> RunSettings:
         known = {k: v for k, v in data.items() if k in {f.name for f in fields(cls)}}
         return cls(**known | {"format": data.get("format", 0)})
+
+
+def write_settings(run_dir: Path | str, settings: RunSettings) -> None:
+    """run.json, its one writer: the driver rewrites it as the sweep goes (its plan, W&B gone
+    offline, how it stopped)."""
+    write_json(Path(run_dir) / SETTINGS_FILE, settings.to_json())
 
 
 def read_settings(run_dir: Path | str) -> RunSettings:

@@ -13,7 +13,7 @@ from raysweep.runs.files import SPEC_FILE, read_spec
 from raysweep.runs.pareto import front, objective_values
 from raysweep.runs.rows import LATE_GRACE, read_rows
 from raysweep.runs.run_settings import read_settings
-from raysweep.values import finite_number, short
+from raysweep.values import short
 
 
 def resolve_run_dir(run: str | os.PathLike, storage: str | os.PathLike = "raysweep_runs") -> Path:
@@ -60,12 +60,8 @@ def load_results(run_dir: Path) -> dict[str, Any]:
 
     def rank(t: dict[str, Any]) -> tuple:
         if several:  # the front first, then by the first objective
-            first = (t.get("objectives") or {}).get(several[0].name)
-            scored = finite_number(first)
-            return (not t.get("pareto"), not scored, several[0].rank(first) if scored else 0.0)
-        v = t["metric"]
-        scored = finite_number(v)
-        return (not scored, spec.metric.rank(v) if scored else 0.0)
+            return (not t.get("pareto"), *several[0].best_first((t.get("objectives") or {}).get(several[0].name)))
+        return spec.metric.best_first(t["metric"])
 
     trials.sort(key=rank)
     best = None if several else next((t for t in trials if rank(t)[0] is False), None)

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from raysweep.spec.param import Param
+from raysweep.values import finite_number
 from raysweep.words import DDP_WORKERS, Runner  # noqa: F401 - DDP_WORKERS: the spec's choices
 
 
@@ -75,6 +76,12 @@ class Metric:
 
     def better(self, value: float, than: float) -> bool:
         return value > than if self.goal == "maximize" else value < than
+
+    def best_first(self, value: Any) -> tuple[bool, float]:
+        """The sort key that puts the best value first and values that are no finite number last:
+        the one ranking of trials (the progress line's best, ``show``, the report)."""
+        scored = finite_number(value)
+        return (not scored, self.rank(value) if scored else 0.0)
 
     def rank(self, value: float) -> float:
         """A sort key, best first: the value, negated when the goal is to maximize."""
