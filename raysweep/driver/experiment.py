@@ -126,16 +126,16 @@ def start(
     trial_runners = runners(spec, pooled=pool is not None)
     holdings = start_holdings()
     sweep = Sweep(
-        spec,
-        capacity,
-        str(run_dir),
-        settings.name,
-        settings.workdir,
-        settings.wandb,
-        function,
-        wandb_sweep_id,
-        settings.wandb_dir,
-        trial_runners,
+        spec=spec,
+        capacity=capacity,
+        run_dir=str(run_dir),
+        name=settings.name,
+        workdir=settings.workdir,
+        wandb_mode=settings.wandb,
+        function=function,
+        wandb_sweep_id=wandb_sweep_id,
+        wandb_dir=settings.wandb_dir,
+        runners=trial_runners,
         holdings=holdings,
     )
     trainable = make_trainable(sweep, pool)

@@ -19,7 +19,7 @@ from raysweep.spec.model import PROCESS_GROUP_TIMEOUT_S, WORKER_START_TIMEOUT_S
 from raysweep.words import Runner
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Sweep:
     """What the driver binds into every trial of a sweep (``driver/trainable.py``)."""
 

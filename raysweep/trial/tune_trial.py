@@ -120,15 +120,15 @@ def run_warm(job: TrialJob, sweep: Sweep, worker_pool: Any, bound: StartBound) -
         with restored.as_directory() if restored else contextlib.nullcontext() as checkpoint_dir:
             threads = node_threads(job, sweep)
             call = RankCall(
-                rank.on_warm_worker,
-                job,
-                job.group_backend,
-                checkpoint_dir,
-                places,
-                capacity.use_gpu,
-                threads,
-                job.group_timeout_s,
-                job.network_env(),
+                fn=rank.on_warm_worker,
+                args=job,
+                group_backend=job.group_backend,
+                checkpoint_dir=checkpoint_dir,
+                places=places,
+                use_gpu=capacity.use_gpu,
+                threads=threads,
+                group_timeout_s=job.group_timeout_s,
+                env=job.network_env(),
             )
             gang.run(
                 lease, call, forward, bound, threads=_every(THREADS_EVERY_S, lambda: node_threads(job, sweep), threads)

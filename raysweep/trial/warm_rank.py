@@ -25,7 +25,7 @@ from raysweep.trial.ports import free_port
 GROUP_TIMEOUT = timedelta(minutes=30)  # torch.distributed's default for a collective
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RankCall:
     """What every warm rank of one trial runs: ``fn(args, link, master)``, in a process group of
     ``group_backend`` (None: no group) that waits ``group_timeout_s`` at most, with the

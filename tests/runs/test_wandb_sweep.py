@@ -83,12 +83,12 @@ def test_every_run_of_every_rank_names_the_wandb_sweep_and_no_other(
     spec = parse_spec({**doc, "parameters": {"x": {"value": 1}, "num_gpus": {"value": workers}}}, function=function)
     capacity = Capacity((Node("n", "127.0.0.1", 2, 2.0),), False, 1.0, True)
     sweep = Sweep(
-        spec,
-        capacity,
-        str(tmp_path),
-        "s",
-        str(tmp_path),
-        "online",
+        spec=spec,
+        capacity=capacity,
+        run_dir=str(tmp_path),
+        name="s",
+        workdir=str(tmp_path),
+        wandb_mode="online",
         wandb_sweep_id=sweep_id,
         runners=runners(spec, pooled),
     )

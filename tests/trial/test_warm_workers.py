@@ -217,7 +217,9 @@ def place(gpu):
 outcome = []
 def trial(gpu):
     try:
-        call = RankCall(slice, None, None, None, [place(gpu)], True, 1)  # slice(args, link, master): a no-op loop
+        call = RankCall(  # slice(args, link, master): a no-op loop
+            fn=slice, args=None, group_backend=None, checkpoint_dir=None, places=[place(gpu)], use_gpu=True, threads=1
+        )
         gang.run(lease, call, lambda metrics, ckpt: None, StartBound(600))
     except BaseException as e:
         outcome.append(e)
@@ -277,7 +279,8 @@ with socket.socket() as s:
 def loop(args, link, master):
     import torch.distributed as dist
     link.report({"world": dist.get_world_size()}, None)
-call = RankCall(loop, None, "gloo", None, [RankPlace("n", "127.0.0.1", 0, r, 2) for r in range(2)], False, 1)
+places = [RankPlace("n", "127.0.0.1", 0, r, 2) for r in range(2)]
+call = RankCall(fn=loop, args=None, group_backend="gloo", checkpoint_dir=None, places=places, use_gpu=False, threads=1)
 reports = []
 gang.run(Lease(0, workers), call, lambda metrics, ckpt: reports.append(metrics), StartBound(600))
 print("REPORTS", reports)
