@@ -8,7 +8,7 @@ import functools
 import logging
 import os
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -87,16 +87,29 @@ def _callbacks(
     return [WandbRuns(*wandb_at, resuming, sweep_id, goals=spec.objectives, world_size=spec.world_size)]
 
 
+@dataclass(frozen=True)
+class Experiment:
+    """A started sweep: its Tuner, the monitor of its trials, what may stop it, its trials' output
+    on the console, and its settings with the plan."""
+
+    tuner: tune.Tuner
+    monitor: SweepMonitor
+    stoppers: list[Any]
+    output: TrialOutput
+    settings: RunSettings
+
+
 def start(
     spec: SweepSpec,
     settings: RunSettings,
     run_dir: Path,
+    *,
     restore: bool,
     signals: interrupt.Signals,
     function: Callable | None,
     on_wandb: wandb_sweep.WandbSweep | None,
     tried: list[dict[str, Any]] | None = None,
-) -> tuple[tune.Tuner, SweepMonitor, list[Any], TrialOutput, RunSettings]:
+) -> Experiment:
     """Ray, the worker pool and the Tuner (restored from the run dir with ``restore``); ``function``:
     raysweep.run's, bound into every trial; ``on_wandb``: the W&B sweep every trial's run joins."""
     capacity, dashboard = start_or_connect(
@@ -163,7 +176,7 @@ def start(
     if hasattr(scheduler, "watch"):  # a run dir from before the guard has a scheduler without it
         scheduler.watch(spec, capacity, admission)
         monitor.never_placed = scheduler.never_placed
-    return tuner, monitor, stoppers, output, settings
+    return Experiment(tuner, monitor, stoppers, output, settings)
 
 
 def _admission(

@@ -136,12 +136,13 @@ def _run(
                     f"{hints.command('publish', run_dir)})",
                     file=sys.stderr,
                 )
-        tuner, monitor, stoppers, output, settings = experiment.start(
-            spec, settings, run_dir, restore, signals, function, on_wandb, tried
+        run = experiment.start(
+            spec, settings, run_dir, restore=restore, signals=signals, function=function, on_wandb=on_wandb, tried=tried
         )
+        monitor, stoppers, output, settings = run.monitor, run.stoppers, run.output, run.settings
         started = time.time()
         try:
-            results = tuner.fit()
+            results = run.tuner.fit()
             # the last lines of the trials that ran to their end here, still on their way to this console
             output.wait({k for k, r in monitor.rows.items() if r.finished} - monitor.finished_before)
         finally:
