@@ -30,6 +30,7 @@ from torch import nn
 from torch.utils.data import BatchSampler, DataLoader, Dataset, DistributedSampler
 
 from raysweep import trial
+from raysweep.env import LOCAL_RANK
 from raysweep.trial import TrialContext
 
 __all__ = [
@@ -107,7 +108,7 @@ def setup(seed: int) -> TrialContext:
         rank, world = dist.get_rank(), dist.get_world_size()
         # raysweep's own ranks know their local rank; a group raysweep did not make (a loop
         # under torchrun) has it in the environment
-        local = ctx.local_rank if ctx.world_size == world else int(os.environ.get("LOCAL_RANK", rank))
+        local = ctx.local_rank if ctx.world_size == world else int(os.environ.get(LOCAL_RANK, rank))
         ctx = dataclasses.replace(ctx, rank=rank, local_rank=local, world_size=world)
     _seed_all(seed + ctx.rank)
     return ctx

@@ -239,19 +239,16 @@ def concurrency_limit(capacity: Capacity, max_workers: int, requested: int | Non
     return min(requested, fit) if requested else fit
 
 
-def warm_workers(capacity: Capacity, sizes: set[int], trials_at_once: int | None) -> dict[str, tuple[int, int]]:
+def warm_workers(capacity: Capacity, sizes: set[int], trials_at_once: int) -> dict[str, tuple[int, int]]:
     """Each node's warm workers to start before the first trial, and the most it hosts: what
-    ``trials_at_once`` trials (None: no bound) of the sweep's largest share of one node can use.
+    ``trials_at_once`` trials of the sweep's largest share of one node can use.
     A sweep of one 1-worker trial starts one worker, not one per slot (each imports torch)."""
     shares = []
     for size in sizes:
         with contextlib.suppress(NeverPlaced):
             shares.append(shape(size, capacity).per_node)
-    most = None if trials_at_once is None else max(shares, default=0) * trials_at_once
-    return {
-        n.id: (capacity.hosts(n) if most is None else min(capacity.hosts(n), most), capacity.hosts(n))
-        for n in capacity.nodes
-    }
+    most = max(shares, default=0) * trials_at_once
+    return {n.id: (min(capacity.hosts(n), most), capacity.hosts(n)) for n in capacity.nodes}
 
 
 def rank_gpus(assigned: list[Any], workers: int) -> list[str]:

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+from raysweep.env import WANDB_API_KEY
 from raysweep.runs.files import WANDB_SWEEP_FILE, write_json
 from raysweep.spec import SweepSpec
 
@@ -61,7 +62,7 @@ class WandbSweep:
 
 def key_configured() -> bool:
     """A W&B key in the environment or in ~/.netrc."""
-    if os.environ.get("WANDB_API_KEY"):
+    if os.environ.get(WANDB_API_KEY):
         return True
     try:
         return netrc.netrc().authenticators("api.wandb.ai") is not None

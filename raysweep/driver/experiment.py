@@ -277,7 +277,7 @@ def _print_banner(
         )
 
 
-def _start_pool(spec: SweepSpec, capacity: Capacity, trials: int | None) -> Any:
+def _start_pool(spec: SweepSpec, capacity: Capacity, trials: int) -> Any:
     """The warm workers' pool, started now so that its workers import torch while Tune starts
     (as many as ``trials`` trials at once can use). None for TorchTrainer runs, and for a program:
     sweep of 1-worker trials (each runs its script from the Tune trial process)."""

@@ -24,6 +24,7 @@ from typing import Any
 from ray.tune.logger import LoggerCallback
 from ray.tune.utils import flatten_dict
 
+from raysweep.env import WANDB_SILENT
 from raysweep.runs.pareto import front, objective_values, on_front
 from raysweep.spec.model import Metric
 
@@ -91,7 +92,7 @@ class WandbRuns(LoggerCallback):
         return {**self.__dict__, **fresh}
 
     def setup(self, *args: Any, **kwargs: Any) -> None:
-        os.environ.setdefault("WANDB_SILENT", "true")
+        os.environ.setdefault(WANDB_SILENT, "true")
         self._queue = queue.Queue()
         self._thread = threading.Thread(
             target=self._write, args=(self._queue, self.sweep_id), name="raysweep-wandb", daemon=True

@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from raysweep import wandb_sweep
+from raysweep.env import WANDB_SILENT
 from raysweep.errors import UserError
 from raysweep.runs.files import read_spec
 from raysweep.runs.rows import read_rows
@@ -91,7 +92,7 @@ def _sync(runs: dict[str, list[Path]], project: str, entity: str) -> tuple[set[s
     oldest first, and the dirs wandb cannot read are named.
     """
     command = [sys.executable, "-m", "wandb", "sync", "--project", project, "--entity", entity]
-    env = os.environ | {"WANDB_SILENT": "false"}
+    env = os.environ | {WANDB_SILENT: "false"}
     dirs = [path for paths in runs.values() for path in paths]
     done = subprocess.run([*command, *map(str, dirs)], capture_output=True, text=True, env=env)
     if done.returncode != 0:

@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from raysweep.env import WANDB_DIR
 from raysweep.errors import UserError
 from raysweep.runs.files import RUN_DIR_FORMAT, SETTINGS_FILE, write_json
 
@@ -28,7 +29,7 @@ class RunSettings:
     workdir: str = field(default_factory=os.getcwd)  # where program: scripts are resolved and run
     # WANDB_DIR of scripts and W&B-style functions: the user's, else the working directory, as
     # wandb.agent sets it (their runs are linked into the trial dirs)
-    wandb_dir: str = field(default_factory=lambda: os.environ.get("WANDB_DIR") or os.getcwd())
+    wandb_dir: str = field(default_factory=lambda: os.environ.get(WANDB_DIR) or os.getcwd())
     function: str | None = None  # the name of raysweep.run's function: resume needs it passed again
     seed_drawn: bool = False  # the spec's seed was drawn for this sweep (neither the file nor --seed fixed one)
     stopped: str | None = None  # why a stopper ended the sweep (W&B's words for the first failures), if one did

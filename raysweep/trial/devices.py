@@ -47,9 +47,9 @@ def assigned(gpu_ids: list[Any]) -> str:
 
 def machine_has_gpus() -> bool:
     """NVIDIA's device files exist: GPUs Ray advertises here are real (else a fake-GPU cluster)."""
-    return bool(
-        glob.glob(os.environ.get(GPU_DEVICE_FILES, "/dev/nvidia[0-9]*"))
-    )  # a test points it at files of its own
+    # A test points GPU_DEVICE_FILES at files of its own, so this check runs on a CPU machine with
+    # fake GPUs as it does on a GPU node whose torch has no CUDA.
+    return bool(glob.glob(os.environ.get(GPU_DEVICE_FILES, "/dev/nvidia[0-9]*")))
 
 
 def check_usable(device: str) -> None:

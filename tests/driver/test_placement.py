@@ -106,7 +106,7 @@ def test_warm_workers_start_only_what_the_sweeps_trials_use_at_once():
     assert warm_workers(two_of_four, {1}, 1) == {"n0": (1, 4), "n1": (1, 4)}  # one 1-worker trial
     assert warm_workers(two_of_four, {1, 2}, 3) == {"n0": (4, 4), "n1": (4, 4)}  # 3 trials of 2: capped at 4
     assert warm_workers(two_of_four, {8}, 1) == {"n0": (4, 4), "n1": (4, 4)}  # whole nodes of 4
-    assert warm_workers(two_of_four, {2}, None) == {"n0": (4, 4), "n1": (4, 4)}  # no bound: every slot
+    assert warm_workers(two_of_four, {2}, 100) == {"n0": (4, 4), "n1": (4, 4)}  # many trials: every slot
     assert warm_workers(two_of_four, {16}, 1) == {"n0": (0, 4), "n1": (0, 4)}  # never placed: none to start
 
 

@@ -57,9 +57,8 @@ def test_a_wandb_style_function_of_main_runs_on_two_ranks_reaches_asha_and_logs_
         seen = [json.loads((trial_dir / f"config.rank{r}.json").read_text()) for r in (0, 1)]
         assert seen == [{"lr": row["config"]["lr"], "epochs": 3, "num_gpus": 2, "world_size": 2}] * 2
         runs = [run_contents(f) for f in trial_dir.glob("wandb/offline-run-*/*.wandb")]
-        assert all(
-            r["run"].get("sweep_id", "") == "" for r in runs
-        )  # no sweep id W&B did not create (docs/report-and-wandb.md)
+        # no sweep id W&B did not create (docs/differences-from-wandb.md)
+        assert all(r["run"].get("sweep_id", "") == "" for r in runs)
         if ddp_workers == "torchtrainer" and row["status"] == "stopped":
             continue  # its workers were ended before wandb-core wrote the run's records
         (trial_run,) = [r for r in runs if r["run"].get("id") == row["trial_id"]]  # rank 0's run is the trial's
