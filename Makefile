@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test smoke lint clean bench test-ray-versions wheelhouse gpu-check gpu-carry gpu-install
+.PHONY: run test smoke lint clean bench bench-check test-ray-versions wheelhouse gpu-check gpu-carry gpu-install
 
 $(BIN)/raysweep: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -82,8 +82,12 @@ lint: $(BIN)/raysweep
 	$(BIN)/ruff format --check $(LINTED)
 
 # The benchmarks (docs/benchmarks.md); each part takes the Ray lock in turn. BENCH_ARGS=--quick for tiny sizes.
-bench: $(BIN)/raysweep
+bench: bench-check
 	$(BIN)/python -m bench $(BENCH_ARGS)
+
+# The benchmark's own checks (each part's quick mode writes its results file), before its hours of figures.
+bench-check: $(BIN)/raysweep $(ORACLE)/bin/python
+	$(BIN)/python -m pytest -q -m bench tests/tools/test_bench.py
 
 # Every wheel raysweep needs but torch, for a node without internet (docs/clusters.md, "Installing offline"):
 # the versions this venv runs, for PYTHON_VERSION on the PLATFORM tags, and raysweep's own wheel. On the node: pip install --no-index --find-links wheelhouse 'raysweep[dev]'

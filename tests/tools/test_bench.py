@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.bench  # run by `make bench` before its parts, not by `make test`
+
 REPO = Path(__file__).resolve().parents[2]
 LOCK = "/tmp/raysweep-ray.lock"  # other sessions' Ray tests share this machine
 

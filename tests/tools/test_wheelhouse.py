@@ -24,8 +24,10 @@ def test_raysweep_installs_from_the_wheelhouse_alone_beside_its_torch(tmp_path):
     assert not list(house.glob("torch-*")) and list(house.glob("raysweep-*.whl")) and list(house.glob("ray-*.whl"))
     venv = tmp_path / "venv"
     run(sys.executable, "-m", "venv", venv)
-    run(venv / "bin" / "pip", "install", "-q", "torch==2.13.0")  # the node's own torch (here, the local CPU build)
-    run(venv / "bin" / "pip", "install", "-q", "--no-index", "--find-links", house, "raysweep")
+    # --no-compile: pip would compile every module of torch and Ray to bytecode, the test's largest CPU cost
+    pip = [venv / "bin" / "pip", "install", "-q", "--no-compile"]
+    run(*pip, "torch==2.13.0")  # the node's own torch (here, the local CPU build)
+    run(*pip, "--no-index", "--find-links", house, "raysweep")
     out = run(venv / "bin" / "raysweep", "validate", ROOT / "search_spaces" / "smoke.yaml", cwd=tmp_path)
     assert "smoke" in out.stdout
     imported = run(

@@ -160,7 +160,15 @@ def test_trials_of_every_size_borrow_the_same_warm_workers(tmp_path, ray_cluster
     assert len(every) == 2, every  # the node's two slots: two processes ran all six ranks
 
 
-@pytest.mark.parametrize(("ddp_workers", "marker"), [("warm", "DDPWorker"), ("torchtrainer", "RayTrainWorker")])
+@pytest.mark.parametrize(
+    ("ddp_workers", "marker"),
+    [
+        ("warm", "DDPWorker"),
+        # Ray Train's workers ending with their trial's process is Ray's owner rule, which
+        # test_interrupt.py's killed driver checks under torchtrainer in `make test`: 90 s, so slow
+        pytest.param("torchtrainer", "RayTrainWorker", marks=pytest.mark.slow),
+    ],
+)
 def test_workers_of_a_trial_process_that_died_are_ended_not_lent_again(tmp_path, ray_cluster, ddp_workers, marker):
     spec = sweep(
         tmp_path,
