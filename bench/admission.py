@@ -29,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -141,26 +142,56 @@ MODES = {
     "one_pending": {"TUNE_MAX_PENDING_TRIALS_PG": "1", "RAYSWEEP_BACKFILL": "0"},
     # a reservation for the oldest waiting trial, backfill behind it (driver/admission.py)
     "backfill": {},
+    # the same, warm trials placing their own slots, the head started ahead of them (trial/slots.py)
+    "backfill_start_ahead": {"RAYSWEEP_START_AHEAD": "1"},
 }
 
 
-def starvation(address: str, trials: int, mode: str, sizes: tuple[int, ...], slots: int) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Lengths:
+    """How long the starvation sweep's trials run: ``epochs`` of ``epoch_s`` seconds each, or
+    with ``most`` set, epochs drawn for each trial from ``epochs``..``most`` (the search's
+    parameter, so the admission's estimates know each trial's own)."""
+
+    epochs: int = 2
+    most: int | None = None
+    epoch_s: float = 1.0
+
+    @classmethod
+    def parse(cls, text: str, epoch_s: float) -> Lengths:
+        low, _, high = text.partition("-")
+        return cls(int(low), int(high) if high else None, epoch_s)
+
+    @property
+    def label(self) -> str:
+        epochs = f"{self.epochs}-{self.most}" if self.most else str(self.epochs)
+        return f"{epochs} epochs of {self.epoch_s:g} s"
+
+
+def starvation(
+    address: str, trials: int, mode: str, sizes: tuple[int, ...], slots: int, lengths: Lengths = Lengths()
+) -> dict[str, Any]:
     """A random sweep of 1-worker trials with a larger one among every four (``sizes[1:]``, as
     likely as each other); the larger ones wait for their slots while small ones come and go."""
     share = 0.25 / (len(sizes) - 1)
+    parameters: dict[str, Any] = {
+        "x": {"min": 0.0, "max": 1.0},
+        "num_gpus": {"values": list(sizes), "probabilities": [0.75] + [share] * (len(sizes) - 1)},
+    }
+    base: dict[str, Any] = {"epochs": lengths.epochs, "sleep": lengths.epoch_s}
+    if lengths.most:
+        parameters["epochs"] = {"values": list(range(lengths.epochs, lengths.most + 1))}
+        del base["epochs"]
     doc = {
         "name": f"starve-{mode}-{'-'.join(map(str, sizes))}",
         "method": "random",
         "run_cap": trials,
         "metric": {"name": "score", "goal": "minimize"},
-        "parameters": {
-            "x": {"min": 0.0, "max": 1.0},
-            "num_gpus": {"values": list(sizes), "probabilities": [0.75] + [share] * (len(sizes) - 1)},
-        },
+        "parameters": parameters,
         "raysweep": {
             "train_loop": "train_loops.smoke:train",
             "resources": {"network_interface": "lo"},
-            "base_config": {"epochs": 2, "sleep": 1.0},
+            "base_config": base,
             "seed": 3,
         },
     }
@@ -189,6 +220,7 @@ def figures(rows: list[dict[str, Any]], slots: int) -> dict[str, Any]:
         )
     starts, ends = [r["start"] for r in rows], [r["end"] for r in rows]
     busy = sum(r["wall_s"] * r["num_workers"] for r in rows)
+    training = sum(training_s(r) * r["num_workers"] for r in rows)
     wall = max(ends) - min(starts)
     longest = max((b["passed_over_s"] for b in big), default=0.0)
     late = [r for r in rows if r.get("reserved_at") and r["start"] > r["reserved_at"] + 5.0]
@@ -200,10 +232,21 @@ def figures(rows: list[dict[str, Any]], slots: int) -> dict[str, Any]:
         "longest_passed_over_small_trials": round(longest / small, 2),
         "wall_s": round(wall, 1),
         "slot_busy_fraction": round(busy / (slots * wall), 3),
+        "slot_training_fraction": round(training / (slots * wall), 3),
         "reserved": sum(1 for r in rows if r.get("reserved_at")),
         "late_reservations": len(late),
         "backfilled": sum(1 for r in rows if r.get("backfilled")),
     }
+
+
+def training_s(row: dict[str, Any]) -> float:
+    """The seconds a trial's ranks trained: from its first epoch's start to its last report
+    (result.json), without the start-up its row's wall time holds (slots held, not yet training)."""
+    reports = [json.loads(line) for line in (Path(row["trial_dir"]) / "result.json").read_text().splitlines()]
+    if not reports:
+        return 0.0
+    epoch = reports[-1]["time_this_iter_s"]  # a later report's: the first one's holds the start-up too
+    return reports[-1]["timestamp"] - reports[0]["timestamp"] + epoch
 
 
 @contextlib.contextmanager
@@ -224,8 +267,13 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true")
     p.add_argument("--skip-startup", action="store_true", help="only the starvation sweeps")
+    p.add_argument("--two-nodes-only", action="store_true", help="not the one-node sweep of fake GPUs")
+    p.add_argument("--epochs", default="2", help="each trial's epochs, N or LOW-HIGH (drawn per trial); default 2")
+    p.add_argument("--epoch-s", type=float, default=1.0, help="seconds per epoch (default 1)")
+    p.add_argument("--modes", nargs="+", choices=tuple(MODES), default=list(MODES), help="admissions (default all)")
     args = p.parse_args()
-    out: dict[str, Any] = {}
+    lengths = Lengths.parse(args.epochs, args.epoch_s)
+    out: dict[str, Any] = {"lengths": lengths.label}
     trials = 8 if args.quick else 24
     with two_nodes() as address:
         if not args.skip_startup:
@@ -235,12 +283,14 @@ def main() -> None:
                 for size in (2, 4)
             }
             print(json.dumps(out["startup"]), flush=True)
-        out["starvation"] = {mode: starvation(address, trials, mode, (1, 4), slots=4) for mode in MODES}
+        out["starvation"] = {mode: starvation(address, trials, mode, (1, 4), 4, lengths) for mode in args.modes}
         print(json.dumps(out["starvation"]), flush=True)
-    with one_node_of_fake_gpus() as address:
-        out["one_node"] = {mode: starvation(address, trials, mode, (1, 2, 4), slots=4) for mode in MODES}
-        print(json.dumps(out["one_node"]), flush=True)
-    print(write_result("admission", out, args.quick))
+    if not args.two_nodes_only:
+        with one_node_of_fake_gpus() as address:
+            out["one_node"] = {mode: starvation(address, trials, mode, (1, 2, 4), 4, lengths) for mode in args.modes}
+            print(json.dumps(out["one_node"]), flush=True)
+    suffix = "" if lengths == Lengths() else f"_{args.epochs}x{args.epoch_s:g}s"
+    print(write_result(f"admission{suffix}", out, args.quick))
 
 
 if __name__ == "__main__":

@@ -13,6 +13,8 @@ what runs where, the estimates, and the queue.
   time, and nothing is backfilled: the head waits for its slots, as with one trial pending.
 * A reservation whose time has passed (a trial overran its estimate) backfills nothing more:
   the head then waits only for the trials already running, each bounded by its own reports.
+* A head that places its slots itself starts shortly before its reservation (``starts_ahead``):
+  its process starts while its slots are still held, and takes them the moment they free.
 """
 
 from __future__ import annotations
@@ -162,3 +164,15 @@ def _leaves_room(
         per_node = {n: trial.size for n in candidates}
     need = reservation.nodes
     return all(busy_then[n] + per_node[n] + need.get(n, 0) <= slots[n] for n in candidates)
+
+
+def starts_ahead(
+    reservation: Reservation | None, now: float, sizes: frozenset[int], lead_s: float, one_waits: bool
+) -> bool:
+    """Whether the head starts now, before its slots are free: they are expected to free within
+    ``lead_s`` on the nodes the reservation names, its size places its slots itself (``sizes``),
+    and no trial started ahead still waits for its own (``one_waits``: one at a time, so the
+    order of the queue stays the order in which slots are taken)."""
+    if reservation is None or reservation.at is None or not reservation.nodes or one_waits:
+        return False
+    return reservation.size in sizes and reservation.at - now <= lead_s

@@ -24,6 +24,7 @@ GPU_DEVICE_FILES = "RAYSWEEP_GPU_DEVICE_FILES"
 ONE_WORKER_TORCHTRAINER = "RAYSWEEP_ONE_WORKER_TORCHTRAINER"
 BIN = "RAYSWEEP_BIN"
 BACKFILL = "RAYSWEEP_BACKFILL"
+START_AHEAD = "RAYSWEEP_START_AHEAD"
 WARM_IMPORTS = "RAYSWEEP_WARM_IMPORTS"
 # what raysweep tells a program: script it starts
 METRICS_FILE = "RAYSWEEP_METRICS_FILE"
@@ -47,6 +48,12 @@ VARIABLES = (
         ONE_WORKER_TORCHTRAINER, "read", "1: a 1-worker trial under ddp_workers: torchtrainer is a TorchTrainer run too"
     ),
     Variable(BACKFILL, "read", "0: no reservations and backfill; trials start as Tune stages them (bench.admission)"),
+    Variable(
+        START_AHEAD,
+        "read",
+        "1: under backfill, a warm trial places its own slots and the reserved trial starts ahead of them "
+        "(trial/slots.py; experimental: bench.admission, docs/budgets-and-admission.md)",
+    ),
     Variable(
         WARM_IMPORTS,
         "read",

@@ -26,6 +26,18 @@ GIB = 2**30
 NEVER_PLACED = [{"memory": 1}]
 
 
+def token_bundles(address: str) -> list[dict[str, float]]:
+    """The placement group of a trial process that places its slots itself (``trial/slots.py``):
+    a token on the node at ``address``, where its rank 0 runs. Every such group has one shape per
+    node, so Tune runs trials of every size in the same actors, and starts one before its slots are free."""
+    return [{"memory": 1, f"node:{address}": 0.001}]
+
+
+def is_token(bundles: list[dict[str, float]]) -> bool:
+    """``bundles`` are ``token_bundles``' (no trial's slots are ever pinned to a node by name)."""
+    return bool(bundles) and any(key.startswith("node:") for key in bundles[0])
+
+
 @dataclass(frozen=True)
 class Node:
     """One node that hosts workers: its id, its address, and its totals (Ray's resources)."""

@@ -12,6 +12,14 @@ fewer than ``queue`` wait (``QueuedSearch``), so a searcher that learns is not a
 What each running trial holds comes from the trials themselves (``trial/holdings.py``); how
 long they run, from ``estimates.py``. ``Board`` keeps what was decided for the progress line and
 the run dir's rows (``created``, ``reserved_at``, ``backfilled``).
+
+With ``RAYSWEEP_START_AHEAD=1`` (experimental, docs/benchmarks.md), a warm trial (``ahead``: the
+sizes that run on warm workers) starts in a Tune actor that holds a
+token on its rank 0's node and places its slots itself (``trial/slots.py``): Tune then runs
+trials of every size in the same actors, and the head of the queue is started ``START_AHEAD_S``
+before its reservation, so its process has started when its slots free (a size switch cost
+2.8-6.8 s of idle slots otherwise, docs/benchmarks.md). Such a trial's row starts when it held its
+slots, as a trial in Tune's group of its shape starts once Ray granted that group.
 """
 
 from __future__ import annotations
@@ -23,11 +31,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import ray
+from ray import tune
 from ray.tune.experiment import Trial
 
-from raysweep.backfill import Holding, Reservation, Waiting, decide, place
+from raysweep.backfill import Holding, Reservation, Waiting, decide, place, starts_ahead
 from raysweep.driver.estimates import Estimates
-from raysweep.placement import Capacity, NeverPlaced, nodes_from, shape
+from raysweep.placement import Capacity, NeverPlaced, nodes_from, shape, token_bundles
 from raysweep.private_api import set_trial_status
 from raysweep.spec import SweepSpec
 
@@ -35,6 +44,7 @@ log = logging.getLogger("raysweep")
 
 REFRESH_S = 0.25  # how stale the trials' holdings may be
 NODES_EVERY_S = 2.0  # how stale the cluster's nodes may be
+START_AHEAD_S = 5.0  # a Tune actor's start with its imports, four at once on 2 cores (docs/benchmarks.md)
 
 
 @dataclass
@@ -45,6 +55,8 @@ class Board:
     reservation: Reservation | None = None
     reserved_at: dict[str, float] = field(default_factory=dict)
     backfilled: set[str] = field(default_factory=set)
+    ahead: set[str] = field(default_factory=set)  # started before their slots were free, not yet holding them
+    held_at: dict[str, float] = field(default_factory=dict)  # when a trial that placed its slots held them
 
 
 class Admission:
@@ -56,9 +68,11 @@ class Admission:
         holdings: Any,
         board: Board,
         queue: int,
+        ahead: frozenset[int] = frozenset(),
     ) -> None:
         self.spec, self.capacity, self.estimates = spec, capacity, estimates
         self.holdings, self.board, self.queue = holdings, board, queue
+        self.ahead = ahead  # sizes whose trials place their slots themselves (``trial/slots.py``)
         self.starting: dict[str, dict[str, int]] = {}  # chosen, not yet running: where it should land
         self.waiting = 0  # trials held or pending, at the last step
         self._held: dict[str, dict[str, int]] = {}
@@ -101,7 +115,15 @@ class Admission:
         if decision.reservation is not None and decision.reservation.at is not None:
             self.board.reserved_at.setdefault(decision.reservation.trial_id, decision.reservation.at)
         if decision.start is None:
-            return None
+            waits = bool(self.board.ahead & set(self.starting))
+            if not starts_ahead(decision.reservation, now, self.ahead, START_AHEAD_S, waits):
+                return None
+            head = next(t for t in queue if t.trial_id == decision.reservation.trial_id)
+            self.board.ahead.add(head.trial_id)
+            log.info(
+                "admission: start %s ahead of its slots (free in ~%.0f s)", head.trial_id, decision.reservation.at - now
+            )
+            return self._start(tune_controller, head, dict(decision.reservation.nodes))
         trial = next(t for t in queue if t.trial_id == decision.start)
         if decision.backfilled:
             self.board.backfilled.add(trial.trial_id)
@@ -123,7 +145,12 @@ class Admission:
             log.info("admission: %s (%d workers) reserved, starts %s", reserved.trial_id, reserved.size, when)
 
     def _start(self, tune_controller: Any, trial: Any, nodes: dict[str, int]) -> Any:
+        """Start ``trial`` where ``nodes`` says; a trial that places its slots itself gets a token
+        on its rank 0's node for Tune's group (``placement.token_bundles``)."""
         self.starting[trial.trial_id] = nodes
+        address = {n.id: n.address for n in self._live.nodes}.get(next(iter(nodes), None))
+        if address and self._size(trial) in self.ahead:
+            trial.update_resources(tune.PlacementGroupFactory(token_bundles(address)))
         return trial
 
     def _size(self, trial: Any) -> int | None:
@@ -137,8 +164,14 @@ class Admission:
     def _holdings(self, trials: list[Any]) -> list[Holding] | None:
         """What each running or starting trial holds, and when it is expected to end."""
         if time.monotonic() - self._held_at > REFRESH_S:
-            self._held = ray.get(self.holdings.nodes.remote(), timeout=30)
+            self._held, since = ray.get([self.holdings.nodes.remote(), self.holdings.since.remote()], timeout=30)
             self._held_at = time.monotonic()
+            by_id = {t.trial_id: t for t in trials}
+            for trial_id in [t for t in self.starting if t in since and t in by_id]:
+                if self._size(by_id[trial_id]) in self.ahead:  # it placed its slots, and holds them now
+                    self.board.held_at[trial_id] = since[trial_id]
+                    self.board.ahead.discard(trial_id)
+                    del self.starting[trial_id]  # a retry is chosen again, with a new token
         rows = self.estimates.monitor.rows
         out = []
         for trial in trials:

@@ -29,7 +29,7 @@ from raysweep.driver.trainable import make_trainable, runners
 from raysweep.driver.trial_ends import ReleaseHoldings
 from raysweep.driver.trial_output import TrialOutput, show_trial_output
 from raysweep.driver.wandb_logging import WandbRuns
-from raysweep.env import BACKFILL, warm_imports
+from raysweep.env import BACKFILL, START_AHEAD, warm_imports
 from raysweep.errors import UserError
 from raysweep.placement import GIB, Capacity, concurrency_limit, never_placed, warm_workers
 from raysweep.private_api import restored_config
@@ -159,7 +159,7 @@ def start(
     if settings.budget_gpu_hours:
         ledger = Ledger(estimates, settings.budget_gpu_hours, capacity.use_gpu)
         monitor.ledger = ledger
-    admission = _admission(spec, capacity, estimates, holdings, board)
+    admission = _admission(spec, capacity, estimates, holdings, board, trial_runners)
     ray_settings.pending_trials(_pending_trials(spec, capacity, ledger, admission))
     stoppers = _stoppers(spec, monitor, ledger)
     callbacks = [interrupt.TuneListens(signals), monitor, ResultLog()] + _callbacks(spec, settings, restore, on_wandb)
@@ -180,15 +180,24 @@ def start(
 
 
 def _admission(
-    spec: SweepSpec, capacity: Capacity, estimates: Estimates, holdings: Any, board: Board
+    spec: SweepSpec,
+    capacity: Capacity,
+    estimates: Estimates,
+    holdings: Any,
+    board: Board,
+    trial_runners: dict[int, Runner],
 ) -> Admission | None:
     """Reservations and backfill (``admission.py``) for a sweep of mixed sizes on a cluster that
-    does not grow; None otherwise (one size: nothing to reserve for; an autoscaler: no fixed slots)."""
+    does not grow; None otherwise (one size: nothing to reserve for; an autoscaler: no fixed slots).
+    With ``RAYSWEEP_START_AHEAD=1``, trials on warm workers place their own slots and the reserved
+    one starts ahead of them (``trial/slots.py``)."""
     if not mixes_sizes(spec) or capacity.grows or not capacity.managed_slots or os.environ.get(BACKFILL) == "0":
         return None
     if spec.scheduler is not None and spec.scheduler.type == "hyperband":  # Ray's HyperBand pauses trials itself
         return None
-    return Admission(spec, capacity, estimates, holdings, board, queue=max(4, capacity.total + 1))
+    warm = {size for size, runner in trial_runners.items() if runner == Runner.WARM}
+    ahead = frozenset(warm if os.environ.get(START_AHEAD) == "1" else ())  # experimental: docs/benchmarks.md
+    return Admission(spec, capacity, estimates, holdings, board, queue=max(4, capacity.total + 1), ahead=ahead)
 
 
 def _pending_trials(

@@ -144,6 +144,7 @@ class SweepMonitor(Callback):
         return limit > 0 and len(mine) >= limit and all(s == TrialStatus.FAILED for s in mine[:limit])
 
     def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
+        self._held_from(trial.trial_id)
         row = self._row(
             trial,
             status=TrialStatus.RUNNING,
@@ -157,6 +158,15 @@ class SweepMonitor(Callback):
         self.rows[row.trial_id] = row
         self._save(row)
         self._print(trials)
+
+    def _held_from(self, trial_id: str) -> None:
+        """A trial that placed its own slots (``admission.py``, ``trial/slots.py``) starts, and is
+        accounted, from when it held them: its process only waited before."""
+        held, row = self.board.held_at.pop(trial_id, None), self.rows.get(trial_id)
+        if held is None or row is None or row.start is None or row.iterations or held <= row.start:
+            return
+        since = held if row.since is not None and row.since < held else row.since
+        self.rows[trial_id] = replace(row, start=held, since=since)
 
     def _metric_not_logged(self, row: TrialRow) -> None:
         """A W&B-style function or script ended without logging the metric: done, with no value (as

@@ -1,6 +1,6 @@
 """When a trial ends: the sweep's record of what it held forgets it, and what its Ray Train run
 left holding is freed: the placement group of its workers (``trial/holdings.py`` says why; Ray
-2.56 left it).
+2.56 left it), or the group a warm trial placed its slots in, if its process died first.
 
 A Tune callback: when a trial completes, fails or is about to be retried, the groups its
 workers were placed in are removed, by their ids, unless Ray Train already removed them.
@@ -37,7 +37,7 @@ class ReleaseHoldings(Callback):
             if ray.util.placement_group_table(group).get("state", "REMOVED") != "REMOVED":
                 remove_placement_group(group)
                 self.freed += 1
-                log.info("trial %s ended; freed its Ray Train placement group %s", trial.trial_id, group.id.hex())
+                log.info("trial %s ended; freed its placement group %s", trial.trial_id, group.id.hex())
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         self._release(trial)

@@ -56,7 +56,7 @@ def run(
             return (
                 f"rank(s) {', '.join(map(str, late))} of {size}: the warm worker(s) lent to them on {where} did not "
                 f"answer (a worker process that never started, or hangs); the trial holds its "
-                f"{group_state(ray.util.get_current_placement_group())}"
+                f"{group_state(lease.group)}"
             )
 
         # raises if a worker died while it waited; rank 0's node and port are the group's master

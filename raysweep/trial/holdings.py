@@ -6,7 +6,9 @@ made for its workers.
   (``driver/admission.py``) reads them to see which slots free when a trial ends.
 * Each Ray Train worker tells it when it enters the trial's loop (``rank.on_train_worker``): the
   trial counts its started ranks against ``worker_start_timeout_s`` (``start_bound.py``).
-* The driver frees a trial's Ray Train groups when the trial ends (``driver/trial_ends.py``):
+* A warm trial that places its own slots (``slots.py``) tells it its group, and when it holds them:
+  the driver counts the trial's time from then (``monitor.py``).
+* The driver frees a trial's Ray Train groups (and its own) when the trial ends (``driver/trial_ends.py``):
   on Ray 2.56 the group of a TorchTrainer run whose trial Tune stopped outlived the trial, holding
   its CPUs, and the next trial's workers waited for them forever. Only groups this record was
   told of are freed, by their ids: never another job's.
@@ -16,6 +18,7 @@ One small actor per sweep on the driver's node, owned by the driver: it ends wit
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import ray
@@ -28,13 +31,23 @@ class Holdings:
         self._nodes: dict[str, dict[str, int]] = {}  # trial id -> node id -> the workers it holds there
         self._started: dict[str, set[int]] = {}  # Train run name -> ranks that entered the loop
         self._groups: dict[str, dict[str, Any]] = {}  # trial id -> placement group id (hex) -> group
+        self._since: dict[str, float] = {}  # trial id -> when it began to hold its nodes
 
     def hold(self, trial_id: str, nodes: dict[str, int]) -> None:
         self._nodes[trial_id] = nodes
+        self._since[trial_id] = time.time()
 
     def nodes(self) -> dict[str, dict[str, int]]:
         """What every trial that started, and has not been released, holds."""
         return self._nodes
+
+    def since(self) -> dict[str, float]:
+        """When each trial that holds its nodes began to (its process may have started before)."""
+        return self._since
+
+    def placed(self, trial_id: str, group: Any) -> None:
+        """The trial placed its slots in ``group`` itself (``slots.py``)."""
+        self._groups.setdefault(trial_id, {})[group.id.hex()] = group
 
     def started(self, trial_id: str, run: str, rank: int, group: Any) -> None:
         self._started.setdefault(run, set()).add(rank)
@@ -48,6 +61,7 @@ class Holdings:
     def release(self, trial_id: str) -> list[Any]:
         """The trial ended (or will start again): forget what it held; returns its Ray Train groups."""
         self._nodes.pop(trial_id, None)
+        self._since.pop(trial_id, None)
         for run in [r for r in self._started if r.startswith(f"{trial_id}-")]:
             del self._started[run]
         return list(self._groups.pop(trial_id, {}).values())

@@ -22,15 +22,15 @@ class Lease:
 
     id: int
     workers: list[Any]
+    group: Any  # the placement group that holds their slots
     broken: bool = False
 
 
-def borrow(pool: Any, places: list[RankPlace]) -> Lease:
-    """A worker for each rank at its place (the trial's placement group holds their resources)."""
-    pg = ray.util.get_current_placement_group()
+def borrow(pool: Any, places: list[RankPlace], group: Any) -> Lease:
+    """A worker for each rank at its place (``group``, the trial's placement group, holds their resources)."""
     ranks = [(place.node_id, place.gpu) for place in places]
-    lease, workers = _ask(pool.lend, ranks, pg.id.hex() if pg else None)
-    return Lease(lease, workers)
+    lease, workers = _ask(pool.lend, ranks, group.id.hex() if group else None)
+    return Lease(lease, workers, group)
 
 
 def give_back(pool: Any, lease: Lease) -> None:

@@ -29,11 +29,10 @@ import ray
 from ray import tune
 from ray.train import UserCallback
 from ray.util.queue import Queue
-from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from raysweep.placement import rank_places
 from raysweep.runs.files import read_explanation
-from raysweep.trial import gang, rank, watchdog
+from raysweep.trial import gang, rank, slots, watchdog
 from raysweep.trial.job import Sweep, TrialJob
 from raysweep.trial.job_builder import InfeasibleTrial, build_job
 from raysweep.trial.lease import borrow, give_back
@@ -102,20 +101,21 @@ def _restored_train_checkpoint() -> str | None:
         return json.load(f)["path"]
 
 
-def run_in_process(job: TrialJob, sweep: Sweep, worker_pool: Any, bound: StartBound) -> None:
+def run_in_process(job: TrialJob, sweep: Sweep, worker_pool: Any, bound: StartBound, group: Any) -> None:
     rank.in_process(job)  # its one worker is this process: nothing to wait for
 
 
-def run_warm(job: TrialJob, sweep: Sweep, worker_pool: Any, bound: StartBound) -> None:
-    """Run the trial on ``job.world_size`` of the pool's warm workers, on each of its nodes."""
+def run_warm(job: TrialJob, sweep: Sweep, worker_pool: Any, bound: StartBound, group: Any) -> None:
+    """Run the trial on ``job.world_size`` of the pool's warm workers, on each of its nodes
+    (``group`` holds their slots)."""
     capacity = job.capacity
-    places = rank_places(trial_nodes(job, bound), job.shape.per_node)
+    places = rank_places(trial_nodes(job, bound, group), job.shape.per_node)
 
     def forward(metrics: dict[str, Any], checkpoint_dir: str | None) -> None:
         tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(checkpoint_dir) if checkpoint_dir else None)
 
     restored = tune.get_checkpoint()
-    lease = borrow(worker_pool, places)
+    lease = borrow(worker_pool, places, group)
     try:
         with restored.as_directory() if restored else contextlib.nullcontext() as checkpoint_dir:
             threads = node_threads(job, sweep)
@@ -173,54 +173,45 @@ def node_threads(job: TrialJob, sweep: Sweep) -> int:
     return max(own, int(node.cpus // job.world_size))
 
 
-def trial_nodes(job: TrialJob, bound: StartBound) -> list[tuple[str, str, list[Any]]]:
-    """Each node of the trial, its own first: (node id, address, the GPUs Ray gave its bundle).
+def trial_nodes(job: TrialJob, bound: StartBound, group: Any) -> list[tuple[str, str, list[Any]]]:
+    """Each node of the trial, rank 0's first: (node id, address, the GPUs Ray gave its bundle).
 
-    The trial's process holds its first bundle, so Ray tells it its GPUs; a task placed in each
-    other bundle, asking for that bundle's GPUs, reads them there.
+    The trial's process holds the first bundle of Tune's group, so Ray tells it its GPUs; a task
+    placed in each other bundle (each bundle, in a group the trial made: ``slots.py``), asking for
+    that bundle's GPUs, reads them there.
     """
     here = (ray.get_runtime_context().get_node_id(), ray.util.get_node_ip_address(), ray.get_gpu_ids())
-    if job.shape.nodes == 1:
+    own = group is not None and group != ray.util.get_current_placement_group()
+    if job.shape.nodes == 1 and not own:
         return [here]
-    group = ray.util.get_current_placement_group()
-    gpus = job.shape.per_node * job.capacity.gpus_per_worker if job.capacity.use_gpu else 0
-    probes = [
-        _bundle_node.options(
-            num_cpus=0,
-            num_gpus=gpus,
-            scheduling_strategy=PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=index),
-        ).remote()
-        for index in range(1, job.shape.nodes)
-    ]
+    first = 0 if own else 1
+    indices = range(first, job.shape.nodes)
+    if not job.capacity.use_gpu:  # no GPUs to learn: the group's table says where each bundle is
+        return [here] * first + slots.bundle_places(group, indices)
+    probes = slots.probe_bundles(group, indices, gpus=job.shape.per_node * job.capacity.gpus_per_worker)
 
     def waited_for(late: list[int]) -> str:
-        return f"its bundle(s) {', '.join(str(i + 1) for i in late)} did not answer; {group_state(group)}"
+        return f"its bundle(s) {', '.join(str(i + first + 1) for i in late)} did not answer; {group_state(group)}"
 
-    return [here, *bound.get(probes, waited_for)]
+    return [here] * first + bound.get(probes, waited_for)
 
 
-def bundle_nodes(job: TrialJob) -> list[str]:
-    """The node of each bundle of the trial's placement group, its own first."""
-    here = ray.get_runtime_context().get_node_id()
-    if job.shape.nodes == 1:
-        return [here]
-    table = ray.util.placement_group_table(ray.util.get_current_placement_group())
+def bundle_nodes(job: TrialJob, group: Any) -> list[str]:
+    """The node of each bundle of the group holding the trial's slots, rank 0's first."""
+    if job.shape.nodes == 1 and group == ray.util.get_current_placement_group():
+        return [ray.get_runtime_context().get_node_id()]
+    table = ray.util.placement_group_table(group)
     return [table["bundles_to_node_id"][i] for i in range(job.shape.nodes)]
 
 
-@ray.remote
-def _bundle_node() -> tuple[str, str, list[Any]]:
-    return ray.get_runtime_context().get_node_id(), ray.util.get_node_ip_address(), ray.get_gpu_ids()
-
-
-def run_torchtrainer(job: TrialJob, sweep: Sweep, worker_pool: Any, bound: StartBound) -> None:
+def run_torchtrainer(job: TrialJob, sweep: Sweep, worker_pool: Any, bound: StartBound, group: Any) -> None:
     """The trial is one Ray Train run on the trial's nodes (the ones its placement group holds slots on)."""
     import torch.distributed as dist
     from ray.train import FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchConfig, TorchTrainer
 
     capacity = job.capacity
-    nodes = bundle_nodes(job)
+    nodes = bundle_nodes(job, group)
     per_node = job.shape.per_node
     run_name = f"{job.trial_id}-{uuid.uuid4().hex[:8]}"
     per_worker = {"CPU": capacity.cpus_per_worker} | ({"GPU": capacity.gpus_per_worker} if capacity.use_gpu else {})
@@ -286,16 +277,17 @@ def _wait_started(
             return
         if bound.expired():
             addresses = {n["NodeID"]: n["NodeManagerAddress"] for n in ray.nodes()}
-            where = ", ".join(addresses.get(n, n[:8]) for n in bundle_nodes(job))
+            group = ray.util.get_current_placement_group()  # Tune's: a TorchTrainer trial places no slots itself
+            where = ", ".join(addresses.get(n, n[:8]) for n in bundle_nodes(job, group))
             raise bound.failure(
                 f"{started} of {job.world_size} Ray Train worker(s) started. Ray Train asked for {job.world_size} x "
                 f"{short_config(per_worker)} on node(s) {where} ({free_of(per_worker)}); the trial holds its "
-                f"{group_state(ray.util.get_current_placement_group())}"
+                f"{group_state(group)}"
             )
         time.sleep(0.25)
 
 
-RUNNERS: dict[Runner, Callable[[TrialJob, Sweep, Any, StartBound], None]] = {
+RUNNERS: dict[Runner, Callable[[TrialJob, Sweep, Any, StartBound, Any], None]] = {
     Runner.IN_PROCESS: run_in_process,
     Runner.WARM: run_warm,
     Runner.TORCHTRAINER: run_torchtrainer,
@@ -307,13 +299,14 @@ def run_trial(flat_config: dict[str, Any], sweep: Sweep, worker_pool: Any) -> No
     sweep's ``pool.WorkerPool`` (None with ``ddp_workers: torchtrainer``)."""
     ctx = tune.get_context()
     job = build_job(sweep, flat_config, ctx.get_trial_id(), ctx.get_trial_dir())
-    bound = StartBound(job.start_timeout_s)  # Tune started this trial once it held its resources
+    group, own = slots.slot_group(job, sweep.holdings)
+    bound = StartBound(job.start_timeout_s)  # from when the trial holds its slots
     watchdog.clear(job.trial_dir)  # a retried trial starts without the last attempt's explanation
-    nodes = bundle_nodes(job)
+    nodes = bundle_nodes(job, group)
     if sweep.holdings is not None:  # the driver's admission sees which slots this trial holds
         sweep.holdings.hold.remote(job.trial_id, dict.fromkeys(nodes, job.shape.per_node))
     try:
-        RUNNERS[job.runner](job, sweep, worker_pool, bound)
+        RUNNERS[job.runner](job, sweep, worker_pool, bound, group)
     except Exception as e:
         if job.runner == Runner.IN_PROCESS:
             raise
@@ -333,3 +326,5 @@ def run_trial(flat_config: dict[str, Any], sweep: Sweep, worker_pool: Any) -> No
             ranks, reports = early
             raise gang.RankReports(watchdog.ended_early_text(ranks, job.world_size, reports)) from e
         raise
+    finally:
+        slots.release(group, own)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 
-from raysweep.backfill import Holding, Reservation, Waiting, decide, reserve
+from raysweep.backfill import Holding, Reservation, Waiting, decide, reserve, starts_ahead
 from raysweep.placement import Capacity, Node, shape
 
 
@@ -86,3 +86,18 @@ def test_on_one_node_sizes_one_two_and_four_reserve_the_node_for_the_four():
     decision = decide(0.0, slots, running, queue, shape_of)
     assert decision.start == "short" and decision.reservation == Reservation("four", 4, 20.0, {"A": 4})
     assert decide(0.0, slots, running, queue[:2], shape_of).start is None  # the long one would hold the node past 20
+
+
+def test_a_head_that_places_its_own_slots_starts_ahead_only_just_before_its_reservation():
+    """Its process starts while its slots are still held (``trial/slots.py``), within the lead of its
+    reservation; not without a time or nodes, not a size Tune places (TorchTrainer), not while an
+    earlier trial started ahead still waits for its own slots."""
+    reserved = Reservation("big", 4, 10.0, {"A": 2, "B": 2})
+    warm = frozenset({1, 4})
+    assert starts_ahead(reserved, 6.0, warm, lead_s=5.0, one_waits=False)
+    assert not starts_ahead(reserved, 4.0, warm, lead_s=5.0, one_waits=False)  # 6 s early: too soon
+    assert not starts_ahead(reserved, 6.0, frozenset({1}), lead_s=5.0, one_waits=False)
+    assert not starts_ahead(reserved, 6.0, warm, lead_s=5.0, one_waits=True)
+    assert not starts_ahead(Reservation("big", 4, None), 6.0, warm, lead_s=5.0, one_waits=False)
+    assert not starts_ahead(Reservation("big", 4, 10.0), 6.0, warm, lead_s=5.0, one_waits=False)  # no nodes
+    assert not starts_ahead(None, 6.0, warm, lead_s=5.0, one_waits=False)

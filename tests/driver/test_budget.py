@@ -246,18 +246,29 @@ def test_a_trial_is_admitted_only_when_the_spend_the_running_trials_and_its_own_
     assert [resumed.next_trial().config, resumed.next_trial().config] == [big, small]
 
 
-def test_a_trial_of_the_whole_node_gets_a_reservation_and_a_short_trial_is_backfilled_before_it(tmp_path, fake_gpus):
+@pytest.mark.parametrize("start_ahead", [False, True])
+def test_a_trial_of_the_whole_node_gets_a_reservation_and_a_short_trial_is_backfilled_before_it(
+    tmp_path, fake_gpus, start_ahead
+):
     """One node of 4 GPUs that do not exist (half a CPU per worker, so the GPUs bound it): sizes 1,
-    2 and 4 (tests/support/backfill_case.py says what the grid's order forces)."""
-    from backfill_case import backfill_sweep, check_backfill
+    2 and 4 (tests/support/backfill_case.py says what the grid's order forces); with
+    RAYSWEEP_START_AHEAD=1, trials place their own slots and ask each bundle for its GPUs."""
+    from backfill_case import backfill_sweep, check_backfill, check_started_ahead
 
+    from raysweep.env import START_AHEAD
     from raysweep.runs.rows import read_rows
 
     spec = backfill_sweep(tmp_path, "bf-one", resources={"cpus_per_worker": 0.5})
-    out = cli("run", str(spec), "--storage", str(tmp_path / "runs"), "--wandb", "disabled", address=fake_gpus)
+    args = ["run", str(spec), "--storage", str(tmp_path / "runs"), "--wandb", "disabled", "--address", fake_gpus]
+    env = cli_env() | ({START_AHEAD: "1"} if start_ahead else {})
+    out = subprocess.run([sys.executable, "-m", "raysweep", *args], capture_output=True, text=True, env=env, cwd=ROOT)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "reserved, starts in ~" in out.stdout  # the progress line shows the waiting head
-    check_backfill(read_rows(tmp_path / "runs" / "bf-one"))
+    rows = read_rows(tmp_path / "runs" / "bf-one")
+    check_backfill(rows)
+    assert all(r.metrics["world_size"] == r.world_size for r in rows)
+    if start_ahead:
+        check_started_ahead(rows, tmp_path / "runs" / "bf-one")
 
 
 def test_before_any_trial_reported_the_epoch_seconds_given_are_the_estimate_then_the_reports_are():

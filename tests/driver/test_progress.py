@@ -6,7 +6,8 @@ trials; no Ray is started."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from conftest import write_spec
@@ -142,3 +143,26 @@ def test_a_trials_error_is_its_own_sentence_without_a_traceback_or_colour_codes(
     assert error_summary(ray_error) == "num_gpus=4 can never be placed: ...\nSizes that fit: 1-2"
     user_error = "Traceback:\n\x1b[36mray::ImplicitFunc.train()\x1b[39m\nValueError: boom"
     assert error_summary(user_error) == "Traceback:\nray::ImplicitFunc.train()\nValueError: boom"
+
+
+def test_a_trial_started_ahead_of_its_slots_starts_and_is_accounted_from_when_it_held_them(tmp_path):
+    """Issue 50: the admission starts the reserved trial's process before its slots free
+    (``trial/slots.py``); its row's start, wall time and the seconds it is charged for count from
+    when it held them (``Board.held_at``), not from its process's start."""
+    monitor, trials = monitor_and_trials(tmp_path, 2)
+    for t in trials:
+        monitor.on_trial_start(0, trials, t)
+    early, on_time = trials
+    started = time.time() - 40.0  # its process started 40 s ago, and waited 30 s for its slots
+    for t in trials:
+        monitor.rows[t.trial_id] = replace(monitor.rows[t.trial_id], start=started, since=started)
+    monitor.board.held_at[early.trial_id] = held = started + 30.0
+    monitor.on_trial_result(0, trials, early, {"score": 1.0, "training_iteration": 1})
+    monitor.on_trial_result(0, trials, on_time, {"score": 1.0, "training_iteration": 1})
+    rows = {r["trial_id"]: r for r in read_trials(monitor.path)}
+    assert rows[early.trial_id]["start"] == held and 10.0 <= rows[early.trial_id]["run_s"] < 20.0
+    assert rows[early.trial_id]["wall_s"] < 20.0
+    assert rows[on_time.trial_id]["start"] == started and rows[on_time.trial_id]["run_s"] >= 40.0  # none to correct
+    monitor.board.held_at[early.trial_id] = held + 60.0  # a later attempt's: a trial that reported keeps its start
+    monitor.on_trial_result(0, trials, early, {"score": 1.0, "training_iteration": 2})
+    assert read_trials(monitor.path)[0]["start"] == held

@@ -52,3 +52,18 @@ def check_backfill(rows: list[TrialRow]) -> None:
     # made the next only once the one before had started: starts went one after another)
     first = min(rows, key=lambda r: r.start)
     assert sum(r.created < first.start for r in rows) >= 3, [(r.trial_id, r.created, r.start) for r in rows]
+
+
+def check_started_ahead(rows: list[TrialRow], run_dir: Path) -> None:
+    """Issue 50, with RAYSWEEP_START_AHEAD=1: warm trials place their own slots (``trial/slots.py``),
+    so the head's process was started ahead of its slots (driver.log), and trials of different
+    sizes ran one after another in the same Tune actor (Tune's ``pid``), where each size has an
+    actor of its own otherwise."""
+    by = {(r.world_size, r.config["epochs"]): r for r in rows}
+    assert all(r.metrics["world_size"] == r.world_size for r in rows), [(r.world_size, r.metrics) for r in rows]
+    log = (run_dir / "driver.log").read_text()
+    assert f"start {by[(4, 8)].trial_id} ahead of its slots" in log, log[-3000:]
+    sizes_per_actor: dict[int, set[int]] = {}
+    for r in rows:
+        sizes_per_actor.setdefault(r.metrics["pid"], set()).add(r.world_size)
+    assert any(len(sizes) > 1 for sizes in sizes_per_actor.values()), sizes_per_actor

@@ -219,7 +219,7 @@ from raysweep.placement import RankPlace
 from raysweep.trial.warm_rank import RankCall
 from raysweep.trial.lease import Lease
 from raysweep.trial.start_bound import StartBound
-lease = Lease(0, [warm_rank.DDPWorker.options(num_cpus=0).remote()])
+lease = Lease(0, [warm_rank.DDPWorker.options(num_cpus=0).remote()], None)
 def place(gpu):
     return RankPlace("n", "127.0.0.1", 0, 0, 1, gpu, (gpu,))
 outcome = []
@@ -290,7 +290,7 @@ def loop(args, link, master):
 places = [RankPlace("n", "127.0.0.1", 0, r, 2) for r in range(2)]
 call = RankCall(fn=loop, args=None, group_backend="gloo", checkpoint_dir=None, places=places, use_gpu=False, threads=1)
 reports = []
-gang.run(Lease(0, workers), call, lambda metrics, ckpt: reports.append(metrics), StartBound(600))
+gang.run(Lease(0, workers, None), call, lambda metrics, ckpt: reports.append(metrics), StartBound(600))
 print("REPORTS", reports)
 """,
     )
