@@ -164,14 +164,10 @@ class Admission:
     def _holdings(self, trials: list[Any]) -> list[Holding] | None:
         """What each running or starting trial holds, and when it is expected to end."""
         if time.monotonic() - self._held_at > REFRESH_S:
-            self._held, since = ray.get([self.holdings.nodes.remote(), self.holdings.since.remote()], timeout=30)
+            self._held = ray.get(self.holdings.nodes.remote(), timeout=30)
             self._held_at = time.monotonic()
-            by_id = {t.trial_id: t for t in trials}
-            for trial_id in [t for t in self.starting if t in since and t in by_id]:
-                if self._size(by_id[trial_id]) in self.ahead:  # it placed its slots, and holds them now
-                    self.board.held_at[trial_id] = since[trial_id]
-                    self.board.ahead.discard(trial_id)
-                    del self.starting[trial_id]  # a retry is chosen again, with a new token
+            if self.ahead:  # only trials that place their own slots need when they began to hold them
+                self._placed(trials, ray.get(self.holdings.since.remote(), timeout=30))
         rows = self.estimates.monitor.rows
         out = []
         for trial in trials:
@@ -191,6 +187,16 @@ class Admission:
                 end = self.estimates.end(row)
             out.append(Holding(trial.trial_id, nodes, end))
         return out
+
+    def _placed(self, trials: list[Any], since: dict[str, float]) -> None:
+        """Starting trials that placed their own slots and hold them now: their rows start then,
+        and they leave ``starting`` (a retry is chosen again, with a new token)."""
+        by_id = {t.trial_id: t for t in trials}
+        for trial_id in [t for t in self.starting if t in since and t in by_id]:
+            if self._size(by_id[trial_id]) in self.ahead:
+                self.board.held_at[trial_id] = since[trial_id]
+                self.board.ahead.discard(trial_id)
+                del self.starting[trial_id]
 
     def _slots(self) -> dict[str, int]:
         """The workers each node alive hosts."""

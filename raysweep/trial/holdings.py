@@ -46,13 +46,13 @@ class Holdings:
         return self._since
 
     def placed(self, trial_id: str, group: Any) -> None:
-        """The trial placed its slots in ``group`` itself (``slots.py``)."""
+        """``group`` holds slots of the trial: one it placed itself (``slots.py``), or its Ray Train run's."""
         self._groups.setdefault(trial_id, {})[group.id.hex()] = group
 
     def started(self, trial_id: str, run: str, rank: int, group: Any) -> None:
         self._started.setdefault(run, set()).add(rank)
         if group is not None:
-            self._groups.setdefault(trial_id, {})[group.id.hex()] = group
+            self.placed(trial_id, group)
 
     def count(self, run: str) -> int:
         """How many ranks of the Train run ``run`` have started."""
