@@ -90,13 +90,14 @@ def _callbacks(
 @dataclass(frozen=True)
 class Experiment:
     """A started sweep: its Tuner, the monitor of its trials, what may stop it, its trials' output
-    on the console, and its settings with the plan."""
+    on the console, its settings with the plan, and its warm workers' pool (None without one)."""
 
     tuner: tune.Tuner
     monitor: SweepMonitor
     stoppers: list[Any]
     output: TrialOutput
     settings: RunSettings
+    pool: Any = None
 
 
 def start(
@@ -176,7 +177,7 @@ def start(
     if hasattr(scheduler, "watch"):  # a run dir from before the guard has a scheduler without it
         scheduler.watch(spec, capacity, admission)
         monitor.never_placed = scheduler.never_placed
-    return Experiment(tuner, monitor, stoppers, output, settings)
+    return Experiment(tuner, monitor, stoppers, output, settings, pool)
 
 
 def _admission(

@@ -41,6 +41,7 @@ from raysweep.runs.show import resolve_run_dir
 from raysweep.search.custom import AX_REFUSED, sample_sizes, user_function
 from raysweep.spec import SweepSpec
 from raysweep.spec.model import draw_seed
+from raysweep.trial.pool import end_pool
 from raysweep.trial.rank import import_loop
 from raysweep.values import safe_name
 
@@ -146,6 +147,8 @@ def _run(
             # the last lines of the trials that ran to their end here, still on their way to this console
             output.wait({k for k, r in monitor.rows.items() if r.finished} - monitor.finished_before)
         finally:
+            if run.pool is not None:  # its workers' scripts end before this driver does
+                end_pool(run.pool)
             output.close()
     budget = next((s for s in stoppers if getattr(s, "fired", False)), None)  # it interrupted the sweep itself
     if budget is not None and not signals.received:

@@ -26,15 +26,19 @@ from __future__ import annotations
 
 import functools
 import itertools
+import logging
+import time
 from collections.abc import Callable, Iterable
 from typing import Any, Generic, TypeVar
 
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from raysweep.trial.program import GRACE_S
 from raysweep.trial.warm_rank import DDPWorker
 
 W = TypeVar("W")
+log = logging.getLogger("raysweep")
 
 
 class Lending(Generic[W]):
@@ -116,6 +120,16 @@ class Lending(Generic[W]):
             else:  # first in line again, in rank order: a trial of the same size gets the same ranks
                 self.idle.setdefault(node_id, [])[:0] = back
 
+    def end_all(self) -> list[W]:
+        """End every worker, idle and lent (the sweep is over); returns them."""
+        workers = [w for idle in self.idle.values() for w in idle]
+        workers += [w for _, ranks in self.lent.values() for _, w in ranks]
+        self.idle.clear()
+        self.lent.clear()
+        self.gpu.clear()
+        self._end(workers)
+        return workers
+
     def end_abandoned(self, gone: Iterable[str]) -> None:
         """End the workers of trials whose placement group is ``gone`` (they ended without giving them back)."""
         gone = set(gone)
@@ -143,6 +157,12 @@ class WorkerPool:
     def give_back(self, lease: int, broken: bool, workers: list[Any]) -> None:
         self._lending.give_back(lease, broken, workers)
 
+    def end_all(self, timeout_s: float) -> tuple[int, bool]:
+        """End every worker and wait up to ``timeout_s`` for their processes to be gone (a rank's
+        script ends with its worker: ``supervise``); how many, and whether all are gone."""
+        workers = self._lending.end_all()
+        return len(workers), _wait_dead(workers, timeout_s)
+
     def _end_abandoned(self) -> None:
         groups = {g for g, _ in self._lending.lent.values() if g}
         if not groups:
@@ -164,6 +184,30 @@ def _alive(workers: list[Any]) -> list[Any]:
     return [w for w, ref in zip(workers, pings, strict=True) if ref not in dead]
 
 
+def _wait_dead(workers: list[Any], timeout_s: float) -> bool:
+    """Whether every one of ``workers`` (ended with ``ray.kill``) is dead within ``timeout_s``:
+    a call to a dying actor may still be answered, so each is pinged until a ping fails."""
+    deadline = time.monotonic() + timeout_s
+    while workers and time.monotonic() < deadline:
+        workers = _alive(workers)
+        if workers:
+            time.sleep(0.1)
+    return not workers
+
+
+def end_pool(pool: Any, timeout_s: float = 15.0) -> None:
+    """End the sweep's pool and its workers before the driver goes on (a script a worker runs
+    ends with it), rather than leave them to Ray's clean-up of an ended driver: under load a
+    SIGTERM'd driver's scripts ran on for over 30 s (issue 49)."""
+    try:
+        count, gone = ray.get(pool.end_all.remote(timeout_s), timeout=timeout_s + 5)
+    except (ray.exceptions.RayError, TimeoutError) as e:
+        log.warning("the warm workers' pool did not end its workers: %s", e)
+    else:
+        log.info("ended the %d warm workers" + ("" if gone else f"; some outlived {timeout_s:.0f} s"), count)
+    ray.kill(pool)
+
+
 def _new_worker(node_id: str, imports: tuple[str, ...]) -> Any:
     return DDPWorker.options(
         num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)
@@ -171,6 +215,10 @@ def _new_worker(node_id: str, imports: tuple[str, ...]) -> Any:
 
 
 def _end(workers: list[Any]) -> None:
+    """End ``workers``, each after the script it runs (``program.end_running_scripts``; its
+    trial may be gone and the rank blocked): ``ray.kill`` alone would orphan the script."""
+    if workers:
+        ray.wait([w.end_scripts.remote() for w in workers], num_returns=len(workers), timeout=GRACE_S + 5)
     for worker in workers:
         ray.kill(worker)
 

@@ -24,6 +24,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -44,6 +45,8 @@ GRACE_S = 10.0  # SIGTERM, then SIGKILL this much later (W&B's agent waits 30 s)
 POLL_S = 0.2
 SHARE_S = 0.5  # with 2+ ranks: how often rank 0's reports reach the others (each share is a round trip)
 _TAIL_LINES = 20
+_running: set[subprocess.Popen] = set()  # this process's supervised scripts (end_running_scripts)
+_running_lock = threading.Lock()
 
 
 class ProgramFailed(RuntimeError):
@@ -222,21 +225,43 @@ def _start_script(job: TrialJob, rank: int, env: dict[str, str]) -> subprocess.P
     argv = render_command(launch.command, launch.program, launch.params, launch.args_json_file)
     metrics_file(trial_dir, job.attempt, rank).parent.mkdir(parents=True, exist_ok=True)  # also on a node of its own
     stdout_path, stderr_path = rank_logs(trial_dir, rank)
-    with open(stdout_path, "ab") as out, open(stderr_path, "ab") as err:
-        return subprocess.Popen(
+    with open(stdout_path, "ab") as out, open(stderr_path, "ab") as err, _running_lock:
+        proc = subprocess.Popen(
             [sys.executable, "-m", "raysweep.trial.supervise", str(GRACE_S), str(os.getpid()), "--", *argv],
             cwd=launch.wandb.workdir,
             env=env,
             stdout=out,
             stderr=err,
         )
+        _running.add(proc)
+        return proc
 
 
 def _end_script(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)  # the supervisor ends the script's process group
+    _end_supervisors([proc])
+    with _running_lock:
+        _running.discard(proc)
+
+
+def end_running_scripts() -> None:
+    """End every script this process runs (a warm worker's, before the pool ends the worker):
+    Ray SIGKILLs the children of a worker it kills, and a supervisor killed so leaves its script
+    running on, its parent 1, until the script ends by itself (issue 49)."""
+    with _running_lock:
+        procs = list(_running)
+    _end_supervisors(procs)
+
+
+def _end_supervisors(procs: list[subprocess.Popen]) -> None:
+    """SIGTERM to each (a supervisor then ends its script's process group), all at once; SIGKILL
+    to any still running GRACE_S + 5 s later."""
+    live = [proc for proc in procs if proc.poll() is None]
+    for proc in live:
+        proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + GRACE_S + 5
+    for proc in live:
         try:
-            proc.wait(GRACE_S + 5)
+            proc.wait(max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             proc.kill()
 

@@ -21,6 +21,7 @@ from raysweep.env import set_env
 from raysweep.placement import RankPlace
 from raysweep.trial import devices
 from raysweep.trial.ports import free_port
+from raysweep.trial.program import end_running_scripts
 
 GROUP_TIMEOUT = timedelta(minutes=30)  # torch.distributed's default for a collective
 
@@ -200,6 +201,11 @@ class DDPWorker:
             if torch.cuda.is_initialized():
                 torch.cuda.empty_cache()  # the next trial may be another process's on this GPU
             set_env(before)
+
+    def end_scripts(self) -> None:
+        """End the ``program:`` script this worker runs, if any, before the pool ends the worker
+        (its trial may be gone, and the rank left waiting for it)."""
+        end_running_scripts()
 
     def ping(self) -> bool:
         """The pool's health check of an idle worker (an actor that died fails this at once)."""

@@ -111,6 +111,13 @@ def test_workers_of_a_trial_whose_placement_group_is_gone_are_ended():
     assert made.ended == ["A1"] and [group for group, _ in lending.lent.values()] == ["alive"]
 
 
+def test_the_sweeps_end_ends_every_worker_idle_and_lent_on_every_node():
+    lending, made = pool(A=2, B=1)
+    lending.lend([("A", "0"), ("B", None)], "running")
+    assert sorted(lending.end_all()) == ["A1", "A2", "B1"] and sorted(made.ended) == ["A1", "A2", "B1"]
+    assert lending.have("A") == lending.have("B") == 0 and not lending.gpu
+
+
 def test_workers_that_died_while_idle_are_never_lent():
     lending, made = pool(A=2)
     serve(lending, {"A1": "0"})
