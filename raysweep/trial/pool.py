@@ -27,7 +27,6 @@ from __future__ import annotations
 import functools
 import itertools
 import logging
-import time
 from collections.abc import Callable, Iterable
 from typing import Any, Generic, TypeVar
 
@@ -157,11 +156,9 @@ class WorkerPool:
     def give_back(self, lease: int, broken: bool, workers: list[Any]) -> None:
         self._lending.give_back(lease, broken, workers)
 
-    def end_all(self, timeout_s: float) -> tuple[int, bool]:
-        """End every worker and wait up to ``timeout_s`` for their processes to be gone (a rank's
-        script ends with its worker: ``supervise``); how many, and whether all are gone."""
-        workers = self._lending.end_all()
-        return len(workers), _wait_dead(workers, timeout_s)
+    def end_all(self) -> int:
+        """End every worker (each after its scripts: ``_end``); how many there were."""
+        return len(self._lending.end_all())
 
     def _end_abandoned(self) -> None:
         groups = {g for g, _ in self._lending.lent.values() if g}
@@ -184,27 +181,16 @@ def _alive(workers: list[Any]) -> list[Any]:
     return [w for w, ref in zip(workers, pings, strict=True) if ref not in dead]
 
 
-def _wait_dead(workers: list[Any], timeout_s: float) -> bool:
-    """Whether every one of ``workers`` (ended with ``ray.kill``) is dead within ``timeout_s``:
-    a call to a dying actor may still be answered, so each is pinged until a ping fails."""
-    deadline = time.monotonic() + timeout_s
-    while workers and time.monotonic() < deadline:
-        workers = _alive(workers)
-        if workers:
-            time.sleep(0.1)
-    return not workers
-
-
-def end_pool(pool: Any, timeout_s: float = 15.0) -> None:
-    """End the sweep's pool and its workers before the driver goes on (a script a worker runs
-    ends with it), rather than leave them to Ray's clean-up of an ended driver: under load a
-    SIGTERM'd driver's scripts ran on for over 30 s (issue 49)."""
+def end_pool(pool: Any) -> None:
+    """End the sweep's pool and its workers, their scripts first, before the driver goes on:
+    left to Ray's clean-up of an ended driver, the workers of a trial whose process died kept
+    their scripts running for over 30 s, then orphaned them (issue 49)."""
     try:
-        count, gone = ray.get(pool.end_all.remote(timeout_s), timeout=timeout_s + 5)
+        count = ray.get(pool.end_all.remote(), timeout=GRACE_S + 10)
     except (ray.exceptions.RayError, TimeoutError) as e:
         log.warning("the warm workers' pool did not end its workers: %s", e)
     else:
-        log.info("ended the %d warm workers" + ("" if gone else f"; some outlived {timeout_s:.0f} s"), count)
+        log.info("ended the %d warm workers", count)
     ray.kill(pool)
 
 
