@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+HOUR = 3600.0  # seconds: GPU-hours (worker-hours on CPUs) are a trial's workers x its seconds / HOUR
+
 
 def finite_number(value: Any) -> bool:
     """A real number a metric or bound can be (not a bool, NaN or inf)."""

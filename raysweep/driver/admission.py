@@ -115,7 +115,7 @@ class Admission:
         if decision.reservation is not None and decision.reservation.at is not None:
             self.board.reserved_at.setdefault(decision.reservation.trial_id, decision.reservation.at)
         if decision.start is None:
-            waits = bool(self.board.ahead & set(self.starting))
+            waits = self._unplaced(trials)
             if not starts_ahead(decision.reservation, now, self.ahead, START_AHEAD_S, waits):
                 return None
             head = next(t for t in queue if t.trial_id == decision.reservation.trial_id)
@@ -187,6 +187,14 @@ class Admission:
                 end = self.estimates.end(row)
             out.append(Holding(trial.trial_id, nodes, end))
         return out
+
+    def _unplaced(self, trials: list[Any]) -> bool:
+        """Whether a trial this admission started still has to place its own slots (one started
+        ahead, or one backfilled): its group, asked for after the head's, could wait behind it in
+        Ray's order rather than take the slots it was started for (a full run at -n 3: the short
+        trials' groups waited out the whole head)."""
+        by_id = {t.trial_id: t for t in trials}
+        return any(t in by_id and self._size(by_id[t]) in self.ahead for t in self.starting)
 
     def _placed(self, trials: list[Any], since: dict[str, float]) -> None:
         """Starting trials that placed their own slots and hold them now: their rows start then,

@@ -24,9 +24,8 @@ from ray.tune.stopper import Stopper
 from raysweep.driver.estimates import Estimates
 from raysweep.runs.rows import TrialRow
 from raysweep.search.plan import cost_unit
+from raysweep.values import HOUR
 from raysweep.words import TrialStatus
-
-HOUR = 3600.0
 
 
 class Ledger:

@@ -233,7 +233,7 @@ def _admit(
     limit = concurrency_limit(capacity, min(max(spec.world_sizes), capacity.largest_node), settings.max_concurrent)
     planned = plan(spec, settings.segment_budget or settings.budget, spec.budget.epoch_seconds, capacity.use_gpu)
     _check_budget_fits(spec, settings, restore)
-    return replace(settings, plan=planned.to_json()), limit, planned
+    return replace(settings, plan=planned), limit, planned
 
 
 def _stoppers(spec: SweepSpec, monitor: SweepMonitor, ledger: Ledger | None) -> list[Any]:

@@ -27,7 +27,7 @@ from raysweep.driver.admission import Board
 from raysweep.runs.files import TRIALS_FILE, TUNE_KEYS, read_explanation, replace_text
 from raysweep.runs.rows import TrialRow, read_rows
 from raysweep.spec import SweepSpec
-from raysweep.values import clock, finite_number, plain, short, short_config
+from raysweep.values import HOUR, clock, finite_number, plain, short, short_config
 from raysweep.words import ENDED, STATES, TrialStatus
 
 
@@ -255,7 +255,7 @@ class SweepMonitor(Callback):
             when = f"starts in ~{clock(max(0.0, reservation.at - time.time()))}" if reservation.at else "waits"
             parts.append(f"| trial {reservation.trial_id} ({reservation.size} workers) reserved, {when}")
         if self.ledger is not None:
-            parts.append(f"spent {self.ledger.spent_s() / 3600:.3g}/{self.ledger.limit_s / 3600:g} {self.ledger.unit}")
+            parts.append(f"spent {self.ledger.spent_s() / HOUR:.3g}/{self.ledger.limit_s / HOUR:g} {self.ledger.unit}")
         best = self.best()
         if best:  # each trial ranked by its last report, as show, the report and W&B's summary rank it
             parts.append(f"| best {self.spec.metric.name}={short(best.metric(self.spec.metric.name))} (last report)")

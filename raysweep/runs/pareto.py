@@ -15,7 +15,7 @@ from typing import Any
 
 from raysweep.spec.engine import COST
 from raysweep.spec.model import Metric
-from raysweep.values import finite_number
+from raysweep.values import HOUR, finite_number
 
 
 def objective_values(metrics: dict[str, Any], world_size: int, goals: Sequence[Metric]) -> tuple[float, ...] | None:
@@ -24,7 +24,7 @@ def objective_values(metrics: dict[str, Any], world_size: int, goals: Sequence[M
     for goal in goals:
         value = metrics.get(goal.name)
         if goal.name == COST and value is None and finite_number(metrics.get("time_total_s")):
-            value = world_size * metrics["time_total_s"] / 3600
+            value = world_size * metrics["time_total_s"] / HOUR
         if not finite_number(value):
             return None
         values.append(float(value))

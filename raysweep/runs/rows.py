@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from raysweep.runs.files import TRIALS_FILE, read_trials
+from raysweep.values import HOUR
 from raysweep.words import ENDED, FINISHED, TrialStatus
 
 _JSON_NAMES = {"world_size": "num_workers"}  # this record's name -> the file's
@@ -75,7 +76,7 @@ class TrialRow:
     @property
     def cost_hours(self) -> float:
         """What it cost: its workers x the time it ran."""
-        return self.world_size * self.run_s / 3600
+        return self.world_size * self.run_s / HOUR
 
     def metric(self, name: str | None) -> Any:
         """The metric's last reported value (None: not reported, or no metric)."""

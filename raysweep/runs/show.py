@@ -95,11 +95,11 @@ def _cost(run_dir: Path, trials: list[dict[str, Any]]) -> dict[str, Any]:
         settings = read_settings(run_dir)
     except (OSError, ValueError, TypeError):
         settings = None
-    planned = (settings.plan if settings else None) or {}
+    planned = settings.plan if settings else None
     return {
         "spent_hours": round(sum(t["cost_hours"] for t in trials), 6),
-        "unit": planned.get("unit", "GPU-hours"),
-        "plan_hours": planned.get("hours"),
+        "unit": planned.unit if planned else "GPU-hours",
+        "plan_hours": planned.hours if planned else None,
         "budget_hours": settings.budget_gpu_hours if settings else None,
     }
 

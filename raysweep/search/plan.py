@@ -11,61 +11,18 @@ random quality, one after another, and counts where they stop (mean of ``SIMULAT
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 from ray.tune.schedulers import TrialScheduler
 
+from raysweep.runs.run_settings import Plan
 from raysweep.search.schedulers import build_scheduler
 from raysweep.spec import SweepSpec, grid_points
 from raysweep.spec.model import SIZE
+from raysweep.values import HOUR
 
 SIMULATIONS = 20
-HOUR = 3600.0
-
-
-@dataclass(frozen=True)
-class Plan:
-    trials: int
-    sizes: dict[int, float]  # world size -> its share of the trials
-    max_reports: int | None  # a trial's reports when nothing stops it (None: the spec does not say)
-    reports_per_trial: float | None  # expected, under the sweep's early stopping
-    rungs: list[tuple[int, float]]  # (rung, share of the trials that reach it)
-    worker_reports: float | None  # trials x size x reports: what the sweep spends, in reports of one worker
-    epoch_seconds: float | None  # one report's seconds, as estimated
-    hours: float | None  # GPU-hours (worker-hours on CPUs)
-    unit: str
-
-    def to_json(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["sizes"] = {str(k): v for k, v in self.sizes.items()}
-        return out
-
-    def lines(self, slots: int | None = None) -> list[str]:
-        """The plan in words, one line each (the banner prints them, ``validate --plan`` too)."""
-        sizes = ", ".join(f"{size} ({share:.0%})" for size, share in sorted(self.sizes.items()))
-        out = [f"plan: {self.trials} trials of num_gpus {sizes}"]
-        if self.max_reports is None:
-            out.append(
-                "plan: a trial's reports are unknown: set raysweep.scheduler.max_t or an epochs value "
-                "(base_config or a parameter) for its cost"
-            )
-            return out
-        stop = ", ".join(f"{share:.0%} reach {rung}" for rung, share in self.rungs)
-        out.append(
-            f"plan: {self.reports_per_trial:.3g} reports per trial of at most {self.max_reports}"
-            + (f" (early stopping: {stop})" if self.rungs else "")
-            + f"; {self.worker_reports:.4g} worker-reports"
-        )
-        if self.hours is None:
-            out.append(
-                "plan: its cost in hours needs one report's seconds: --epoch-seconds S (raysweep.budget.epoch_seconds)"
-            )
-            return out
-        wall = f"; about {self.hours / slots * HOUR:.0f} s of wall time on {slots} slots" if slots else ""
-        out.append(f"plan: expected {self.hours:.4g} {self.unit} at {self.epoch_seconds:g} s a report{wall}")
-        return out
 
 
 def size_shares(spec: SweepSpec, trials: int) -> dict[int, float]:

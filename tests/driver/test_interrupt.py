@@ -66,11 +66,12 @@ def test_ctrl_c_sigterm_a_killed_driver_and_two_ctrl_cs_each_resume_without_losi
     tmp_path, ray_cluster, ddp_workers
 ):
     """Guarantee: "One Ctrl-C or SIGTERM stops the sweep with its state saved (exit 130, every
-    unfinished trial, running or never started, listed as pending, no `program:` script left running); a
-    second exits at once. That holds
+    unfinished trial, running or never started, listed as pending, no `program:` script left running, even
+    one whose trial's process had died: the driver ends its warm workers, their scripts first, before it
+    exits); a second exits at once. That holds
     from the command's first second: a Ctrl-C inside `ray.init` used to crash the interpreter's exit
     (exit 139) and leave a run dir that `resume` met with a traceback." (The first second:
-    test_edges.py; scripts: test_program.py.)
+    test_edges.py; scripts, and a trial's process that died: test_program.py.)
 
     And of resume's guarantee (whole in test_driver.py): "`resume` (after a killed or interrupted
     driver) reads the run dir and runs only what is unfinished, each trial listed once; unfinished

@@ -115,6 +115,24 @@ def test_resume_refuses_a_run_dir_of_another_format_in_one_sentence_and_show_sti
         assert run_without_ray("show", str(run_dir)).returncode == 0
 
 
+def test_the_plan_in_run_json_reads_back_as_a_record_and_one_of_an_older_raysweep_as_unknown(tmp_path: Path):
+    from raysweep.runs.files import SETTINGS_FILE
+    from raysweep.runs.run_settings import Plan, RunSettings, read_settings, write_settings
+
+    run_dir = write_run_dir(tmp_path, trials=2, epochs=2)
+    plan = Plan(2, {1: 0.5, 2: 0.5}, 2, 1.5, [(1, 1.0), (2, 0.5)], 4.5, 10.0, 0.0125, "worker-hours")
+    write_settings(run_dir, RunSettings(name=run_dir.name, budget=2, wandb="disabled", plan=plan))
+    assert read_settings(run_dir).plan == plan
+    cost = json.loads(run_without_ray("show", str(run_dir), "--json").stdout)["cost"]
+    assert cost["plan_hours"] == 0.0125 and cost["unit"] == "worker-hours"
+    older = json.loads((run_dir / SETTINGS_FILE).read_text())
+    del older["plan"]["unit"]  # a field this raysweep's plan has and that one's lacked
+    (run_dir / SETTINGS_FILE).write_text(json.dumps(older))
+    assert read_settings(run_dir).plan is None
+    cost = json.loads(run_without_ray("show", str(run_dir), "--json").stdout)["cost"]
+    assert cost["plan_hours"] is None and cost["unit"] == "GPU-hours"
+
+
 def test_show_into_a_pipe_that_closes_early_ends_quietly(tmp_path: Path):
     """``raysweep show NAME | head``: the reader leaves after its lines, and show ends with no traceback."""
     run_dir = write_run_dir(tmp_path, trials=1500, epochs=1)  # a table larger than the pipe's buffer
