@@ -171,8 +171,8 @@ def starts_ahead(
 ) -> bool:
     """Whether the head starts now, before its slots are free: they are expected to free within
     ``lead_s`` on the nodes the reservation names, its size places its slots itself (``sizes``),
-    and no trial started before it still has to place its own (``one_waits``: started ahead, or
-    backfilled; so the order of the queue stays the order in which Ray is asked for slots)."""
+    and no trial started ahead still waits for its own (``one_waits``: one at a time, so the
+    order of the queue stays the order in which slots are taken)."""
     if reservation is None or reservation.at is None or not reservation.nodes or one_waits:
         return False
     return reservation.size in sizes and reservation.at - now <= lead_s

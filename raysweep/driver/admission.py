@@ -115,7 +115,7 @@ class Admission:
         if decision.reservation is not None and decision.reservation.at is not None:
             self.board.reserved_at.setdefault(decision.reservation.trial_id, decision.reservation.at)
         if decision.start is None:
-            waits = self._unplaced(trials)
+            waits = bool(self.board.ahead & set(self.starting))
             if not starts_ahead(decision.reservation, now, self.ahead, START_AHEAD_S, waits):
                 return None
             head = next(t for t in queue if t.trial_id == decision.reservation.trial_id)
@@ -188,23 +188,20 @@ class Admission:
             out.append(Holding(trial.trial_id, nodes, end))
         return out
 
-    def _unplaced(self, trials: list[Any]) -> bool:
-        """Whether a trial this admission started still has to place its own slots (one started
-        ahead, or one backfilled): its group, asked for after the head's, could wait behind it in
-        Ray's order rather than take the slots it was started for (a full run at -n 3: the short
-        trials' groups waited out the whole head)."""
-        by_id = {t.trial_id: t for t in trials}
-        return any(t in by_id and self._size(by_id[t]) in self.ahead for t in self.starting)
-
     def _placed(self, trials: list[Any], since: dict[str, float]) -> None:
         """Starting trials that placed their own slots and hold them now: their rows start then,
         and they leave ``starting`` (a retry is chosen again, with a new token)."""
+        for trial_id in self._placing(trials) & since.keys():
+            self.board.held_at[trial_id] = since[trial_id]
+            self.board.ahead.discard(trial_id)
+            del self.starting[trial_id]
+
+    def _placing(self, trials: list[Any]) -> set[str]:
+        """The starting trials of sizes that place their own slots (none unless start-ahead is on)."""
+        if not self.ahead:
+            return set()
         by_id = {t.trial_id: t for t in trials}
-        for trial_id in [t for t in self.starting if t in since and t in by_id]:
-            if self._size(by_id[trial_id]) in self.ahead:
-                self.board.held_at[trial_id] = since[trial_id]
-                self.board.ahead.discard(trial_id)
-                del self.starting[trial_id]
+        return {t for t in self.starting if t in by_id and self._size(by_id[t]) in self.ahead}
 
     def _slots(self) -> dict[str, int]:
         """The workers each node alive hosts."""

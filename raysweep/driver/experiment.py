@@ -177,7 +177,7 @@ def start(
     if hasattr(scheduler, "watch"):  # a run dir from before the guard has a scheduler without it
         scheduler.watch(spec, capacity, admission)
         monitor.never_placed = scheduler.never_placed
-    return Experiment(tuner, monitor, stoppers, output, settings, pool)
+    return Experiment(tuner=tuner, monitor=monitor, stoppers=stoppers, output=output, settings=settings, pool=pool)
 
 
 def _admission(
