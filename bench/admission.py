@@ -202,7 +202,8 @@ def starvation(
 def figures(rows: list[dict[str, Any]], slots: int) -> dict[str, Any]:
     """Per larger trial: how many trials made after it started before it, and for how long it was
     passed over (its start less the first such start), against one small trial's length; the
-    slots' busy share and the wall time; reservations, late ones, backfilled trials."""
+    slots' busy share and the wall time; reservations, late ones, backfilled trials; Tune's actors,
+    and how many of them ran trials of several sizes."""
     small = statistics.median(r["wall_s"] for r in rows if r["num_workers"] == 1)
     big = []
     for i, r in enumerate(rows):
@@ -224,6 +225,10 @@ def figures(rows: list[dict[str, Any]], slots: int) -> dict[str, Any]:
     wall = max(ends) - min(starts)
     longest = max((b["passed_over_s"] for b in big), default=0.0)
     late = [r for r in rows if r.get("reserved_at") and r["start"] > r["reserved_at"] + 5.0]
+    sizes_per_actor: dict[int, set[int]] = {}  # Tune's actor (its pid) -> the sizes of the trials it ran
+    for r in rows:
+        for pid in {report["pid"] for report in reports(r)}:
+            sizes_per_actor.setdefault(pid, set()).add(r["num_workers"])
     return {
         "trials": len(rows),
         "big_trials": big,
@@ -236,17 +241,24 @@ def figures(rows: list[dict[str, Any]], slots: int) -> dict[str, Any]:
         "reserved": sum(1 for r in rows if r.get("reserved_at")),
         "late_reservations": len(late),
         "backfilled": sum(1 for r in rows if r.get("backfilled")),
+        "tune_actors": len(sizes_per_actor),
+        "actors_with_several_sizes": sum(len(sizes) > 1 for sizes in sizes_per_actor.values()),
     }
+
+
+def reports(row: dict[str, Any]) -> list[dict[str, Any]]:
+    """The trial's reports as Tune recorded them (result.json)."""
+    return [json.loads(line) for line in (Path(row["trial_dir"]) / "result.json").read_text().splitlines()]
 
 
 def training_s(row: dict[str, Any]) -> float:
     """The seconds a trial's ranks trained: from its first epoch's start to its last report
     (result.json), without the start-up its row's wall time holds (slots held, not yet training)."""
-    reports = [json.loads(line) for line in (Path(row["trial_dir"]) / "result.json").read_text().splitlines()]
-    if not reports:
+    made = reports(row)
+    if not made:
         return 0.0
-    epoch = reports[-1]["time_this_iter_s"]  # a later report's: the first one's holds the start-up too
-    return reports[-1]["timestamp"] - reports[0]["timestamp"] + epoch
+    epoch = made[-1]["time_this_iter_s"]  # a later report's: the first one's holds the start-up too
+    return made[-1]["timestamp"] - made[0]["timestamp"] + epoch
 
 
 @contextlib.contextmanager

@@ -56,14 +56,11 @@ def check_backfill(rows: list[TrialRow]) -> None:
 
 def check_started_ahead(rows: list[TrialRow], run_dir: Path) -> None:
     """Issue 50, with RAYSWEEP_START_AHEAD=1: warm trials place their own slots (``trial/slots.py``),
-    so the head's process was started ahead of its slots (driver.log), and trials of different
-    sizes ran one after another in the same Tune actor (Tune's ``pid``), where each size has an
-    actor of its own otherwise."""
+    so each rank count is the trial's own, and the head's process was started ahead of its slots
+    (driver.log). Whether Tune then runs trials of different sizes in one actor hangs on which of
+    its actors is idle when (two of three runs under load: none was), so that is a figure of
+    ``bench.admission`` (``actors_with_several_sizes``), not an assert."""
     by = {(r.world_size, r.config["epochs"]): r for r in rows}
     assert all(r.metrics["world_size"] == r.world_size for r in rows), [(r.world_size, r.metrics) for r in rows]
     log = (run_dir / "driver.log").read_text()
     assert f"start {by[(4, 8)].trial_id} ahead of its slots" in log, log[-3000:]
-    sizes_per_actor: dict[int, set[int]] = {}
-    for r in rows:
-        sizes_per_actor.setdefault(r.metrics["pid"], set()).add(r.world_size)
-    assert any(len(sizes) > 1 for sizes in sizes_per_actor.values()), sizes_per_actor
