@@ -25,6 +25,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 NOT_FOR_THE_GPU_CHECK = {"playwright", "ruff", "hydra-core", "omegaconf", "antlr4-python3-runtime"}
+NOT_FOR_THE_GPU_CHECK |= {  # engine ax (raysweep[ax]) and what only it needs
+    *("ax-platform", "botorch", "gpytorch", "linear-operator", "pyro-ppl", "pyro-api", "pymoo", "cma", "moocore"),
+    *("alive-progress", "about-time", "graphemeu"),
+}
 NEVER_CARRIED = re.compile(r"^(torch|triton|nvidia-.*)$")  # the machine's CUDA build is the one to test
 
 

@@ -38,7 +38,8 @@ from raysweep.runs.files import (
 from raysweep.runs.rows import read_rows
 from raysweep.runs.run_settings import RunSettings, check_format, read_settings, write_settings
 from raysweep.runs.show import resolve_run_dir
-from raysweep.search.custom import AX_REFUSED, sample_sizes, user_function
+from raysweep.search.ax_engine import check_ax
+from raysweep.search.custom import sample_sizes, user_function
 from raysweep.spec import SweepSpec
 from raysweep.spec.model import draw_seed
 from raysweep.trial.pool import end_pool
@@ -86,7 +87,7 @@ def _check_entry_point(spec: SweepSpec) -> None:
             if getattr(engine, key):
                 user_function(engine.source, getattr(engine, key), key)
     if engine is not None and engine.kind == "ax":
-        raise UserError(AX_REFUSED)
+        check_ax(spec)
     if spec.function is not None:
         return
     if spec.runs_program:

@@ -174,7 +174,9 @@ def build(
     from raysweep.runs.files import OPTUNA_JOURNAL
 
     if spec.engine.kind == "ax":
-        raise UserError(AX_REFUSED)
+        from raysweep.search import ax_engine
+
+        return ax_engine.build(spec, max_concurrent, told), {}
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     several = len(spec.goals) > 1
     search = EngineOptunaSearch(
@@ -189,9 +191,3 @@ def build(
         told=told,
     )
     return (ConcurrencyLimiter(search, max_concurrent=max_concurrent) if max_concurrent else search), {}
-
-
-AX_REFUSED = (
-    "scheduler.engine ax: not supported: Ray Tune's AxSearch fails with Ax 1.3, the release on the package index "
-    "(Ax's Objective has no .metric any more), and raysweep has no Ax searcher of its own yet; use engine: optuna"
-)

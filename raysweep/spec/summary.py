@@ -41,7 +41,8 @@ def _describe(fields: dict[str, Any]) -> str:
 
 def _searcher(spec: SweepSpec) -> str:
     if spec.engine is not None and spec.method == "custom":
-        optimizer = f"{spec.engine.optimizer}() in {spec.engine.source}" if spec.engine.optimizer else "TPE"
+        default = "Ax's default generation strategy" if spec.engine.kind == "ax" else "TPE"
+        optimizer = f"{spec.engine.optimizer}() in {spec.engine.source}" if spec.engine.optimizer else default
         return f" (engine {spec.engine.kind}: {optimizer})"
     if spec.search_method.learns:
         return f" (Optuna {'a Gaussian process' if spec.searcher.sampler == 'gp' else 'TPE'})"

@@ -568,3 +568,29 @@ def test_gpu_hours_as_an_objective_puts_the_best_scoring_larger_trial_and_the_ch
     assert all(t["objectives"]["cost_hours"] > 0 for t in trials)
     table = raysweep("show", str(tmp_path / "runs" / "cost"))
     assert "the Pareto front (*" in table.stdout and "cost_hours" in table.stdout
+
+
+def test_engine_ax_runs_a_sweep_of_two_objectives_through_tune(tmp_path, ray_cluster):
+    """W&B's new format with engine ax (raysweep's Ax searcher, search/ax_engine.py): Ax proposes each
+    trial, Tune runs it, and the front is the trials no other beats on both objectives."""
+    spec = objectives_sweep(
+        tmp_path,
+        "ax",
+        ["score", "cost_hours"],
+        run_cap=3,
+        seed=0,
+        base_config={"epochs": 2},
+        parameters={"x": {"min": 0.0, "max": 1.0}, "num_gpus": {"values": [1, 2]}},
+        scheduler={"engine": "ax"},
+    )
+    out = run(spec, ray_cluster, "--wandb", "disabled")
+    assert out.returncode == 0, out.stderr + out.stdout
+    said = out.stdout + out.stderr
+    assert "[INFO" not in said and "A new study created" not in said, said  # neither Ax's nor Optuna's log lines
+    trials = show(tmp_path / "runs" / "ax")["trials"]
+    assert len(trials) == 3 and {t["status"] for t in trials} == {"done"}, trials
+    assert len({t["config"]["x"] for t in trials}) == 3 and all(0 <= t["config"]["x"] <= 1 for t in trials)
+    assert all(t["num_workers"] == t["config"]["num_gpus"] for t in trials)
+    scores = [(t["objectives"]["score"], t["objectives"]["cost_hours"]) for t in trials]
+    beaten = [any(o[0] <= s[0] and o[1] <= s[1] and o != s for o in scores) for s in scores]
+    assert [t["pareto"] for t in trials] == [not b for b in beaten], (scores, [t["pareto"] for t in trials])

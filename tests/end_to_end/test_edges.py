@@ -41,9 +41,9 @@ def refused(out: subprocess.CompletedProcess, pattern: str) -> None:
         ({"parameters": {"x": {"values": [float("nan"), 1]}}}, r"parameters.x.values.0: nan is not a finite number"),
         ({"raysweep": SMOKE["raysweep"] | {"train_loop": "tests.no_such_module:train"}}, r"train_loop|No module named"),
         ({"raysweep": SMOKE["raysweep"] | {"train_loop": "os:sep"}}, r"train_loop 'os:sep' is a str, not a function"),
-        (  # W&B's new format, engine ax: refused before anything starts, with what was found
-            {"method": "custom", "scheduler": {"engine": "ax"}},
-            r"scheduler.engine ax: not supported: Ray Tune's AxSearch fails with Ax 1.3",
+        (  # W&B's new format, engine ax: a define-by-run space is engine optuna's, refused before anything starts
+            {"method": "custom", "scheduler": {"engine": "ax", "source": str(SPACE), "search_space": "space"}},
+            r"scheduler.search_space: space is a define-by-run space, which engine optuna takes",
         ),
         (
             {"method": "custom", "scheduler": {"engine": "optuna", "source": str(SPACE), "search_space": "no_such_fn"}},
