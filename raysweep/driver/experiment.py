@@ -138,7 +138,7 @@ def start(
     wandb_sweep_id = on_wandb.id if on_wandb else None
     pool = _start_pool(spec, capacity, trials_at_once(settings, limit))
     trial_runners = runners(spec, pooled=pool is not None)
-    holdings = start_holdings()
+    holdings = pool if pool is not None else start_holdings()  # the pool is the sweep's record too
     sweep = Sweep(
         spec=spec,
         capacity=capacity,

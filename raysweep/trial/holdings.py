@@ -13,7 +13,11 @@ made for its workers.
   its CPUs, and the next trial's workers waited for them forever. Only groups this record was
   told of are freed, by their ids: never another job's.
 
-One small actor per sweep on the driver's node, owned by the driver: it ends with the sweep.
+It lives in the sweep's one small actor on the driver's node, owned by the driver, and ends with
+the sweep: the warm workers' pool where the sweep has one (``pool.WorkerPool`` is a ``Holdings``:
+one actor process fewer per sweep, about 1 CPU-second), else an actor of its own. Its methods run
+in a concurrency group of their own, so a pool busy ending workers never delays the admission's
+reads.
 """
 
 from __future__ import annotations
@@ -24,8 +28,10 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+RECORD = "record"  # the concurrency group of the record's methods
+GROUPS = {RECORD: 1}  # one thread: the record's methods one at a time, beside the pool's
 
-@ray.remote(num_cpus=0)
+
 class Holdings:
     def __init__(self) -> None:
         self._nodes: dict[str, dict[str, int]] = {}  # trial id -> node id -> the workers it holds there
@@ -33,31 +39,38 @@ class Holdings:
         self._groups: dict[str, dict[str, Any]] = {}  # trial id -> placement group id (hex) -> group
         self._since: dict[str, float] = {}  # trial id -> when it began to hold its nodes
 
+    @ray.method(concurrency_group=RECORD)
     def hold(self, trial_id: str, nodes: dict[str, int]) -> None:
         self._nodes[trial_id] = nodes
         self._since[trial_id] = time.time()
 
+    @ray.method(concurrency_group=RECORD)
     def nodes(self) -> dict[str, dict[str, int]]:
         """What every trial that started, and has not been released, holds."""
         return self._nodes
 
+    @ray.method(concurrency_group=RECORD)
     def since(self) -> dict[str, float]:
         """When each trial that holds its nodes began to (its process may have started before)."""
         return self._since
 
+    @ray.method(concurrency_group=RECORD)
     def placed(self, trial_id: str, group: Any) -> None:
         """``group`` holds slots of the trial: one it placed itself (``slots.py``), or its Ray Train run's."""
         self._groups.setdefault(trial_id, {})[group.id.hex()] = group
 
+    @ray.method(concurrency_group=RECORD)
     def started(self, trial_id: str, run: str, rank: int, group: Any) -> None:
         self._started.setdefault(run, set()).add(rank)
         if group is not None:
             self.placed(trial_id, group)
 
+    @ray.method(concurrency_group=RECORD)
     def count(self, run: str) -> int:
         """How many ranks of the Train run ``run`` have started."""
         return len(self._started.get(run, ()))
 
+    @ray.method(concurrency_group=RECORD)
     def release(self, trial_id: str) -> list[Any]:
         """The trial ended (or will start again): forget what it held; returns its Ray Train groups."""
         self._nodes.pop(trial_id, None)
@@ -68,6 +81,6 @@ class Holdings:
 
 
 def start_holdings() -> Any:
-    """The sweep's record, on the driver's node."""
+    """The sweep's record in an actor of its own, on the driver's node (a sweep without a pool)."""
     here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
-    return Holdings.options(scheduling_strategy=here).remote()
+    return ray.remote(num_cpus=0, concurrency_groups=GROUPS)(Holdings).options(scheduling_strategy=here).remote()

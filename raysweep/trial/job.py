@@ -34,7 +34,7 @@ class Sweep:
     wandb_dir: str = ""  # WANDB_DIR of scripts and W&B-style functions ("" : the workdir)
     # how a trial of each world size runs, decided once by the driver (``driver/trainable.runners``)
     runners: dict[int, Runner] = field(default_factory=dict)
-    holdings: Any = None  # the sweep's Holdings actor: what each trial holds (trial/holdings.py)
+    holdings: Any = None  # the sweep's record of what each trial holds: its pool, or an actor (trial/holdings.py)
 
 
 @dataclass(frozen=True)

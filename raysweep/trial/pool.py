@@ -17,7 +17,7 @@ second CUDA context, and N workers on an N-GPU node hold at most N contexts.
 The rules are ``Lending``'s, plain bookkeeping with no Ray (tests drive it by hand); the
 ``WorkerPool`` actor adds what needs Ray: starting and ending workers, checking that an idle one
 is alive, finding trials that ended without giving theirs back. It runs on the driver's node, so
-it and its workers end with the sweep. A worker whose trial failed, or whose borrower ended
+it and its workers end with the sweep; it is the sweep's ``Holdings`` too. A worker whose trial failed, or whose borrower ended
 without giving it back (that trial's placement group is gone), is ended rather than lent again:
 its state is unknown.
 """
@@ -33,6 +33,7 @@ from typing import Any, Generic, TypeVar
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from raysweep.trial.holdings import GROUPS, Holdings
 from raysweep.trial.program import GRACE_S
 from raysweep.trial.warm_rank import DDPWorker
 
@@ -136,9 +137,12 @@ class Lending(Generic[W]):
             self._end([self.forget(w) for _, w in self.lent.pop(lease)[1]])
 
 
-@ray.remote(num_cpus=0)
-class WorkerPool:
+@ray.remote(num_cpus=0, concurrency_groups=GROUPS)
+class WorkerPool(Holdings):
+    """The pool, and the sweep's record of what its trials hold (``holdings.py``): one actor."""
+
     def __init__(self, imports: tuple[str, ...] = ()) -> None:
+        super().__init__()
         self._lending: Lending[Any] = Lending(functools.partial(_new_worker, imports=imports), _end)
 
     def start(self, node_id: str, count: int, hosts: int | None = None) -> None:
