@@ -199,7 +199,7 @@ class AxEngineSearch(Searcher):
         return True  # the sweep's goals, given at construction
 
     def suggest(self, trial_id: str) -> dict | None:
-        from ax.exceptions.core import OptimizationComplete
+        from ax.exceptions.core import DataRequiredError, OptimizationComplete
         from ax.exceptions.generation_strategy import MaxParallelismReachedException
 
         self._tell_priors()
@@ -209,8 +209,8 @@ class AxEngineSearch(Searcher):
                 proposed = self.client.get_next_trials(max_trials=1)
         except OptimizationComplete:
             return Searcher.FINISHED
-        except MaxParallelismReachedException:
-            return None  # asked again once a running trial ends
+        except (MaxParallelismReachedException, DataRequiredError):
+            return None  # its first points all run: asked again once a running trial ends
         if not proposed:
             return None  # Ax needs the running trials' data first
         index, params = next(iter(proposed.items()))

@@ -93,6 +93,19 @@ def test_the_users_optimizer_is_an_ax_client_and_anything_else_is_refused(tmp_pa
         build(spec("study"), 1, tmp_path, None)
 
 
+def test_while_ax_waits_for_the_running_trials_data_it_proposes_nothing_and_goes_on_after(tmp_path):
+    """Ax's first points (Sobol) all proposed, none finished: Ax raises DataRequiredError, which
+    Tune must see as "nothing now" (it asks again when a trial ends), not as the sweep's failure."""
+    spec = ax(metric={"name": "score"}, parameters={"x": {"min": 0.0, "max": 1.0}})
+    search, _ = build(spec, 20, tmp_path, None)
+    running = {f"t{i}": search.suggest(f"t{i}") for i in range(8)}
+    proposed = [t for t, config in running.items() if config is not None]
+    assert 0 < len(proposed) < 8, running
+    for t in proposed:
+        search.on_trial_complete(t, {"score": running[t]["x"], "config": running[t]})
+    assert search.suggest("after") is not None
+
+
 def test_a_saved_or_pickled_search_goes_on_with_its_running_trials(tmp_path):
     spec = ax(metric={"name": "score"}, parameters={"x": {"min": 0.0, "max": 1.0}})
     search, _ = build(spec, 3, tmp_path, None)
