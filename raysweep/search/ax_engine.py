@@ -68,11 +68,13 @@ def distributions_of(spec: SweepSpec) -> dict[str, Any]:
 
 
 def _homogeneous(choices: tuple[Any, ...]) -> str | None:
-    """Ax's type of a choice's values, where they share one (bool before int: a bool is an int)."""
-    for kind, types in (("bool", (bool,)), ("int", (int,)), ("float", (int, float)), ("str", (str,))):
-        if all(isinstance(c, types) for c in choices) and (
-            kind != "int" or not any(isinstance(c, bool) for c in choices)
-        ):
+    """Ax's type of a choice's values, where they share one (a bool is an int to Python, not to Ax)."""
+    if all(isinstance(c, bool) for c in choices):
+        return "bool"
+    if any(isinstance(c, bool) for c in choices):
+        return None
+    for kind, types in (("int", (int,)), ("float", (int, float)), ("str", (str,))):
+        if all(isinstance(c, types) for c in choices):
             return kind
     return None
 
@@ -87,6 +89,7 @@ class AxSpace:
         self.distributions = distributions_of(spec)
         self.fixed: dict[str, Any] = {}  # one value: not searched
         self.by_index: dict[str, tuple[Any, ...]] = {}  # choices Ax sees by their index (mixed types)
+        self.choices: dict[str, tuple[Any, ...]] = {}  # choices Ax sees as values (it makes 1 of 1 and 2.5 1.0)
         self.parameters: list[Any] = []
         for name, d in self.distributions.items():
             if isinstance(d, optuna.distributions.CategoricalDistribution):
@@ -109,6 +112,7 @@ class AxSpace:
             self.parameters.append(ChoiceParameterConfig(name, values, "int", is_ordered=False))
         else:
             ordered = kind in ("int", "float")  # numbers by size; words and flags unordered
+            self.choices[name] = choices
             self.parameters.append(ChoiceParameterConfig(name, list(choices), kind, is_ordered=ordered))
 
     def _range(self, name: str, d: Any) -> None:
@@ -116,7 +120,7 @@ class AxSpace:
         from ax import RangeParameterConfig
 
         kind = "int" if isinstance(d, optuna.distributions.IntDistribution) else "float"
-        step = d.step if d.step not in (None, 1) or kind == "float" else None
+        step = d.step if kind == "float" or d.step != 1 else None  # an int's step 1 is Ax's default
         self.parameters.append(
             RangeParameterConfig(name, (d.low, d.high), kind, step_size=step, scaling="log" if d.log else "linear")
         )
@@ -125,7 +129,11 @@ class AxSpace:
         """Ax's parameterization as the values Optuna's distributions hold."""
         params = dict(self.fixed)
         for name, value in ax_params.items():
-            params[name] = self.by_index[name][int(value)] if name in self.by_index else value
+            if name in self.by_index:
+                value = self.by_index[name][int(value)]
+            elif name in self.choices:
+                value = next((c for c in self.choices[name] if c == value), value)  # the value as written
+            params[name] = value
         return params
 
     def ax_params(self, optuna_params: dict[str, Any]) -> dict[str, Any]:

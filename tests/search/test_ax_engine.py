@@ -37,6 +37,7 @@ def test_each_kind_of_parameter_reaches_ax_and_axs_values_make_the_trials_config
             "lr": {"distribution": "log_uniform_values", "min": 1e-5, "max": 1e-1},
             "n": {"distribution": "int_uniform", "min": 1, "max": 8},
             "batch": {"values": [16, 32, 64]},
+            "scale": {"values": [1, 2.5]},  # Ax holds both as floats; the trial gets 1 as written
             "mixed": {"values": MIXED},
             "w": {"distribution": "normal", "mu": 10.0, "sigma": 1.0},
             "fixed": {"value": 3},
@@ -49,6 +50,7 @@ def test_each_kind_of_parameter_reaches_ax_and_axs_values_make_the_trials_config
         "lr": "RangeParameterConfig",
         "n": "RangeParameterConfig",
         "batch": "ChoiceParameterConfig",
+        "scale": "ChoiceParameterConfig",
         "mixed": "ChoiceParameterConfig",
         "w": "RangeParameterConfig",  # its quantile: the value is made from it as under Optuna
     }
@@ -56,10 +58,12 @@ def test_each_kind_of_parameter_reaches_ax_and_axs_values_make_the_trials_config
     search, _ = build(spec, 6, tmp_path, None)
     for i in range(6):
         config = search.suggest(f"t{i}")
-        assert set(config) == {"x", "lr", "n", "batch", "mixed", "w", "fixed"}, config
+        assert set(config) == {"x", "lr", "n", "batch", "scale", "mixed", "w", "fixed"}, config
+        assert repr(config["scale"]) in ("1", "2.5"), config
         assert 0 <= config["x"] <= 1 and 1e-5 <= config["lr"] <= 1e-1 and config["n"] in range(1, 9)
         assert config["batch"] in (16, 32, 64) and config["mixed"] in MIXED and config["fixed"] == 3
-        assert 5 < config["w"] < 15, config  # a normal of mean 10, not the quantile Ax searches
+        # a normal of mean 10 (its quantiles reach 1e-9: 6 sigmas), not the quantile Ax searches
+        assert 3 < config["w"] < 17, config
         search.on_trial_complete(f"t{i}", {"score": config["x"], "config": config})
     assert set(statuses(search).values()) == {"COMPLETED"}
 
