@@ -253,7 +253,8 @@ class SweepMonitor(Callback):
             t.trial_id == reservation.trial_id and t.status != "RUNNING" for t in trials
         ):
             when = f"starts in ~{clock(max(0.0, reservation.at - time.time()))}" if reservation.at else "waits"
-            parts.append(f"| trial {reservation.trial_id} ({reservation.size} workers) reserved, {when}")
+            workers = f"{reservation.size} worker{'s' if reservation.size != 1 else ''}"
+            parts.append(f"| trial {reservation.trial_id} ({workers}) reserved, {when}")
         if self.ledger is not None:
             parts.append(f"spent {self.ledger.spent_s() / HOUR:.3g}/{self.ledger.limit_s / HOUR:g} {self.ledger.unit}")
         best = self.best()

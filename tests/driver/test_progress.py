@@ -117,6 +117,18 @@ def test_the_progress_lines_best_is_each_trials_last_report_as_show_ranks_it(tmp
     assert monitor.best().trial_id == "t1"
 
 
+def test_the_progress_line_names_a_waiting_trials_reservation_and_its_size(tmp_path):
+    from raysweep.backfill import Reservation
+
+    monitor, trials = monitor_and_trials(tmp_path, 2)
+    trials[1].status = "PAUSED"  # the admission holds it back
+    for size, words in ((4, "4 workers"), (1, "1 worker")):
+        monitor.board.reservation = Reservation("t1", size, time.time() + 12.4)
+        assert f"| trial t1 ({words}) reserved, starts in ~00:1" in monitor.status_line(trials)
+    trials[1].status = "RUNNING"  # it started: no reservation to show
+    assert "reserved" not in monitor.status_line(trials)
+
+
 def test_the_eta_counts_only_the_trials_this_driver_ended(tmp_path):
     """Issue 42: after a resume, trials that ended before the interrupt made the ETA fall 1:00:00 -> 13:30."""
     first, trials = monitor_and_trials(tmp_path, 10)
