@@ -194,8 +194,15 @@ class AxEngineSearch(Searcher):
         self.client = client_of(spec)
         try:
             self.client.configure_experiment(parameters=self.space.parameters, name=spec.name or "raysweep")
-        except Exception as e:  # Ax's own refusal, of a client that has one, or of a space
-            raise UserError(f"scheduler.engine ax: Ax refused the sweep's space: {type(e).__name__}: {e}") from None
+        except Exception as e:  # Ax's own refusal: of a client that has an experiment, or of a space
+            hint = (
+                f"; {spec.engine.optimizer}() returns a client with no experiment (raysweep sets it from the sweep)"
+                if spec.engine is not None and spec.engine.optimizer
+                else ""
+            )
+            raise UserError(
+                f"scheduler.engine ax: Ax refused the sweep's experiment: {type(e).__name__}: {e}{hint}"
+            ) from None
         from ax.core.metric import Metric  # Ax's plain metric: its JSON snapshot knows it
 
         self.client.configure_metrics([Metric(name=g.name) for g in spec.goals])

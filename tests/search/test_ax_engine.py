@@ -82,9 +82,11 @@ def test_a_trial_without_every_objective_is_failed_for_ax_and_cost_hours_is_meas
 def test_the_users_optimizer_is_an_ax_client_and_anything_else_is_refused(tmp_path):
     source = tmp_path / "opt.py"
     source.write_text(
-        "from ax import Client\nMADE = []\n"
+        "from ax import Client, RangeParameterConfig\nMADE = []\n"
         "def client():\n    MADE.append(Client(random_seed=7))\n    return MADE[-1]\n"
         "def study():\n    return 'not a client'\n"
+        "def used():\n    c = Client()\n"
+        "    c.configure_experiment(parameters=[RangeParameterConfig('y', (0.0, 1.0), 'float')])\n    return c\n"
     )
 
     def spec(optimizer: str):
@@ -95,6 +97,8 @@ def test_the_users_optimizer_is_an_ax_client_and_anything_else_is_refused(tmp_pa
     assert search.client is load_source(str(source)).MADE[-1]
     with pytest.raises(UserError, match="returned a str; engine ax takes an ax.Client"):
         build(spec("study"), 1, tmp_path, None)
+    with pytest.raises(UserError, match=r"Experiment already configured.*used\(\) returns a client with no experiment"):
+        build(spec("used"), 1, tmp_path, None)
 
 
 def test_while_ax_waits_for_the_running_trials_data_it_proposes_nothing_and_goes_on_after(tmp_path):
