@@ -221,13 +221,14 @@ def figures(rows: list[dict[str, Any]], slots: int) -> dict[str, Any]:
         )
     starts, ends = [r["start"] for r in rows], [r["end"] for r in rows]
     busy = sum(r["wall_s"] * r["num_workers"] for r in rows)
-    training = sum(training_s(r) * r["num_workers"] for r in rows)
+    made = [reports(r) for r in rows]  # each trial's result.json, read once
+    training = sum(training_s(m) * r["num_workers"] for r, m in zip(rows, made, strict=True))
     wall = max(ends) - min(starts)
     longest = max((b["passed_over_s"] for b in big), default=0.0)
     late = [r for r in rows if r.get("reserved_at") and r["start"] > r["reserved_at"] + 5.0]
     sizes_per_actor: dict[int, set[int]] = {}  # Tune's actor (its pid) -> the sizes of the trials it ran
-    for r in rows:
-        for pid in {report["pid"] for report in reports(r)}:
+    for r, m in zip(rows, made, strict=True):
+        for pid in {report["pid"] for report in m}:
             sizes_per_actor.setdefault(pid, set()).add(r["num_workers"])
     return {
         "trials": len(rows),
@@ -251,10 +252,9 @@ def reports(row: dict[str, Any]) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (Path(row["trial_dir"]) / "result.json").read_text().splitlines()]
 
 
-def training_s(row: dict[str, Any]) -> float:
+def training_s(made: list[dict[str, Any]]) -> float:
     """The seconds a trial's ranks trained: from its first epoch's start to its last report
-    (result.json), without the start-up its row's wall time holds (slots held, not yet training)."""
-    made = reports(row)
+    (``made``, its result.json), without the start-up its row's wall time holds (slots held, not yet training)."""
     if not made:
         return 0.0
     epoch = made[-1]["time_this_iter_s"]  # a later report's: the first one's holds the start-up too

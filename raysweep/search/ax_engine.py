@@ -32,7 +32,6 @@ from typing import Any
 from ray.tune.search import Searcher
 
 from raysweep.errors import UserError
-from raysweep.runs.pareto import objective_values
 from raysweep.spec import SweepSpec
 
 AX_MISSING = (
@@ -233,10 +232,14 @@ class AxEngineSearch(Searcher):
         return self.space.config(dict(params))
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
+        from raysweep.search.custom import trial_objectives
+
         index = self.index.pop(trial_id, None)
-        if index is None:
-            return
-        values = None if error or result is None else objective_values(result, self._size(result), self.spec.goals)
+        if index is not None:
+            self._tell(index, None if error or result is None else trial_objectives(self.spec, result))
+
+    def _tell(self, index: int, values: tuple[float, ...] | None) -> None:
+        """Ax's trial ``index`` completed with ``values`` (one per goal), or failed without them."""
         if values is None:
             self.client.mark_trial_failed(index, failed_reason="ended without every objective")
         else:
@@ -244,23 +247,14 @@ class AxEngineSearch(Searcher):
                 index, raw_data={g.name: v for g, v in zip(self.spec.goals, values, strict=True)}
             )
 
-    def _size(self, result: dict) -> int:
-        try:
-            return self.spec.world_size(result.get("config", {}))
-        except ValueError:
-            return 1
-
     def _tell_priors(self) -> None:
         """Warm start: each earlier trial that fits the space, attached and completed."""
         for prior in self.told:
-            index = self.client.attach_trial(parameters=self.space.ax_params(prior.params))
-            values = [v for v in prior.values if math.isfinite(v)]
-            if len(values) == len(self.spec.goals):
-                self.client.complete_trial(
-                    index, raw_data={g.name: v for g, v in zip(self.spec.goals, values, strict=True)}
-                )
-            else:
-                self.client.mark_trial_failed(index)
+            values = tuple(prior.values)
+            finished = len(values) == len(self.spec.goals) and all(math.isfinite(v) for v in values)
+            self._tell(
+                self.client.attach_trial(parameters=self.space.ax_params(prior.params)), values if finished else None
+            )
         self.told = []
 
     # Tune pickles the searcher with the sweep, and saves it at every experiment checkpoint

@@ -135,13 +135,23 @@ def sample_sizes(spec: SweepSpec) -> tuple[int, ...]:
     return tuple(sizes)
 
 
+def trial_objectives(spec: SweepSpec, result: dict) -> tuple[float, ...] | None:
+    """A finished trial's objectives from its last report (``cost_hours`` measured from its size),
+    or None when one is missing: what either engine tells its optimizer."""
+    try:
+        size = spec.world_size(result.get("config", {}))
+    except ValueError:
+        size = 1
+    return objective_values(result, size, spec.goals)
+
+
 class EngineOptunaSearch(DistinctOptunaSearch):
     """Ray's ``OptunaSearch`` (no repeats, as bayes runs it), for several objectives too: a trial
     without every objective is failed for the optimizer; ``cost_hours`` is measured."""
 
     def __init__(self, *args: Any, spec: SweepSpec, **kwargs: Any):
         super().__init__(*args, **kwargs)
-        self.goals, self.world_size = spec.goals, spec.world_size
+        self.spec, self.goals = spec, spec.goals
 
     def on_trial_result(self, trial_id: str, result: dict) -> None:
         if len(self.goals) == 1 and self.goals[0].name in result:
@@ -149,11 +159,7 @@ class EngineOptunaSearch(DistinctOptunaSearch):
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
         if result is not None:
-            try:
-                size = self.world_size(result.get("config", {}))
-            except ValueError:
-                size = 1
-            values = objective_values(result, size, self.goals)
+            values = trial_objectives(self.spec, result)
             if values is None:
                 error = True
             else:

@@ -17,9 +17,9 @@ second CUDA context, and N workers on an N-GPU node hold at most N contexts.
 The rules are ``Lending``'s, plain bookkeeping with no Ray (tests drive it by hand); the
 ``WorkerPool`` actor adds what needs Ray: starting and ending workers, checking that an idle one
 is alive, finding trials that ended without giving theirs back. It runs on the driver's node, so
-it and its workers end with the sweep; it is the sweep's ``Holdings`` too. A worker whose trial failed, or whose borrower ended
-without giving it back (that trial's placement group is gone), is ended rather than lent again:
-its state is unknown.
+it and its workers end with the sweep; it is the sweep's ``Holdings`` too. A worker whose trial
+failed, or whose borrower ended without giving it back (that trial's placement group is gone), is
+ended rather than lent again: its state is unknown.
 """
 
 from __future__ import annotations
