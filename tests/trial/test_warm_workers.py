@@ -49,6 +49,13 @@ def pids(row: dict, what: str = "pid") -> tuple[int, ...]:
     return tuple(int((Path(row["trial_dir"]) / f"{what}.rank{r}").read_text()) for r in range(row["num_workers"]))
 
 
+def written_pids(row: dict) -> set[int]:
+    """The processes of the ranks that wrote their pid: a trial whose rank fails at once may end
+    its group before another rank's loop has begun."""
+    files = Path(row["trial_dir"]).glob("pid.rank*")
+    return {int(f.read_text()) for f in files}
+
+
 @pytest.mark.parametrize("ddp_workers", ["warm", "torchtrainer"])
 def test_a_scheduler_stops_two_worker_trials_and_the_next_trial_gets_their_slots(tmp_path, ray_cluster, ddp_workers):
     """ASHA stops a poor trial at the first rung under both runners; the trial after the stop
@@ -123,7 +130,9 @@ def test_a_failing_rank_fails_its_trial_at_once_and_the_next_trial_gets_new_work
     assert "warm loop: planned failure on rank 1" in failed["error"]
     assert ("on rank 1 of 2" if ddp_workers == "warm" else "Rank 1") in failed["error"]
     assert ok["status"] == "done" and ok["iterations"] == 2
-    assert not set(pids(failed)) & set(pids(ok))  # the failed group was ended, not reused
+    # the failed group was ended, not reused (rank 1 wrote its pid before it raised)
+    assert (Path(failed["trial_dir"]) / "pid.rank1").exists()
+    assert not written_pids(failed) & set(pids(ok))
 
 
 @pytest.mark.parametrize(("warm_imports", "imported"), [(None, "True"), ("", "False")])
