@@ -40,6 +40,7 @@ from raysweep.search.searchers import build_search
 from raysweep.search.stoppers import InitialFailureStopper, TargetStopper
 from raysweep.search.warm_start import start_from
 from raysweep.spec import SweepSpec
+from raysweep.trial.entries import kind_of
 from raysweep.trial.holdings import start_holdings
 from raysweep.trial.job import Sweep
 from raysweep.trial.pool import start_pool
@@ -71,7 +72,7 @@ def _reuse_actors(spec: SweepSpec, sizes: set[int]) -> bool:
     A stopped ``TorchTrainer.fit()`` (``ddp_workers: torchtrainer``) and a script keep running
     in the old trial's thread until their process ends, so those sweeps get a fresh actor per trial.
     """
-    if not spec.reuse_actors or spec.runs_program:
+    if not spec.reuse_actors or kind_of(spec).runs_own_process:
         return False
     return spec.ddp_workers == Runner.WARM or sizes == {1}
 
@@ -79,7 +80,9 @@ def _reuse_actors(spec: SweepSpec, sizes: set[int]) -> bool:
 def _callbacks(
     spec: SweepSpec, settings: RunSettings, resuming: bool, on_wandb: wandb_sweep.WandbSweep | None
 ) -> list[Any]:
-    if settings.wandb == "disabled" or spec.calls_wandb_init:  # a script (a W&B-style function) logs its own W&B run
+    if (
+        settings.wandb == "disabled" or kind_of(spec).calls_wandb_init
+    ):  # a script (a W&B-style function) logs its own W&B run
         return []
     group = spec.wandb.group or settings.name
     sweep_id = on_wandb.id if on_wandb else None
@@ -291,7 +294,7 @@ def _start_pool(spec: SweepSpec, capacity: Capacity, trials: int) -> Any:
     """The warm workers' pool, started now so that its workers import torch while Tune starts
     (as many as ``trials`` trials at once can use). None for TorchTrainer runs, and for a program:
     sweep of 1-worker trials (each runs its script from the Tune trial process)."""
-    if spec.ddp_workers == Runner.WARM and (max(spec.world_sizes) > 1 or not spec.runs_program):
+    if spec.ddp_workers == Runner.WARM and (max(spec.world_sizes) > 1 or not kind_of(spec).runs_own_process):
         return start_pool(warm_workers(capacity, spec.world_sizes, trials), warm_imports())
     return None
 

@@ -42,8 +42,8 @@ from raysweep.search.ax_engine import check_ax
 from raysweep.search.custom import sample_sizes, user_function
 from raysweep.spec import SweepSpec
 from raysweep.spec.model import draw_seed
+from raysweep.trial.entries import kind_of
 from raysweep.trial.pool import end_pool
-from raysweep.trial.rank import import_loop
 from raysweep.values import safe_name
 
 log = logging.getLogger("raysweep")
@@ -88,18 +88,7 @@ def _check_entry_point(spec: SweepSpec) -> None:
                 user_function(engine.source, getattr(engine, key), key)
     if engine is not None and engine.kind == "ax":
         check_ax(spec)
-    if spec.function is not None:
-        return
-    if spec.runs_program:
-        if spec.program is not None and spec.command_uses_program and not Path(spec.program).is_file():
-            raise UserError(
-                f"program: {spec.program!r} is not a file (it is resolved from {os.getcwd()}, as wandb agent does)"
-            )
-        return
-    try:
-        import_loop(spec.train_loop)
-    except ImportError as e:
-        raise UserError(str(e)) from None
+    kind_of(spec).check(spec)
 
 
 def _setup_logging(run_dir: Path) -> None:

@@ -13,6 +13,7 @@ from ray import tune
 from raysweep.env import ONE_WORKER_TORCHTRAINER
 from raysweep.placement import trial_bundles
 from raysweep.spec import SweepSpec
+from raysweep.trial.entries import kind_of
 from raysweep.trial.job import Sweep
 from raysweep.trial.tune_trial import run_trial
 from raysweep.words import Runner
@@ -23,7 +24,7 @@ def runners(spec: SweepSpec, pooled: bool) -> dict[int, Runner]:
     sweep has warm DDP workers (else its 2+-worker trials are TorchTrainer runs)."""
     # RAYSWEEP_ONE_WORKER_TORCHTRAINER=1: a 1-worker trial under ddp_workers: torchtrainer is a
     # TorchTrainer run too, not the trial's own process (the GPU suite runs Ray Train's 1-GPU path).
-    one_in_process = spec.runs_program or (not pooled and os.environ.get(ONE_WORKER_TORCHTRAINER) != "1")
+    one_in_process = kind_of(spec).runs_own_process or (not pooled and os.environ.get(ONE_WORKER_TORCHTRAINER) != "1")
     return {
         size: Runner.IN_PROCESS if size == 1 and one_in_process else Runner.WARM if pooled else Runner.TORCHTRAINER
         for size in spec.world_sizes

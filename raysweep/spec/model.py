@@ -281,12 +281,6 @@ class SweepSpec:
         return self.train_loop is None and self.function is None
 
     @property
-    def calls_wandb_init(self) -> bool:
-        """Trials call ``wandb.init`` themselves (a script, a W&B-style function): they read the
-        trial's values from ``wandb.config`` under W&B's names as written, and log their own run."""
-        return self.runs_program or self.function == "wandb"
-
-    @property
     def command_uses_program(self) -> bool:
         return self.command is None or any("${program}" in c for c in self.command)
 

@@ -7,10 +7,10 @@ workers, on every worker of a Ray Train ``TorchTrainer``, in the Tune trial's ow
 
 The rest of this package is the per-trial and per-rank runtime, in the order a trial runs:
 ``tune_trial.py`` (the Tune trainable), ``job_builder.py`` (builds the ``TrialJob``, with the runner the driver
-chose for its size), ``job.py`` (the job, plain data), ``holdings.py`` (the sweep's record of what each trial holds),
+chose for its size), ``job.py`` (the job, plain data), ``entries.py`` (what it runs: a loop, a function or a script), ``holdings.py`` (the sweep's record of what each trial holds),
 ``pool.py`` (the warm workers' pool, which is that record too), ``lease.py`` (a trial borrowing them), ``gang.py``
-(a trial's side of its warm ranks) and ``warm_rank.py`` (a warm rank's side), ``rank.py`` (each
-rank's entry point), ``metrics.py`` (what a report must hold, the mean over ranks), ``program.py``
+(a trial's side of its warm ranks) and ``warm_rank.py`` (a warm rank's side), ``rank.py`` (where
+each rank runs), ``metrics.py`` (what a report must hold, the mean over ranks), ``program.py``
 and ``supervise.py`` (a ``program:`` script), ``watchdog.py``.
 """
 

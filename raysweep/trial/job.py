@@ -11,12 +11,28 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, ClassVar, Protocol
 
-from raysweep.placement import Capacity, Shape
+from raysweep.placement import Capacity, RankPlace, Shape
 from raysweep.spec import SweepSpec
 from raysweep.spec.model import PROCESS_GROUP_TIMEOUT_S, WORKER_START_TIMEOUT_S
 from raysweep.words import Runner
+
+
+class EntryPoint(Protocol):
+    """What a job needs of its entry point (``entries.Entry`` and its kinds, which import this module)."""
+
+    runs_own_process: ClassVar[bool]
+
+    def run(
+        self,
+        job: TrialJob,
+        backend: Any,
+        rank: int,
+        place: RankPlace,
+        master: tuple[str, int] | None,
+        visible_devices: str | None,
+    ) -> None: ...
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,17 +95,13 @@ class TrialJob:
     report_timeout_s: float | None
     capacity: Capacity
     max_failures: int
+    entry: EntryPoint  # what each rank runs (entries.py: a loop, a function, a W&B-style function, a script)
     group_timeout_s: float = PROCESS_GROUP_TIMEOUT_S  # the process group's: set-up and every collective
     start_timeout_s: float = (
         WORKER_START_TIMEOUT_S  # from holding its resources to every worker started (start_bound.py)
     )
     holdings: Any = None  # the sweep's Holdings actor: told the trial's nodes, and each Train worker's start
     network_interface: str | None = None  # GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME of every rank
-    train_loop: str | None = None  # "module:function"; None means the function, or else the spec's program
-    function: Callable[..., Any] | None = None  # raysweep.run's function, shipped by value
-    config: dict[str, Any] = field(default_factory=dict)  # the nested config the loop receives
-    program: ProgramLaunch | None = None
-    wandb_function: WandbSetup | None = None  # set when ``function`` is W&B-style: what its wandb.init meets
     attempt: str = ""  # this start of the trial's ranks: a script's metrics files are per attempt
     restored_checkpoint: str | None = None  # torchtrainer: the Ray Train checkpoint Tune restored the trial from
 
@@ -97,7 +109,7 @@ class TrialJob:
     def group_backend(self) -> str | None:
         """The process group warm workers set up for a loop, a world of one included (a loop's
         collectives work at every size, and packed trials each get their own); a script sets up its own."""
-        if self.program is not None:
+        if self.entry.runs_own_process:
             return None
         return "nccl" if self.capacity.use_gpu else "gloo"
 

@@ -1,6 +1,7 @@
 """A trial's ``TrialJob``, built once where the trial comes in from Tune (``build_job``), with
 the runner the driver chose for its size (``Sweep.runners``). The job itself is plain data
-(``job.py``); building it writes a ``program:`` trial's param files.
+(``job.py``), its entry point a record of its kind (``entries.py``); building a script's (or a
+W&B-style function's) writes the param files it reads.
 """
 
 from __future__ import annotations
@@ -9,10 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from raysweep.placement import NeverPlaced, shape
-from raysweep.spec import trial_config
-from raysweep.spec.space import wandb_config
-from raysweep.trial.job import ProgramLaunch, Sweep, TrialJob, WandbSetup
-from raysweep.trial.program import write_param_files
+from raysweep.trial.entries import kind_of
+from raysweep.trial.job import Sweep, TrialJob
 
 
 class InfeasibleTrial(RuntimeError):
@@ -43,39 +42,9 @@ def build_job(sweep: Sweep, flat_config: dict[str, Any], trial_id: str, staging_
         "capacity": capacity,
         "max_failures": spec.max_failures,
     }
-    if spec.function == "wandb":
-        return TrialJob(
-            function=sweep.function,
-            wandb_function=_program_launch(sweep, flat_config, trial_dir, trial_id).wandb,
-            **common,
-        )
-    if not spec.runs_program:
-        return TrialJob(
-            train_loop=spec.train_loop, function=sweep.function, config=trial_config(spec, flat_config), **common
-        )
-    return TrialJob(program=_program_launch(sweep, flat_config, trial_dir, trial_id), **common).new_attempt()
-
-
-def _program_launch(sweep: Sweep, flat_config: dict[str, Any], trial_dir: str, trial_id: str) -> ProgramLaunch:
-    spec = sweep.spec
-    params = wandb_config(spec, flat_config)  # what wandb agent would hand the script
-    yaml_path, json_path = write_param_files(Path(trial_dir), trial_id, params)
-    return ProgramLaunch(
-        program=spec.program,
-        command=spec.command,
-        params=params,
-        args_json_file=str(json_path),
-        wandb=WandbSetup(
-            param_file=str(yaml_path),
-            workdir=sweep.workdir,
-            wandb_mode=sweep.wandb_mode,
-            wandb_dir=sweep.wandb_dir or sweep.workdir,
-            project=spec.wandb.project_name,
-            entity=spec.wandb.entity,
-            group=spec.wandb.group or sweep.name,
-            sweep_id=sweep.wandb_sweep_id,
-        ),
-    )
+    kind = kind_of(spec)
+    job = TrialJob(entry=kind.build(sweep, flat_config, trial_dir, trial_id), **common)
+    return job.new_attempt() if kind.runs_own_process else job
 
 
 def trial_files_dir(staging_dir: str, run_dir: str) -> str:

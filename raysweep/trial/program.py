@@ -33,7 +33,7 @@ from typing import Any
 from raysweep import private_api
 from raysweep.env import METRIC, METRICS_FILE
 from raysweep.placement import RankPlace
-from raysweep.trial.job import TrialJob, WandbSetup
+from raysweep.trial.job import ProgramLaunch, TrialJob, WandbSetup
 from raysweep.trial.metrics import check_metric
 from raysweep.trial.output_marks import ended as console_ended
 from raysweep.trial.output_marks import forward, rank_logs
@@ -94,7 +94,12 @@ def write_param_files(trial_dir: Path, trial_id: str, params: Mapping[str, Any])
 
 
 def script_env(
-    job: TrialJob, rank: int, place: RankPlace, master: tuple[str, int], visible_devices: str | None = None
+    job: TrialJob,
+    launch: ProgramLaunch,
+    rank: int,
+    place: RankPlace,
+    master: tuple[str, int],
+    visible_devices: str | None = None,
 ) -> dict[str, str]:
     """torchrun's variables (with NODE_RANK, as multi-node launchers set it), W&B's sweep
     variables, the network interface, and where metrics go."""
@@ -120,7 +125,7 @@ def script_env(
         }
         | job.network_env()
     )
-    env |= wandb_variables(job.program.wandb, job.trial_id, rank)
+    env |= wandb_variables(launch.wandb, job.trial_id, rank)
     env = {key: value for key, value in env.items() if value is not None}  # None: unset, as wandb agent leaves it
     if visible_devices:  # the trial's GPUs on this node (the warm worker that starts it sees only its own)
         env["CUDA_VISIBLE_DEVICES"] = visible_devices
@@ -218,10 +223,10 @@ def _exit_text(code: int) -> str:
     return f"exited with code {code}"
 
 
-def _start_script(job: TrialJob, rank: int, env: dict[str, str]) -> subprocess.Popen:
+def _start_script(job: TrialJob, launch: ProgramLaunch, rank: int, env: dict[str, str]) -> subprocess.Popen:
     """The rank's script under ``supervise`` (which ends its process group if this process dies),
     its output appended to the trial dir's per-rank logs."""
-    trial_dir, launch = Path(job.trial_dir), job.program
+    trial_dir = Path(job.trial_dir)
     argv = render_command(launch.command, launch.program, launch.params, launch.args_json_file)
     metrics_file(trial_dir, job.attempt, rank).parent.mkdir(parents=True, exist_ok=True)  # also on a node of its own
     stdout_path, stderr_path = rank_logs(trial_dir, rank)
@@ -274,6 +279,7 @@ def _forward_output(shown: dict[Path, int], trial_id: str) -> None:
 
 def run_program(
     job: TrialJob,
+    launch: ProgramLaunch,
     rank: int,
     place: RankPlace,
     master: tuple[str, int],
@@ -285,10 +291,10 @@ def run_program(
     """Run the script as one rank of the trial and report rank 0's metrics until rank 0's ends;
     ``share(value)`` is rank 0's value on every rank (the runner's collective). A script that never
     logged the metric ends with one ``report_without_metric`` of what rank 0 logged."""
-    trial_dir, launch, world_size, metric = Path(job.trial_dir), job.program, job.world_size, job.metric
+    trial_dir, world_size, metric = Path(job.trial_dir), job.world_size, job.metric
     logs = rank_logs(trial_dir, rank)
     stderr_path = logs[1]
-    proc = _start_script(job, rank, script_env(job, rank, place, master, visible_devices))
+    proc = _start_script(job, launch, rank, script_env(job, launch, rank, place, master, visible_devices))
     metrics = RankZeroMetrics(metrics_file(trial_dir, job.attempt, 0), metric)
     # rank 0's output goes to the console as it comes (an earlier attempt's was shown then)
     shown = {path: path.stat().st_size for path in logs}

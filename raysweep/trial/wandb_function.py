@@ -19,7 +19,7 @@ from typing import Any
 from raysweep import private_api, trial
 from raysweep.env import env_set
 from raysweep.trial import wandb_log
-from raysweep.trial.job import TrialJob
+from raysweep.trial.job import TrialJob, WandbSetup
 from raysweep.trial.program import link_wandb_runs, wandb_variables
 
 
@@ -39,13 +39,12 @@ class _Reports(wandb_log.LoggedReports):
             trial.report(report)
 
 
-def call(function: Callable[[], Any], job: TrialJob, rank: int) -> None:
+def call(function: Callable[[], Any], launch: WandbSetup, job: TrialJob, rank: int) -> None:
     """Run ``function`` as ``rank`` of the trial; its W&B run ends with it (exit code 1 if it raised,
     0 when it finished or the scheduler stopped it, as raysweep's own runs of a train loop end)."""
     import wandb
 
     reports = _Reports(job.metric)
-    launch = job.wandb_function
     # wandb reads its environment once per process setup: a process that ran an earlier trial
     # (a warm worker, a reused Tune actor) tears it down, so this trial's wandb.init reads its own.
     wandb.teardown()

@@ -105,9 +105,8 @@ def test_every_run_of_every_rank_names_the_wandb_sweep_and_no_other(
         assert runs.sweep_id == sweep_id
     else:  # each rank's script or function logs its own run
         assert callbacks == []
-        launch = job.program.wandb if job.program else job.wandb_function
         for rank in range(workers):
-            assert wandb_variables(launch, job.trial_id, rank)["WANDB_SWEEP_ID"] == sweep_id
+            assert wandb_variables(job.entry.wandb, job.trial_id, rank)["WANDB_SWEEP_ID"] == sweep_id
 
 
 def _env(server: FakeWandb | None) -> dict[str, str]:

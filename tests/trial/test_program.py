@@ -483,6 +483,7 @@ def test_program_runs_carry_no_sweep_id_that_wandb_did_not_create(tmp_path, monk
     from dataclasses import replace
 
     from raysweep.placement import Capacity, Node, RankPlace, Shape
+    from raysweep.trial.entries import Script
     from raysweep.trial.job import ProgramLaunch, TrialJob, WandbSetup
     from raysweep.trial.program import script_env
 
@@ -508,14 +509,14 @@ def test_program_runs_carry_no_sweep_id_that_wandb_did_not_create(tmp_path, monk
         report_timeout_s=None,
         capacity=Capacity((Node("n", "127.0.0.1", 1, 1.0),), False, 1.0, True),
         max_failures=0,
-        program=launch,
+        entry=Script(launch),
     )
     here = RankPlace("n", "127.0.0.1", 0, 0, 1)
-    env = script_env(job, 0, here, ("127.0.0.1", 1))
+    env = script_env(job, launch, 0, here, ("127.0.0.1", 1))
     assert "WANDB_SWEEP_ID" not in env and env["WANDB_RUN_ID"] == "t1" and env["WANDB_RUN_GROUP"] == "g"
-    assert "WANDB_RUN_ID" not in script_env(job, 1, here, ("127.0.0.1", 1))  # rank 1's run is its own
-    created = replace(job, program=replace(launch, wandb=replace(setup, sweep_id="abc123")))
-    assert script_env(created, 0, here, ("127.0.0.1", 1))["WANDB_SWEEP_ID"] == "abc123"
+    assert "WANDB_RUN_ID" not in script_env(job, launch, 1, here, ("127.0.0.1", 1))  # rank 1's run is its own
+    created = replace(launch, wandb=replace(setup, sweep_id="abc123"))
+    assert script_env(job, created, 0, here, ("127.0.0.1", 1))["WANDB_SWEEP_ID"] == "abc123"
 
 
 def test_validate_sample_of_a_program_sweep_shows_what_the_script_receives(tmp_path):
