@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test smoke lint clean bench bench-check test-ray-versions wheelhouse gpu-check gpu-carry gpu-install
+.PHONY: run test smoke lint clean bench bench-check test-ray-versions wheelhouse gpu-check offline-carry gpu-carry gpu-install
 
 $(BIN)/raysweep: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -107,20 +107,28 @@ wheelhouse: $(BIN)/raysweep
 	$(BIN)/pip wheel -q --no-deps -w $(WHEELHOUSE).partial .
 	rm -rf $(WHEELHOUSE) && mv $(WHEELHOUSE).partial $(WHEELHOUSE)
 
-# For a lent GPU machine (no index, 64 MiB a call): the wheels it lacks, Ray's Java jars stripped,
-# in parts of at most 58 MiB under .gpu-carry/ (bench/gpu_carry.py says how to install them there).
-gpu-carry: $(BIN)/raysweep
-	$(MAKE) wheelhouse PYTHON_VERSION=3.12 WHEELHOUSE=.gpu-wheelhouse
-	$(BIN)/python -m bench.gpu_carry .gpu-wheelhouse
+# For a machine with no package index, reached through copies of limited size: the wheels it
+# lacks, in parts of at most PART_MIB under $(CARRY)/ (tools/offline_carry.py says what it leaves
+# behind). HAS: what the machine has, as `pip freeze` writes it there; MACHINE_PYTHON: its Python.
+CARRY ?= .carry
+MACHINE_PYTHON ?= 3.12
+offline-carry: $(BIN)/raysweep
+	test -n "$(HAS)" && test -n "$(PART_MIB)" || { echo "usage: make offline-carry HAS=FILE PART_MIB=N [MACHINE_PYTHON=3.12]"; exit 2; }
+	$(MAKE) wheelhouse PYTHON_VERSION=$(MACHINE_PYTHON) WHEELHOUSE=.carry-wheelhouse
+	$(BIN)/python tools/offline_carry.py .carry-wheelhouse --has $(HAS) --part-mib $(PART_MIB) --out $(CARRY)
 
-# On the lent GPU machine, with every .gpu-carry part carried: a venv over the machine's own torch.
+# The GPU machines this project is lent (their package list in tools/, 64 MiB a copy).
+gpu-carry:
+	$(MAKE) offline-carry HAS=tools/lent_gpu_machine_packages.txt PART_MIB=58
+
+# On the GPU machine, with every $(CARRY) part copied: a venv over the machine's own torch.
 # Its python3 is itself a venv (/opt/torch/.venv), so --system-site-packages alone would not see
 # torch: a .pth adds that venv's packages behind the carried ones. --no-deps: the wheels are the
 # whole set, and pip would refuse the machine's own versions where they miss a pin.
 gpu-install:
 	python3 -m venv --system-site-packages .gpu-venv
 	python3 -c 'import site; print(site.getsitepackages()[0])' > $$(ls -d .gpu-venv/lib/python3*/site-packages)/machine_site.pth
-	.gpu-venv/bin/pip install -q --no-index --no-deps --no-compile .gpu-carry/*/*.whl
+	.gpu-venv/bin/pip install -q --no-index --no-deps --no-compile $(CARRY)/*/*.whl
 	.gpu-venv/bin/pip check
 
 # On a GPU node, with raysweep installed beside the node's torch (GPU_PY: that Python): the GPU

@@ -1,18 +1,27 @@
-"""``make gpu-carry``: the wheels a lent GPU machine lacks, in parts that fit one device call each.
+"""Put raysweep on a machine with no package index through a copy channel of limited size.
 
-The lent machines have Python 3.12, torch and most of the scientific stack, but no Ray, Optuna
-or wandb, and no package index. A call carries at most 64 MiB of the tree; Ray's wheel alone is
-about 76 MiB, 31 of them its Java worker (``ray/jars/``), which raysweep never starts. So this
-takes a wheelhouse built for 3.12 (``make wheelhouse PYTHON_VERSION=3.12``), leaves out the large
-wheels of what the machine has (``bench/device_packages.txt``, from the device tool's KINDS.md:
-its small ones travel anyway, since the machine's version can be older than raysweep's pin, as its
-aiohttp was), torch's own, and what the GPU check does not use (the browser and lint tools), strips
-Ray's jars, and splits the rest into ``.gpu-carry/a``, ``.gpu-carry/b``, ... of at most
-``--part-mib`` each. On the machine, with every part carried (one call each, within 30 s: a warm
-machine keeps ignored folders):
+``python tools/offline_carry.py WHEELHOUSE --has PACKAGES --part-mib N`` (``make offline-carry``)
+takes a wheelhouse built for the machine's Python (``make wheelhouse PYTHON_VERSION=3.12``) and
+writes the wheels the machine lacks into ``.carry/a``, ``.carry/b``, ... of at most ``N`` MiB each,
+for one copy each. ``PACKAGES`` is what the machine already has, one name per line or as
+``pip freeze`` writes it (``name==version``): run ``pip freeze`` there and copy its output here.
 
-    make gpu-install
-    make gpu-check GPU_PY=.gpu-venv/bin/python GPU_CHECK_OUT=$OUT/gpu-check.json
+What it leaves behind:
+* the large wheels of what the machine has (its small ones travel anyway, under ``--small-mib``:
+  the machine's version can be older than raysweep's pin);
+* torch, triton and NVIDIA's wheels: the machine's own CUDA build of torch is the one to use;
+* what a sweep does not run (the browser and lint tools of ``raysweep[dev]``, and engine ax's
+  packages, ``raysweep[ax]``);
+* Ray's Java worker (``ray/jars/``, 31 of its wheel's 76 MiB), which raysweep never starts.
+
+On the machine, with every part copied beside the repository:
+
+    make gpu-install CARRY=.carry
+    make gpu-check GPU_PY=.gpu-venv/bin/python
+
+(``make gpu-carry`` does this for the GPU machines this project is lent, from their package
+list, ``tools/lent_gpu_machine_packages.txt``, into parts of 58 MiB: a copy there holds 64 MiB,
+the tree included.)
 """
 
 from __future__ import annotations
@@ -24,16 +33,32 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-NOT_FOR_THE_GPU_CHECK = {"playwright", "ruff", "hydra-core", "omegaconf", "antlr4-python3-runtime"}
-NOT_FOR_THE_GPU_CHECK |= {  # engine ax (raysweep[ax]) and what only it needs
+NOT_FOR_A_SWEEP = {"playwright", "ruff", "hydra-core", "omegaconf", "antlr4-python3-runtime"}
+NOT_FOR_A_SWEEP |= {  # engine ax (raysweep[ax]) and what only it needs
     *("ax-platform", "botorch", "gpytorch", "linear-operator", "pyro-ppl", "pyro-api", "pymoo", "cma", "moocore"),
     *("alive-progress", "about-time", "graphemeu"),
 }
 NEVER_CARRIED = re.compile(r"^(torch|triton|nvidia-.*)$")  # the machine's CUDA build is the one to test
 
 
+def normal(name: str) -> str:
+    """A project's name as PyPI compares them (PEP 503)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
 def project(wheel: Path) -> str:
-    return re.sub(r"[-_.]+", "-", wheel.name.split("-")[0]).lower()
+    return normal(wheel.name.split("-")[0])
+
+
+def machine_has(path: Path) -> set[str]:
+    """The projects a package list names: one per line, bare or as ``pip freeze`` writes them
+    (``name==version``, ``name @ url``); ``#`` starts a comment."""
+    names = set()
+    for line in path.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            names.add(normal(re.split(r"[\s=<>!~@\[;]", line, maxsplit=1)[0]))
+    return names
 
 
 def without_jars(wheel: Path, out_dir: Path) -> Path:
@@ -52,23 +77,20 @@ def without_jars(wheel: Path, out_dir: Path) -> Path:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("wheelhouse", type=Path, help="a wheelhouse built with PYTHON_VERSION=3.12")
-    p.add_argument("--out", type=Path, default=ROOT / ".gpu-carry")
-    p.add_argument("--part-mib", type=float, default=58.0, help="each part's size (the tree itself travels too)")
+    p.add_argument("wheelhouse", type=Path, help="a wheelhouse built for the machine's Python (make wheelhouse)")
+    p.add_argument("--has", type=Path, help="what the machine has: `pip freeze` there, or one name per line")
+    p.add_argument("--part-mib", type=float, required=True, help="the most one copy holds (leave room for the rest)")
+    p.add_argument("--out", type=Path, default=ROOT / ".carry")
     p.add_argument("--small-mib", type=float, default=2.0, help="a wheel the machine has travels when under this")
     args = p.parse_args()
-    there = {
-        line.strip()
-        for line in (ROOT / "bench" / "device_packages.txt").read_text().splitlines()
-        if line.strip() and not line.startswith("#")
-    }
+    there = machine_has(args.has) if args.has else set()
     shutil.rmtree(args.out, ignore_errors=True)
     staging = args.out / "all"
     staging.mkdir(parents=True)
     for wheel in sorted(args.wheelhouse.glob("*.whl")):
         name = project(wheel)
         large = wheel.stat().st_size >= args.small_mib * 2**20
-        if NEVER_CARRIED.match(name) or name in NOT_FOR_THE_GPU_CHECK or (name in there and large):
+        if NEVER_CARRIED.match(name) or name in NOT_FOR_A_SWEEP or (name in there and large):
             continue
         if name == "ray":
             without_jars(wheel, staging)

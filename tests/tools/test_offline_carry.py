@@ -1,4 +1,5 @@
-"""``make gpu-carry`` (bench/gpu_carry.py): Ray's wheel without its Java jars, and parts that fit a call."""
+"""``tools/offline_carry.py``: Ray's wheel without its Java jars, a package list as ``pip freeze``
+writes it, and parts that fit a copy."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from pathlib import Path
 
 from conftest import ROOT
 
-from bench.gpu_carry import without_jars
+sys.path.insert(0, str(ROOT / "tools"))
+from offline_carry import machine_has, without_jars  # noqa: E402
 
 
 def fake_wheel(path: Path, files: dict[str, bytes]) -> Path:
@@ -45,13 +47,13 @@ def test_parts_leave_out_what_the_machine_has_and_fit_their_size(tmp_path):
     fake_wheel(house / "torch-2.11.0-cp312-cp312-manylinux_2_28_x86_64.whl", {"torch/a.py": b"t"})  # never carried
     fake_wheel(house / "aiohttp-3.14.5-cp312-cp312-manylinux2014_x86_64.whl", {"aiohttp/a.py": b"h"})  # small: travels
     fake_wheel(house / "scipy-1.17.1-cp312-cp312-manylinux_2_28_x86_64.whl", {"scipy/a.py": bytes(range(256)) * 1200})
-    fake_wheel(
-        house / "playwright-1.65.2-py3-none-manylinux1_x86_64.whl", {"playwright/a.py": b"p"}
-    )  # not for the check
+    fake_wheel(house / "playwright-1.65.2-py3-none-manylinux1_x86_64.whl", {"playwright/a.py": b"p"})  # not for a sweep
+    has = tmp_path / "has.txt"
+    has.write_text("scipy==1.16.0\naiohttp==3.9.1\n")  # as `pip freeze` writes it on the machine
     out = subprocess.run(
         [
-            *(sys.executable, "-m", "bench.gpu_carry", str(house), "--out", str(tmp_path / "carry")),
-            *("--part-mib", "0.35", "--small-mib", "0.2"),
+            *(sys.executable, "tools/offline_carry.py", str(house), "--out", str(tmp_path / "carry")),
+            *("--has", str(has), "--part-mib", "0.35", "--small-mib", "0.2"),
         ],
         cwd=ROOT,
         capture_output=True,
@@ -62,3 +64,12 @@ def test_parts_leave_out_what_the_machine_has_and_fit_their_size(tmp_path):
     assert (
         set(carried) == {"ray", "optuna", "aiohttp"} and carried["ray"] != carried["optuna"]
     )  # one part each at 0.35 MiB
+
+
+def test_a_package_list_reads_as_pip_freeze_writes_it_or_one_name_a_line(tmp_path):
+    has = tmp_path / "has.txt"
+    has.write_text(
+        "# the machine's packages\nPyYAML==6.0.2\nnvidia_nccl_cu12==2.27.3\n"
+        "torch @ file:///opt/torch-2.11.0-cp312.whl\nscikit-learn\n\nrequests[socks]>=2 ; python_version>'3'\n"
+    )
+    assert machine_has(has) == {"pyyaml", "nvidia-nccl-cu12", "torch", "scikit-learn", "requests"}
