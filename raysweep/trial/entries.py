@@ -67,8 +67,9 @@ class Entry:
         backend: Backend,
         rank: int,
         place: RankPlace,
-        master: tuple[str, int] | None,
-        visible_devices: str | None,
+        *,
+        master: tuple[str, int] | None = None,
+        visible_devices: str | None = None,
     ) -> None:
         """Run as ``rank`` of ``job.world_size`` on ``backend``, at ``place`` (its node and index there)."""
         guard = None
@@ -186,8 +187,9 @@ class Script(Entry):
         backend: Backend,
         rank: int,
         place: RankPlace,
-        master: tuple[str, int] | None,
-        visible_devices: str | None,
+        *,
+        master: tuple[str, int] | None = None,
+        visible_devices: str | None = None,
     ) -> None:
         """A script's rank has no watchdog of its own here: ``run_program`` watches the script's reports."""
         trial.use(backend)
@@ -197,10 +199,10 @@ class Script(Entry):
             rank,
             place,
             master or ("127.0.0.1", free_port()),
-            trial.report,
-            backend.share,
-            visible_devices,
-            trial.report_without_metric,
+            report=trial.report,
+            share=backend.share,
+            visible_devices=visible_devices,
+            report_without_metric=trial.report_without_metric,
         )
 
 

@@ -30,8 +30,9 @@ class EntryPoint(Protocol):
         backend: Any,
         rank: int,
         place: RankPlace,
-        master: tuple[str, int] | None,
-        visible_devices: str | None,
+        *,
+        master: tuple[str, int] | None = None,
+        visible_devices: str | None = None,
     ) -> None: ...
 
 

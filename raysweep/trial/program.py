@@ -99,6 +99,7 @@ def script_env(
     rank: int,
     place: RankPlace,
     master: tuple[str, int],
+    *,
     visible_devices: str | None = None,
 ) -> dict[str, str]:
     """torchrun's variables (with NODE_RANK, as multi-node launchers set it), W&B's sweep
@@ -283,6 +284,7 @@ def run_program(
     rank: int,
     place: RankPlace,
     master: tuple[str, int],
+    *,
     report: Callable[[dict[str, Any]], None],
     share: Callable[[Any], Any],
     visible_devices: str | None = None,
@@ -294,7 +296,9 @@ def run_program(
     trial_dir, world_size, metric = Path(job.trial_dir), job.world_size, job.metric
     logs = rank_logs(trial_dir, rank)
     stderr_path = logs[1]
-    proc = _start_script(job, launch, rank, script_env(job, launch, rank, place, master, visible_devices))
+    proc = _start_script(
+        job, launch, rank, script_env(job, launch, rank, place, master, visible_devices=visible_devices)
+    )
     metrics = RankZeroMetrics(metrics_file(trial_dir, job.attempt, 0), metric)
     # rank 0's output goes to the console as it comes (an earlier attempt's was shown then)
     shown = {path: path.stat().st_size for path in logs}

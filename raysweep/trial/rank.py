@@ -24,14 +24,16 @@ ALONE = RankPlace("", "127.0.0.1", 0, 0, 1)  # the one rank of a 1-worker trial
 
 def in_process(job: TrialJob) -> None:
     """Entry point of a 1-worker trial in the Tune trial's own process."""
-    job.entry.run(job, TuneBackend(job.trial_dir, job.metric), 0, ALONE, None, None)
+    job.entry.run(job, TuneBackend(job.trial_dir, job.metric), 0, ALONE)
 
 
 def on_warm_worker(job: TrialJob, link: RankLink, master: tuple[str, int]) -> None:
     """Entry point on every warm worker; a script sees its node's GPUs of the trial, its own at
     cuda:LOCAL_RANK, as under torchrun."""
     visible = ",".join(link.gpus) if link.gpus else None
-    job.entry.run(job, WarmBackend(link, job.trial_dir, job.metric), link.rank, link.place, master, visible)
+    job.entry.run(
+        job, WarmBackend(link, job.trial_dir, job.metric), link.rank, link.place, master=master, visible_devices=visible
+    )
 
 
 def on_train_worker(job: TrialJob) -> None:
@@ -70,4 +72,4 @@ def on_train_worker(job: TrialJob) -> None:
         group = ray.util.get_current_placement_group()
         job.holdings.started.remote(job.trial_id, ctx.get_experiment_name(), rank, group)
     backend = TrainBackend(job.trial_dir, job.metric, job.restored_checkpoint, place)
-    job.entry.run(job, backend, rank, place, master, None)
+    job.entry.run(job, backend, rank, place, master=master)

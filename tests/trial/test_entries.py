@@ -106,5 +106,5 @@ def test_a_python_kind_runs_as_a_rank_and_reports_through_its_backend(tmp_path):
 
     job = _job(tmp_path, spec_of(LOOP, "raysweep"), function=train)
     backend = LocalBackend()
-    job.entry.run(job, backend, 0, ALONE, None, None)
+    job.entry.run(job, backend, 0, ALONE)
     assert backend.reports == [{"score": 6}]
