@@ -24,6 +24,7 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -90,7 +91,8 @@ class Entry:
 
     def load(self, job: TrialJob, rank: int) -> Callable[[], Any]:
         """The Python kinds' body as rank ``rank`` runs it, imported (``run`` calls it inside the
-        rank's watchdog, with its output marked)."""
+        rank's watchdog, with its output marked). A ``partial``, not a lambda: it adds no frame to
+        the traceback a trial's error shows the last lines of."""
         raise NotImplementedError
 
 
@@ -115,8 +117,7 @@ class Loop(Entry):
         return cls(sweep.spec.train_loop, trial_config(sweep.spec, flat_config))
 
     def load(self, job: TrialJob, rank: int) -> Callable[[], Any]:
-        loop = import_loop(self.path)
-        return lambda: loop(self.config)
+        return partial(import_loop(self.path), self.config)
 
 
 @dataclass(frozen=True)
@@ -133,7 +134,7 @@ class Function(Entry):
         return cls(sweep.function, trial_config(sweep.spec, flat_config))
 
     def load(self, job: TrialJob, rank: int) -> Callable[[], Any]:
-        return lambda: self.function(self.config)
+        return partial(self.function, self.config)
 
 
 @dataclass(frozen=True)
@@ -152,7 +153,7 @@ class WandbFunction(Entry):
         return cls(sweep.function, _launch(sweep, flat_config, trial_dir, trial_id).wandb)
 
     def load(self, job: TrialJob, rank: int) -> Callable[[], Any]:
-        return lambda: wandb_function.call(self.function, self.wandb, job, rank)
+        return partial(wandb_function.call, self.function, self.wandb, job, rank)
 
 
 @dataclass(frozen=True)
