@@ -80,9 +80,8 @@ def _reuse_actors(spec: SweepSpec, sizes: set[int]) -> bool:
 def _callbacks(
     spec: SweepSpec, settings: RunSettings, resuming: bool, on_wandb: wandb_sweep.WandbSweep | None
 ) -> list[Any]:
-    if (
-        settings.wandb == "disabled" or kind_of(spec).calls_wandb_init
-    ):  # a script (a W&B-style function) logs its own W&B run
+    # a script (a W&B-style function) logs its own W&B run
+    if settings.wandb == "disabled" or kind_of(spec).calls_wandb_init:
         return []
     group = spec.wandb.group or settings.name
     sweep_id = on_wandb.id if on_wandb else None

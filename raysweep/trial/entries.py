@@ -23,7 +23,7 @@ import importlib
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
@@ -99,7 +99,7 @@ class Entry:
 @dataclass(frozen=True)
 class Loop(Entry):
     path: str  # "module:function"
-    config: dict[str, Any] = field(default_factory=dict)  # the nested config the loop receives
+    config: dict[str, Any]  # the nested config the loop receives
 
     @classmethod
     def serves(cls, spec: SweepSpec) -> bool:
@@ -123,7 +123,7 @@ class Loop(Entry):
 @dataclass(frozen=True)
 class Function(Entry):
     function: Callable[[dict], Any]  # shipped by value
-    config: dict[str, Any] = field(default_factory=dict)
+    config: dict[str, Any]
 
     @classmethod
     def serves(cls, spec: SweepSpec) -> bool:
