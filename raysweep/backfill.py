@@ -14,7 +14,10 @@ what runs where, the estimates, and the queue.
 * A reservation whose time has passed (a trial overran its estimate) backfills nothing more:
   the head then waits only for the trials already running, each bounded by its own reports.
 * A head that places its slots itself starts shortly before its reservation (``starts_ahead``):
-  its process starts while its slots are still held, and takes them the moment they free.
+  its process starts while its slots are still held, and takes them the moment they free; not
+  while a trial chosen before it has yet to take its own (Ray grants whichever group fits first:
+  the head would take the slots a backfilled trial was chosen for, and that trial would wait
+  for the head's end).
 """
 
 from __future__ import annotations
@@ -28,11 +31,13 @@ from raysweep.placement import Shape
 @dataclass(frozen=True)
 class Holding:
     """A running (or starting) trial: the slots it holds on each node, and when it is expected to
-    end (None: no estimate yet)."""
+    end (None: no estimate yet); ``placed`` False: it places its slots itself and has yet to take
+    them (``nodes`` is where it was chosen to land)."""
 
     trial_id: str
     nodes: Mapping[str, int]
     end: float | None
+    placed: bool = True
 
 
 @dataclass(frozen=True)
@@ -167,12 +172,14 @@ def _leaves_room(
 
 
 def starts_ahead(
-    reservation: Reservation | None, now: float, sizes: frozenset[int], lead_s: float, one_waits: bool
+    reservation: Reservation | None, now: float, sizes: frozenset[int], lead_s: float, holdings: list[Holding]
 ) -> bool:
     """Whether the head starts now, before its slots are free: they are expected to free within
     ``lead_s`` on the nodes the reservation names, its size places its slots itself (``sizes``),
-    and no trial started ahead still waits for its own (``one_waits``: one at a time, so the
-    order of the queue stays the order in which slots are taken)."""
-    if reservation is None or reservation.at is None or not reservation.nodes or one_waits:
+    and every trial chosen before it has taken its slots (so slots are taken in the order trials
+    were chosen, backfilled ones included)."""
+    if reservation is None or reservation.at is None or not reservation.nodes:
+        return False
+    if not all(h.placed for h in holdings):
         return False
     return reservation.size in sizes and reservation.at - now <= lead_s

@@ -55,7 +55,6 @@ class Board:
     reservation: Reservation | None = None
     reserved_at: dict[str, float] = field(default_factory=dict)
     backfilled: set[str] = field(default_factory=set)
-    ahead: set[str] = field(default_factory=set)  # started before their slots were free, not yet holding them
     held_at: dict[str, float] = field(default_factory=dict)  # when a trial that placed its slots held them
 
 
@@ -115,11 +114,9 @@ class Admission:
         if decision.reservation is not None and decision.reservation.at is not None:
             self.board.reserved_at.setdefault(decision.reservation.trial_id, decision.reservation.at)
         if decision.start is None:
-            waits = bool(self.board.ahead & set(self.starting))
-            if not starts_ahead(decision.reservation, now, self.ahead, START_AHEAD_S, waits):
+            if not starts_ahead(decision.reservation, now, self.ahead, START_AHEAD_S, holdings):
                 return None
             head = next(t for t in queue if t.trial_id == decision.reservation.trial_id)
-            self.board.ahead.add(head.trial_id)
             log.info(
                 "admission: start %s ahead of its slots (free in ~%.0f s)", head.trial_id, decision.reservation.at - now
             )
@@ -169,6 +166,7 @@ class Admission:
             if self.ahead:  # only trials that place their own slots need when they began to hold them
                 self._placed(trials, ray.get(self.holdings.since.remote(), timeout=30))
         rows = self.estimates.monitor.rows
+        placing = self._placing(trials)
         out = []
         for trial in trials:
             if trial.status not in (Trial.RUNNING, Trial.PENDING) or (
@@ -185,7 +183,7 @@ class Admission:
                 end = time.time() + seconds if seconds is not None else None
             else:
                 end = self.estimates.end(row)
-            out.append(Holding(trial.trial_id, nodes, end))
+            out.append(Holding(trial.trial_id, nodes, end, placed=trial.trial_id not in placing))
         return out
 
     def _placed(self, trials: list[Any], since: dict[str, float]) -> None:
@@ -193,7 +191,6 @@ class Admission:
         and they leave ``starting`` (a retry is chosen again, with a new token)."""
         for trial_id in self._placing(trials) & since.keys():
             self.board.held_at[trial_id] = since[trial_id]
-            self.board.ahead.discard(trial_id)
             del self.starting[trial_id]
 
     def _placing(self, trials: list[Any]) -> set[str]:

@@ -4,6 +4,7 @@ of the decision. Nodes here are named A, B, C; ``shape`` is the placement rule o
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 
 from raysweep.backfill import Holding, Reservation, Waiting, decide, reserve, starts_ahead
 from raysweep.placement import Capacity, Node, shape
@@ -90,14 +91,28 @@ def test_on_one_node_sizes_one_two_and_four_reserve_the_node_for_the_four():
 
 def test_a_head_that_places_its_own_slots_starts_ahead_only_just_before_its_reservation():
     """Its process starts while its slots are still held (``trial/slots.py``), within the lead of its
-    reservation; not without a time or nodes, not a size Tune places (TorchTrainer), not while an
-    earlier trial started ahead still waits for its own slots."""
+    reservation; not without a time or nodes, and not a size Tune places (TorchTrainer)."""
     reserved = Reservation("big", 4, 10.0, {"A": 2, "B": 2})
     warm = frozenset({1, 4})
-    assert starts_ahead(reserved, 6.0, warm, lead_s=5.0, one_waits=False)
-    assert not starts_ahead(reserved, 4.0, warm, lead_s=5.0, one_waits=False)  # 6 s early: too soon
-    assert not starts_ahead(reserved, 6.0, frozenset({1}), lead_s=5.0, one_waits=False)
-    assert not starts_ahead(reserved, 6.0, warm, lead_s=5.0, one_waits=True)
-    assert not starts_ahead(Reservation("big", 4, None), 6.0, warm, lead_s=5.0, one_waits=False)
-    assert not starts_ahead(Reservation("big", 4, 10.0), 6.0, warm, lead_s=5.0, one_waits=False)  # no nodes
-    assert not starts_ahead(None, 6.0, warm, lead_s=5.0, one_waits=False)
+    running = [Holding("long", {"A": 1}, 10.0)]
+    assert starts_ahead(reserved, 6.0, warm, 5.0, running)
+    assert not starts_ahead(reserved, 4.0, warm, 5.0, running)  # 6 s early: too soon
+    assert not starts_ahead(reserved, 6.0, frozenset({1}), 5.0, running)
+    assert not starts_ahead(Reservation("big", 4, None), 6.0, warm, 5.0, running)
+    assert not starts_ahead(Reservation("big", 4, 10.0), 6.0, warm, 5.0, running)  # no nodes
+    assert not starts_ahead(None, 6.0, warm, 5.0, running)
+
+
+def test_a_head_does_not_start_ahead_while_a_trial_chosen_before_it_has_yet_to_take_its_slots():
+    """Ray grants whichever group fits first. A backfilled 1-worker trial whose process was slow
+    to start had yet to place its slot when the head, started ahead, took both nodes the moment
+    the long trial ended: the backfilled trial then waited for the head's end (CI, stop 58). So
+    no head starts ahead while any chosen trial, backfilled or started ahead, has yet to place."""
+    reserved = Reservation("big", 4, 10.0, {"A": 2, "B": 2})
+    warm = frozenset({1, 4})
+    long = Holding("long", {"A": 1}, 10.0)
+    backfilled = Holding("short", {"B": 1}, 8.0, placed=False)
+    assert not starts_ahead(reserved, 6.0, warm, 5.0, [long, backfilled])
+    assert starts_ahead(reserved, 6.0, warm, 5.0, [long, replace(backfilled, placed=True)])
+    started_ahead = Holding("big0", {"A": 2, "B": 2}, 30.0, placed=False)
+    assert not starts_ahead(reserved, 6.0, warm, 5.0, [long, started_ahead])
