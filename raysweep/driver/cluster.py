@@ -131,6 +131,7 @@ def start_or_connect(
     address: str | None,
     use_gpu: str | bool,
     cpus_per_worker: float,
+    *,
     gpus: str | None = None,
     dashboard_host: str | None = None,
     gpus_per_worker: float = 1.0,

@@ -85,8 +85,18 @@ def _callbacks(
         return []
     group = spec.wandb.group or settings.name
     sweep_id = on_wandb.id if on_wandb else None
-    wandb_at = (spec.wandb.project_name, spec.wandb.entity, group, settings.wandb)
-    return [WandbRuns(*wandb_at, resuming, sweep_id, goals=spec.objectives, world_size=spec.world_size)]
+    return [
+        WandbRuns(
+            spec.wandb.project_name,
+            entity=spec.wandb.entity,
+            group=group,
+            mode=settings.wandb,
+            resuming=resuming,
+            sweep_id=sweep_id,
+            goals=spec.objectives,
+            world_size=spec.world_size,
+        )
+    ]
 
 
 @dataclass(frozen=True)
@@ -128,7 +138,7 @@ def start(
     interrupt.ray_is_up(signals)
     settings, limit, planned = _admit(spec, settings, capacity, restore)
     write_settings(run_dir, settings)
-    _print_banner(spec, settings, run_dir, capacity, dashboard, limit, on_wandb)
+    _print_banner(spec, settings, run_dir, capacity, dashboard=dashboard, limit=limit, on_wandb=on_wandb)
     told = None
     if settings.warm_start and not restore:
         warm, told, tried = start_from(spec, settings.warm_start, tried)
@@ -169,11 +179,22 @@ def start(
     callbacks.append(ReleaseHoldings(holdings))
     admits = {"ledger": ledger, "admission": admission}
     if restore:
-        tuner, scheduler = _restored_tuner(run_dir, trainable, settings, callbacks, stoppers, **admits)
+        tuner, scheduler = _restored_tuner(
+            run_dir, trainable, settings, callbacks=callbacks, stoppers=stoppers, **admits
+        )
     else:
         segment = settings.segment_budget or settings.budget
         tuner, scheduler = _new_tuner(
-            spec, segment, run_dir, limit, trainable, callbacks, stoppers, tried, told=told, **admits
+            spec,
+            segment,
+            run_dir,
+            limit=limit,
+            trainable=trainable,
+            callbacks=callbacks,
+            stoppers=stoppers,
+            tried=tried,
+            told=told,
+            **admits,
         )
     monitor.stopped_by_scheduler = getattr(scheduler, "stopped", set())
     if hasattr(scheduler, "watch"):  # a run dir from before the guard has a scheduler without it
@@ -257,6 +278,7 @@ def _print_banner(
     settings: RunSettings,
     run_dir: Path,
     capacity: Capacity,
+    *,
     dashboard: str | None,
     limit: int | None,
     on_wandb: wandb_sweep.WandbSweep | None,
@@ -307,6 +329,7 @@ def _restored_tuner(
     run_dir: Path,
     trainable: Any,
     settings: RunSettings,
+    *,
     callbacks: list[Any],
     stoppers: list[Any],
     ledger: Ledger | None = None,
@@ -334,6 +357,7 @@ def _new_tuner(
     spec: SweepSpec,
     budget: int,
     run_dir: Path,
+    *,
     limit: int | None,
     trainable: Any,
     callbacks: list[Any],

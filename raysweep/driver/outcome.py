@@ -57,6 +57,7 @@ def finish(
     settings: RunSettings,
     run_dir: Path,
     monitor: SweepMonitor,
+    *,
     wall_s: float,
     on_wandb: wandb_sweep.WandbSweep | None,
     stopped: str | None = None,

@@ -47,8 +47,9 @@ class RunRequest:
 
 
 def trials_to_run(spec: SweepSpec, count: int | None, purpose: str = "") -> int:
-    """The trials ``spec`` runs with ``--count`` ``count`` (None: its own), at most its run_cap;
-    a search that never ends by itself needs one or the other (``purpose``: what it is for)."""
+    """The trials ``spec`` runs with ``--count`` ``count`` (None: its run_cap, else its grid's
+    size; a grid runs each point once at most); a search that never ends by itself needs a count
+    or a run_cap (``purpose``: what it is for)."""
     trials = spec.trial_budget(count)
     if trials is None:
         raise UserError(

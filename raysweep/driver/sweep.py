@@ -161,7 +161,9 @@ def _run(
     write_settings(run_dir, replace(settings, stopped=stopped))
     if on_wandb:
         wandb_sweep.set_state(on_wandb, wandb_sweep.FINISHED)
-    return outcome.finish(spec, settings, run_dir, monitor, time.time() - started, on_wandb, stopped)
+    return outcome.finish(
+        spec, settings, run_dir, monitor, wall_s=time.time() - started, on_wandb=on_wandb, stopped=stopped
+    )
 
 
 def run_sweep(spec: SweepSpec, request: RunRequest, function: Callable | None = None) -> int:
@@ -271,6 +273,7 @@ def _existing(spec: SweepSpec, request: RunRequest, function: Callable | None, r
 
 def resume_sweep(
     run: str | os.PathLike,
+    *,
     storage: str | os.PathLike = "raysweep_runs",
     address: str | None = None,
     quiet: bool = False,

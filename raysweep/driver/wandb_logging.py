@@ -65,6 +65,7 @@ class WandbRuns(LoggerCallback):
     def __init__(
         self,
         project: str,
+        *,
         entity: str | None,
         group: str,
         mode: str,

@@ -37,7 +37,7 @@ from raysweep.trial import devices, output_marks, wandb_function, watchdog
 from raysweep.trial.backends import Backend
 from raysweep.trial.job import ProgramLaunch, Sweep, TrialJob, WandbSetup
 from raysweep.trial.ports import free_port
-from raysweep.trial.program import run_program, write_param_files
+from raysweep.trial.program import run_program, write_param_files, write_wandb_config
 
 
 class Entry:
@@ -150,7 +150,8 @@ class WandbFunction(Entry):
 
     @classmethod
     def build(cls, sweep: Sweep, flat_config: dict[str, Any], trial_dir: str, trial_id: str) -> WandbFunction:
-        return cls(sweep.function, _launch(sweep, flat_config, trial_dir, trial_id).wandb)
+        params = wandb_config(sweep.spec, flat_config)  # what wandb.init would meet under wandb agent
+        return cls(sweep.function, _wandb_setup(sweep, write_wandb_config(Path(trial_dir), trial_id, params)))
 
     def load(self, job: TrialJob, rank: int) -> Callable[[], Any]:
         return partial(wandb_function.call, self.function, self.wandb, job, rank)
@@ -231,8 +232,7 @@ def import_loop(path: str) -> Callable[[dict], Any]:
 
 
 def _launch(sweep: Sweep, flat_config: dict[str, Any], trial_dir: str, trial_id: str) -> ProgramLaunch:
-    """How a script (or a W&B-style function's wandb.init) meets the trial, as under ``wandb agent``;
-    writes the param files it reads."""
+    """How a script meets the trial, as under ``wandb agent``; writes the param files it reads."""
     spec = sweep.spec
     params = wandb_config(spec, flat_config)  # what wandb agent would hand the script
     yaml_path, json_path = write_param_files(Path(trial_dir), trial_id, params)
@@ -241,14 +241,20 @@ def _launch(sweep: Sweep, flat_config: dict[str, Any], trial_dir: str, trial_id:
         command=spec.command,
         params=params,
         args_json_file=str(json_path),
-        wandb=WandbSetup(
-            param_file=str(yaml_path),
-            workdir=sweep.workdir,
-            wandb_mode=sweep.wandb_mode,
-            wandb_dir=sweep.wandb_dir or sweep.workdir,
-            project=spec.wandb.project_name,
-            entity=spec.wandb.entity,
-            group=spec.wandb.group or sweep.name,
-            sweep_id=sweep.wandb_sweep_id,
-        ),
+        wandb=_wandb_setup(sweep, yaml_path),
+    )
+
+
+def _wandb_setup(sweep: Sweep, param_file: Path) -> WandbSetup:
+    """What a trial's ``wandb.init`` meets: its config file, mode, dirs, project and group."""
+    spec = sweep.spec
+    return WandbSetup(
+        param_file=str(param_file),
+        workdir=sweep.workdir,
+        wandb_mode=sweep.wandb_mode,
+        wandb_dir=sweep.wandb_dir or sweep.workdir,
+        project=spec.wandb.project_name,
+        entity=spec.wandb.entity,
+        group=spec.wandb.group or sweep.name,
+        sweep_id=sweep.wandb_sweep_id,
     )

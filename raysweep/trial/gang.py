@@ -116,9 +116,16 @@ def _next_messages(workers: list[Any], runs: list[Any]) -> list[RankMessage]:
         rank = pending.pop(ready[0])
         message = messages[rank] = ray.get(ready[0])  # raises if the rank's process died
         if message.kind == ERROR:
-            message.error.add_note(f"on rank {rank} of {len(workers)}; the rank's traceback:\n{message.trace}")
-            raise message.error
+            raise rank_error(message.error, rank, len(workers), message.trace)
     return messages
+
+
+def rank_error(error: BaseException, rank: int, world_size: int, trace: str) -> BaseException:
+    """A rank's error as its trial raises it: the rank's own traceback, then which rank it was,
+    last, so however deep the traceback, the row's last lines (``monitor.error_summary``) name it."""
+    error.add_note(f"the rank's traceback:\n{trace.rstrip()}")
+    error.add_note(f"(raised on rank {rank} of {world_size})")
+    return error
 
 
 def _stop(lease: Lease, runs: list[Any]) -> None:

@@ -82,14 +82,20 @@ def render_command(
     return argv
 
 
-def write_param_files(trial_dir: Path, trial_id: str, params: Mapping[str, Any]) -> tuple[Path, Path]:
-    """The YAML config ``wandb.init`` reads (as under ``wandb agent``) and the ``${args_json_file}``."""
-    values = {k: plain(v) for k, v in params.items()}
+def write_wandb_config(trial_dir: Path, trial_id: str, params: Mapping[str, Any]) -> Path:
+    """The YAML config ``wandb.init`` reads, as under ``wandb agent``."""
     sweep_dir = trial_dir / "wandb" / "sweep-raysweep"
     sweep_dir.mkdir(parents=True, exist_ok=True)
-    yaml_path, json_path = sweep_dir / f"config-{trial_id}.yaml", sweep_dir / f"config-{trial_id}.json"
-    private_api.save_config_file(str(yaml_path), {k: {"value": v} for k, v in values.items()})
-    json_path.write_text(json.dumps(values))
+    yaml_path = sweep_dir / f"config-{trial_id}.yaml"
+    private_api.save_config_file(str(yaml_path), {k: {"value": plain(v)} for k, v in params.items()})
+    return yaml_path
+
+
+def write_param_files(trial_dir: Path, trial_id: str, params: Mapping[str, Any]) -> tuple[Path, Path]:
+    """A script's: the config ``wandb.init`` reads and the ``${args_json_file}`` beside it."""
+    yaml_path = write_wandb_config(trial_dir, trial_id, params)
+    json_path = yaml_path.with_suffix(".json")
+    json_path.write_text(json.dumps({k: plain(v) for k, v in params.items()}))
     return yaml_path, json_path
 
 

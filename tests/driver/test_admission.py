@@ -5,6 +5,8 @@ A 4-worker trial there once waited forever (Ray's "insufficient resources" in dr
 minute), and a Ctrl-C then printed "finished" and lost the trials that never started. Now it fails
 at once naming the CPUs; on a cluster that can grow (an autoscaler's config on the head) it waits,
 said once on the screen; a Ctrl-C lists every trial still pending, exits 130, and ``resume`` runs them.
+
+Modules: ``driver/admission.py`` (a size that never fits), ``driver/outcome.py`` (what a Ctrl-C says).
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ CPUs: 2 workers at once): trials of 1 and 2 workers of a loop whose report takes
 The budget: the spend stays within the budget plus one report of the trials running when it ran
 out; the sweep ends with the sentence, resumable; ``resume --budget-gpu-hours`` with a larger one
 goes on, counting what was spent. The plan: ``validate --plan`` against what the sweeps spent.
+
+Modules: ``search/plan.py`` (``validate --plan``), ``trial/holdings.py`` (what the admission reads).
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""The driver on a real local Ray cluster: search, scheduling, sizing, failures, resume, W&B."""
+"""The driver on a real local Ray cluster: search, scheduling, sizing, failures, resume, W&B.
+
+Modules: ``driver/sweep.py``, ``driver/wandb_logging.py``.
+"""
 
 from __future__ import annotations
 

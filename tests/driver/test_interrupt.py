@@ -6,6 +6,8 @@ the requeued job's ``run --resume-existing``; a killed driver then ``resume``; t
 ``resume``, which finishes it. SIGTERM and the second Ctrl-C are the driver's own signal handling,
 the same under either runner: they run under ``warm`` only. At the end every epoch was reported once, by both ranks. (Embedded Ray's Ctrl-C as the sweep starts is in test_edges.py; a ``program:`` script's
 SIGTERM in test_program.py; SLURM's two jobs on one node in test_slurm.py.)
+
+Modules: ``driver/interrupt.py``, ``driver/outcome.py``.
 """
 
 from __future__ import annotations

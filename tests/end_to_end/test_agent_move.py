@@ -2,7 +2,10 @@
 write them (tests/support/agent_scripts/: PyTorch, scikit-learn, ``with wandb.init() as run``, W&B's own
 files, two agents, a function that always fails). Each script runs twice: as its author wrote it,
 under wandb's own agent against the stand-in W&B server (the oracle), and with that one line
-changed to ``raysweep.run``, on the module's Ray cluster with W&B offline. Issue 42."""
+changed to ``raysweep.run``, on the module's Ray cluster with W&B offline. Issue 42.
+
+Modules: ``driver/agents.py`` (two agents of one sweep).
+"""
 
 from __future__ import annotations
 

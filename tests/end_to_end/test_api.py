@@ -1,5 +1,8 @@
 """``raysweep.run`` / ``resume`` from a user's script (tests/support/api_script.py), whose functions live in
-its ``__main__``: W&B's style and raysweep's, on one shared ``ray start`` cluster."""
+its ``__main__``: W&B's style and raysweep's, on one shared ``ray start`` cluster.
+
+Modules: ``trial/wandb_function.py``.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """``raysweep show`` and ``raysweep report`` read a run dir with Ray (and torch) not importable:
-a run dir can be read on a laptop with no Ray, during a sweep or long after it."""
+a run dir can be read on a laptop with no Ray, during a sweep or long after it.
+
+Modules: ``runs/show.py``, ``runs/results.py``.
+"""
 
 from __future__ import annotations
 

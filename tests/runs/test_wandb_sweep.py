@@ -4,6 +4,8 @@ No W&B server runs on these machines. The stand-in answers the GraphQL calls and
 wandb 0.31 makes (``wandb_server.WANDB_VERSION``) and records them, so these tests see what W&B
 would be told: which sweep each run's ``upsertBucket`` names, the sweep's config and state, and
 which runs ``publish`` attaches. What W&B's real server then does with them is not tested here.
+
+Modules: ``runs/publish.py``.
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ Issue 32: each parameter's stream was seeded with the first 4 bytes of its name,
 ``optimizer.lr`` and ``optimizer.wd`` drew the same numbers. The draws here come from
 ``first_configs``: Tune's variant generator over ``tune_param_space``, as ``run`` builds it
 (test_driver checks that these are the configurations ``run`` tries).
+
+Modules: ``spec/distributions.py``, ``spec/law.py``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""The sweep spec: loading, validation messages, distributions and their Tune/Optuna forms. No Ray runs."""
+"""The sweep spec: loading, validation messages, distributions and their Tune/Optuna forms. No Ray runs.
+
+Modules: ``spec/parse.py``, ``spec/parameters_block.py``, ``spec/summary.py`` (``validate``).
+"""
 
 from __future__ import annotations
 

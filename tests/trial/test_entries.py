@@ -4,6 +4,7 @@ rank. The kinds' runs on real clusters are the warm-worker, program and API test
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -91,13 +92,16 @@ def test_each_kind_builds_its_trials_entry_from_the_trials_values(tmp_path):
     script = _job(tmp_path, spec_of(PROGRAM, parameters=parameters))
     assert isinstance(script.entry, Script) and script.entry.launch.params == {"x": 3, "opt": {"lr": 0.1}}
     assert Path(script.entry.wandb.param_file).is_file()  # the YAML wandb.init reads, written
+    assert json.loads(Path(script.entry.launch.args_json_file).read_text()) == {"x": 3, "opt": {"lr": 0.1}}
     assert script.attempt != "" and script.group_backend is None  # a fresh metrics file; its own group
 
     def main() -> None: ...
 
-    wandb_style = _job(tmp_path, spec_of(LOOP, "wandb", parameters=parameters), function=main)
+    wandb_style = _job(tmp_path / "w", spec_of(LOOP, "wandb", parameters=parameters), function=main)
     assert isinstance(wandb_style.entry, WandbFunction) and wandb_style.entry.function is main
-    assert wandb_style.entry.wandb.group == "s" and Path(wandb_style.entry.wandb.param_file).is_file()
+    param_file = Path(wandb_style.entry.wandb.param_file)
+    assert wandb_style.entry.wandb.group == "s" and param_file.is_file()
+    assert list(param_file.parent.iterdir()) == [param_file]  # no script's args file beside it
 
 
 def test_a_python_kind_runs_as_a_rank_and_reports_through_its_backend(tmp_path):

@@ -2,6 +2,8 @@
 
 The command rendering and the process-group supervisor are checked directly; the scripts in
 ``tests/support/programs/`` (a torchrun + wandb script, a Hydra app) run on a real ``ray start`` cluster.
+
+Modules: ``trial/program_hook/sitecustomize.py``.
 """
 
 from __future__ import annotations

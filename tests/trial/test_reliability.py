@@ -3,6 +3,8 @@
 A killed DDP worker, a loop that raises, a diverging metric, a hung rank, ranks that report
 different numbers of times, and a 200-trial sweep: the sweep goes on, nothing finished is
 lost, and every failure has a sentence. (The killed driver and resume live in test_driver.)
+
+Modules: ``trial/watchdog.py``.
 """
 
 from __future__ import annotations
