@@ -21,6 +21,7 @@ from raysweep.driver import interrupt
 from raysweep.driver.admission import Admission, Board, mixes_sizes
 from raysweep.driver.admitted_search import AdmittedSearch
 from raysweep.driver.budget import BudgetStopper, Ledger
+from raysweep.driver.checkpoint_keep import KeepNewestCheckpoints
 from raysweep.driver.cluster import start_or_connect
 from raysweep.driver.estimates import Estimates
 from raysweep.driver.monitor import SweepMonitor
@@ -176,7 +177,7 @@ def start(
     ray_settings.pending_trials(_pending_trials(spec, capacity, ledger, admission))
     stoppers = _stoppers(spec, monitor, ledger)
     callbacks = [interrupt.TuneListens(signals), monitor, ResultLog()] + _callbacks(spec, settings, restore, on_wandb)
-    callbacks.append(ReleaseHoldings(holdings))
+    callbacks += [ReleaseHoldings(holdings), KeepNewestCheckpoints(run_dir)]
     admits = {"ledger": ledger, "admission": admission}
     if restore:
         tuner, scheduler = _restored_tuner(
@@ -343,6 +344,7 @@ def _restored_tuner(
     )
     run_config, tune_config = restored_config(tuner)
     run_config.callbacks = callbacks
+    run_config.checkpoint_config = tune.CheckpointConfig(num_to_keep=None)  # new trials' (KeepNewestCheckpoints)
     run_config.stop = CombinedStopper(*stoppers)  # this driver's monitor
     if ledger is not None or admission is not None:  # this driver's, which an earlier one may not have had
         search = tune_config.search_alg
@@ -389,7 +391,7 @@ def _new_tuner(
             stop=CombinedStopper(*stoppers),
             verbose=0,
             failure_config=tune.FailureConfig(max_failures=spec.max_failures),
-            checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
+            checkpoint_config=tune.CheckpointConfig(num_to_keep=None),  # KeepNewestCheckpoints thins them
         ),
     )
     return tuner, scheduler
