@@ -56,6 +56,7 @@ class Board:
     reserved_at: dict[str, float] = field(default_factory=dict)
     backfilled: set[str] = field(default_factory=set)
     held_at: dict[str, float] = field(default_factory=dict)  # when a trial that placed its slots held them
+    chosen_at: dict[str, float] = field(default_factory=dict)  # when each trial was first chosen to start
 
 
 class Admission:
@@ -105,7 +106,8 @@ class Admission:
         if holdings is None:
             return None  # a running trial has not said where it runs yet: ask again next step
         now = time.time()
-        waits = [Waiting(t.trial_id, self._size(t), self.estimates.trial_seconds(t.config)) for t in queue]
+        lead = self.estimates.start_lead(self.board.chosen_at)  # a backfilled trial's actor starts first
+        waits = [Waiting(t.trial_id, self._size(t), _plus(self.estimates.trial_seconds(t.config), lead)) for t in queue]
         slots = self._slots()
         shape_of = functools.partial(shape, capacity=self._live)
         decision = decide(now, slots, holdings, waits, shape_of)
@@ -145,6 +147,7 @@ class Admission:
         """Start ``trial`` where ``nodes`` says; a trial that places its slots itself gets a token
         on its rank 0's node for Tune's group (``placement.token_bundles``)."""
         self.starting[trial.trial_id] = nodes
+        self.board.chosen_at.setdefault(trial.trial_id, time.time())
         address = {n.id: n.address for n in self._live.nodes}.get(next(iter(nodes), None))
         if address and self._size(trial) in self.ahead:
             trial.update_resources(tune.PlacementGroupFactory(token_bundles(address)))
@@ -167,6 +170,7 @@ class Admission:
                 self._placed(trials, ray.get(self.holdings.since.remote(), timeout=30))
         rows = self.estimates.monitor.rows
         placing = self._placing(trials)
+        now, lead = time.time(), self.estimates.start_lead(self.board.chosen_at)
         out = []
         for trial in trials:
             if trial.status not in (Trial.RUNNING, Trial.PENDING) or (
@@ -178,9 +182,10 @@ class Admission:
                 self._held_at = 0.0
                 return None
             row = rows.get(trial.trial_id)
-            if row is None or trial.status == Trial.PENDING:
+            if row is None or row.start is None or trial.status == Trial.PENDING:  # its actor may be starting
                 seconds = self.estimates.trial_seconds(trial.config)
-                end = time.time() + seconds if seconds is not None else None
+                started = max(now, self.board.chosen_at.get(trial.trial_id, now) + lead)
+                end = started + seconds if seconds is not None else None
             else:
                 end = self.estimates.end(row)
             out.append(Holding(trial.trial_id, nodes, end, placed=trial.trial_id not in placing))
@@ -208,6 +213,10 @@ class Admission:
             self._live = replace(start, nodes=nodes)
             self._live_at = time.monotonic()
         return {n.id: self._live.hosts(n) for n in self._live.nodes}
+
+
+def _plus(seconds: float | None, lead: float) -> float | None:
+    return None if seconds is None else seconds + lead
 
 
 def mixes_sizes(spec: SweepSpec) -> bool:

@@ -10,16 +10,22 @@
   or ``base_config``'s), else the most any trial made so far.
 * Under early stopping, the reports a trial is still expected to make: the plan's share of trials
   that reach each rung (``search/plan.py``), given the reports it has made.
+* A chosen trial's lead: the seconds from the admission choosing it to its start (Tune starts its
+  actor first, 3-7 s for a new one on 2 cores; none when it reuses one), which no trial's
+  seconds held count: the median over the trials that started, else ``START_LEAD_S``.
 """
 
 from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from raysweep.runs.rows import TrialRow
 from raysweep.spec import SweepSpec
+
+START_LEAD_S = 5.0  # before any trial started: a new Tune actor's start, four at once on 2 cores
 
 
 class Estimates:
@@ -69,6 +75,15 @@ class Estimates:
         per = self.report_seconds(self.spec.world_size(config), conservative=True)
         left = self.reports_left(config, 0)
         return per * left if per is not None and left is not None else None
+
+    def start_lead(self, chosen_at: Mapping[str, float]) -> float:
+        """The seconds from choosing a trial to its start (``chosen_at``: trial id -> when it was chosen)."""
+        leads = [
+            row.start - chosen_at[trial_id]
+            for trial_id, row in self.monitor.rows.items()
+            if row.start is not None and trial_id in chosen_at
+        ]
+        return max(0.0, statistics.median(leads)) if leads else START_LEAD_S
 
     def end(self, row: TrialRow, now: float | None = None) -> float | None:
         """When a running trial is expected to end (now, if it is past its estimate)."""

@@ -316,3 +316,31 @@ def test_before_any_trial_reported_the_epoch_seconds_given_are_the_estimate_then
     assert Estimates(spec(epoch_seconds=3), _Monitor([])).trial_seconds(small) == 12.0  # 4 reports of 3 s
     reported = [TrialRow("a", status=TrialStatus.RUNNING, world_size=2, iterations=2, run_s=10.0)]
     assert Estimates(spec(epoch_seconds=3), _Monitor(reported)).trial_seconds(small) == 20.0  # 5 s a report, measured
+
+
+def test_a_chosen_trials_lead_to_its_start_is_measured_from_the_trials_that_started():
+    """By hand, no cluster: Tune starts a chosen trial's actor before the trial starts, and no
+    trial's seconds held count that; reservations and backfill add it to a trial not yet started."""
+    from raysweep.driver.estimates import START_LEAD_S, Estimates
+    from raysweep.runs.rows import TrialRow
+    from raysweep.spec import parse_spec
+    from raysweep.words import TrialStatus
+
+    spec = parse_spec(
+        {
+            "method": "grid",
+            "metric": {"name": "score", "goal": "minimize"},
+            "parameters": {"x": {"values": [1]}},
+            "raysweep": {"train_loop": "train_loops.smoke:train"},
+        }
+    )
+    rows = [
+        TrialRow("a", status=TrialStatus.DONE, start=103.0),  # a new actor: 3 s
+        TrialRow("b", status=TrialStatus.DONE, start=110.5),  # a reused one: 0.5 s
+        TrialRow("c", status=TrialStatus.RUNNING, start=127.0),  # 7 s
+        TrialRow("d", status=TrialStatus.PENDING),  # chosen, not started: no lead yet
+        TrialRow("e", status=TrialStatus.RUNNING, start=130.0),  # started before this driver chose any
+    ]
+    chosen = {"a": 100.0, "b": 110.0, "c": 120.0, "d": 125.0}
+    assert Estimates(spec, _Monitor(rows)).start_lead(chosen) == 3.0  # the median of 3, 0.5 and 7
+    assert Estimates(spec, _Monitor(rows)).start_lead({}) == START_LEAD_S  # none measured yet
