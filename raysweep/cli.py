@@ -154,18 +154,19 @@ def _resume(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from raysweep.runs.show import load_results, render_csv, render_table, resolve_run_dir
+    from raysweep.runs.show import render_csv, render_table, resolve_run_dir
+    from raysweep.runs.sweep_results import load_results
 
-    data = load_results(resolve_run_dir(args.run, args.storage))
-    total = len(data["trials"])
+    results = load_results(resolve_run_dir(args.run, args.storage))
+    total = len(results.trials)
     if args.top:
-        data["trials"] = data["trials"][: args.top]
+        results = results.top(args.top)
     if args.json:
-        print(json.dumps(data, default=str))
+        print(json.dumps(results.to_json(), default=str))
     elif args.csv:
-        sys.stdout.write(render_csv(data))
+        sys.stdout.write(render_csv(results))
     else:
-        print(render_table(data, of=total))
+        print(render_table(results, of=total))
     return 0
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from raysweep.errors import UserError
 from raysweep.runs.files import OPTUNA_JOURNAL
 from raysweep.runs.record import SweepRecord
+from raysweep.runs.sweep_results import RankedTrial
 from raysweep.spec import SweepSpec
 from raysweep.values import finite_number, short_config
 from raysweep.words import FINISHED, TrialStatus
@@ -21,11 +22,11 @@ def _label(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
-def _varying_params(sweep: SweepRecord, trials: list[dict[str, Any]]) -> list[str]:
+def _varying_params(sweep: SweepRecord, trials: list[RankedTrial]) -> list[str]:
     """The swept parameters that take more than one value among ``trials``, in spec order."""
     names = [p.name for p in sweep.spec.parameters]
-    names += [k for t in trials for k in t["config"] if k not in names]
-    return [n for n in dict.fromkeys(names) if len({_label(t["config"].get(n)) for t in trials}) > 1]
+    names += [k for t in trials for k in t.config if k not in names]
+    return [n for n in dict.fromkeys(names) if len({_label(t.config.get(n)) for t in trials}) > 1]
 
 
 def figures(sweep: SweepRecord) -> list[tuple[str, str, Any, str]]:
@@ -43,13 +44,13 @@ def parallel_figure(sweep: SweepRecord) -> tuple[Any, str]:
     import plotly.graph_objects as go
 
     metric = sweep.metric
-    scored = [t for t in sweep.trials if finite_number(t["metric"])]
+    scored = [t for t in sweep.trials if finite_number(t.metric)]
     if not metric or not scored:
         return None, "No trial has reported the metric yet."
-    params = _varying_params(sweep, scored) or list(scored[0]["config"])
+    params = _varying_params(sweep, scored) or list(scored[0].config)
     dims = []
     for name in params:
-        values = [t["config"].get(name) for t in scored]
+        values = [t.config.get(name) for t in scored]
         if all(finite_number(v) for v in values):
             dims.append({"label": name, "values": values})
         else:  # categorical or bool: an index per choice, in the spec's order where it has one
@@ -63,7 +64,7 @@ def parallel_figure(sweep: SweepRecord) -> tuple[Any, str]:
                     "range": [0, max(len(choices) - 1, 1)],
                 }
             )
-    values = [t["metric"] for t in scored]
+    values = [t.metric for t in scored]
     dims.append({"label": metric, "values": values})
     line = {
         "color": values,
@@ -146,18 +147,18 @@ def _study(sweep: SweepRecord) -> tuple[Any, str]:
             return optuna.load_study(study_name=name, storage=storage), f"the sweep's study ({OPTUNA_JOURNAL})"
     if not sweep.metric:
         return None, "Skipped: the sweep has no metric."
-    finished = [t for t in sweep.trials if t["status"] in FINISHED and finite_number(t["metric"])]
+    finished = [t for t in sweep.trials if t.status in FINISHED and finite_number(t.metric)]
     params = _varying_params(sweep, finished)
     study = optuna.create_study(direction=sweep.goal)
-    dists = {name: _distribution(sweep.spec, name, [t["config"].get(name) for t in finished]) for name in params}
+    dists = {name: _distribution(sweep.spec, name, [t.config.get(name) for t in finished]) for name in params}
     for t in finished:
         values = {
-            n: _label(t["config"].get(n))
+            n: _label(t.config.get(n))
             if isinstance(d, optuna.distributions.CategoricalDistribution)
-            else t["config"].get(n)
+            else t.config.get(n)
             for n, d in dists.items()
         }
-        study.add_trial(optuna.trial.create_trial(params=values, distributions=dists, value=t["metric"]))
+        study.add_trial(optuna.trial.create_trial(params=values, distributions=dists, value=t.metric))
     return study, "a study built from the finished trials"
 
 
@@ -184,27 +185,27 @@ def curves_figure(sweep: SweepRecord) -> tuple[Any, str]:
     for t in sweep.trials:
         points = [
             (r["training_iteration"], r[metric])
-            for r in sweep.histories.get(t["trial_id"], [])
+            for r in sweep.histories.get(t.trial_id, [])
             if metric and finite_number(r.get(metric)) and "training_iteration" in r
         ]
         if not points:
             continue
-        config = short_config(t["config"])
+        config = short_config(t.config)
         fig.add_trace(
             go.Scatter(
                 x=[p[0] for p in points],
                 y=[p[1] for p in points],
                 mode="lines+markers",
                 marker={"size": 5},
-                name=f"{t['trial_id']} ({config})"[:60],
+                name=f"{t.trial_id} ({config})"[:60],
                 legendgroup="trials",
-                hovertemplate=f"{t['trial_id']} [{t['status']}]<br>{html.escape(config)}<br>iteration %{{x}}: %{{y:.4g}}<extra></extra>",
+                hovertemplate=f"{t.trial_id} [{t.status}]<br>{html.escape(config)}<br>iteration %{{x}}: %{{y:.4g}}<extra></extra>",
             )
         )
-        if t["status"] == TrialStatus.STOPPED:
+        if t.status == TrialStatus.STOPPED:
             stopped_x.append(points[-1][0])
             stopped_y.append(points[-1][1])
-            stopped_text.append(t["trial_id"])
+            stopped_text.append(t.trial_id)
     if not fig.data:
         return None, "No learning curves yet: no trial's result.json holds the metric."
     if stopped_x:
@@ -297,14 +298,12 @@ def throughput_figure(sweep: SweepRecord) -> tuple[Any, str]:
     workers, speeds, ids = [], [], []
     for t in sweep.trials:
         values = sorted(
-            r["samples_per_sec"]
-            for r in sweep.histories.get(t["trial_id"], [])
-            if finite_number(r.get("samples_per_sec"))
+            r["samples_per_sec"] for r in sweep.histories.get(t.trial_id, []) if finite_number(r.get("samples_per_sec"))
         )
         if values:
-            workers.append(int(t["num_workers"] or 1))
+            workers.append(int(t.num_workers or 1))
             speeds.append(values[len(values) // 2])  # the median report: robust to a slow first one
-            ids.append(t["trial_id"])
+            ids.append(t.trial_id)
     if not speeds:
         return None, "Skipped: the train loop does not report samples_per_sec."
     fig = go.Figure(
@@ -344,21 +343,21 @@ def pareto_figure(sweep: SweepRecord) -> tuple[Any, str]:
     goals = sweep.spec.objectives
     if len(goals) < 2:
         return None, "Skipped: the sweep has one objective (metrics: lists several)."
-    points = [t for t in sweep.trials if (t.get("objectives") or {}).get(goals[0].name) is not None]
-    points = [t for t in points if t["objectives"].get(goals[1].name) is not None]
+    points = [t for t in sweep.trials if (t.objectives or {}).get(goals[0].name) is not None]
+    points = [t for t in points if t.objectives.get(goals[1].name) is not None]
     if not points:
         return None, "Skipped: no trial has reported both objectives yet."
     x, y = goals[0].name, goals[1].name
     fig = go.Figure(
         go.Scatter(
-            x=[t["objectives"][x] for t in points],
-            y=[t["objectives"][y] for t in points],
+            x=[t.objectives[x] for t in points],
+            y=[t.objectives[y] for t in points],
             mode="markers",
             name="trials",
-            text=[f"{t['trial_id']} ({t['num_workers']}w) {short_config(t['config'])}" for t in points],
+            text=[f"{t.trial_id} ({t.num_workers}w) {short_config(t.config)}" for t in points],
             marker={
                 "size": 9,
-                "color": [t["num_workers"] for t in points],
+                "color": [t.num_workers for t in points],
                 "colorscale": "Viridis",
                 "showscale": True,
                 "colorbar": {"title": "workers"},
@@ -366,11 +365,11 @@ def pareto_figure(sweep: SweepRecord) -> tuple[Any, str]:
             hovertemplate="%{text}<br>%{x:.4g}, %{y:.4g}<extra></extra>",
         )
     )
-    on = sorted((t for t in points if t.get("pareto")), key=lambda t: t["objectives"][x])
+    on = sorted((t for t in points if t.pareto), key=lambda t: t.objectives[x])
     fig.add_trace(
         go.Scatter(
-            x=[t["objectives"][x] for t in on],
-            y=[t["objectives"][y] for t in on],
+            x=[t.objectives[x] for t in on],
+            y=[t.objectives[y] for t in on],
             mode="lines+markers",
             line={"shape": "hv" if goals[0].goal == goals[1].goal else "linear", "color": "#d62728"},
             marker={"size": 12, "symbol": "circle-open", "color": "#d62728"},

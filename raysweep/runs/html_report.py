@@ -12,10 +12,10 @@ import html
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 from raysweep.runs.figures import figures, write_pngs
 from raysweep.runs.record import SweepRecord
+from raysweep.runs.sweep_results import Cost
 from raysweep.spec import SweepSpec
 from raysweep.values import duration, finite_number, short, short_config
 from raysweep.words import STATES
@@ -66,7 +66,7 @@ def build_report(run_dir: str | Path, out_html: str | Path, png_dir: str | Path 
 
 def summary_html(sweep: SweepRecord) -> str:
     spec, trials, best = sweep.spec, sweep.trials, sweep.best
-    counts = Counter(t["status"] for t in trials)
+    counts = Counter(t.status for t in trials)
     status = ", ".join(f"{counts[s]} {s}" for s in STATES if counts[s]) or "no trials yet"
     starts = [r.start for r in sweep.rows.values() if finite_number(r.start)]
     ends = [r.end or r.start + (r.wall_s or 0) for r in sweep.rows.values() if finite_number(r.start)]
@@ -79,20 +79,20 @@ def summary_html(sweep: SweepRecord) -> str:
     if starts:
         items.append(("ran", f"{_when(min(starts))} for {duration(max(ends) - min(starts))}"))
     if best:
-        config = short_config(best["config"])
-        items.append(("best", f"{sweep.metric} = {best['metric']:.6g} (trial {best['trial_id']}: {config})"))
+        config = short_config(best.config)
+        items.append(("best", f"{sweep.metric} = {best.metric:.6g} (trial {best.trial_id}: {config})"))
     items.append(("cost", cost_text(sweep.cost)))
     rows = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in items)
     return f'<section id="summary"><h2>Summary</h2><table class="summary">{rows}</table></section>'
 
 
-def cost_text(cost: dict[str, Any]) -> str:
+def cost_text(cost: Cost) -> str:
     """Spent, beside the plan and the budget (``show``'s ``cost:`` line says the same)."""
-    text = f"{cost['spent_hours']:.4g} {cost['unit']} spent"
-    if cost.get("plan_hours") is not None:
-        text += f", {cost['plan_hours']:.4g} planned"
-    if cost.get("budget_hours"):
-        text += f", budget {cost['budget_hours']:g}"
+    text = f"{cost.spent_hours:.4g} {cost.unit} spent"
+    if cost.plan_hours is not None:
+        text += f", {cost.plan_hours:.4g} planned"
+    if cost.budget_hours:
+        text += f", budget {cost.budget_hours:g}"
     return text
 
 
@@ -102,18 +102,18 @@ def rung_cost_html(sweep: SweepRecord) -> str:
     rungs = sweep.spec.scheduler.rungs if sweep.spec.scheduler else []
     if not rungs:
         return ""
-    unit = sweep.cost["unit"]
-    bounds = [0, *rungs, max([rungs[-1], *(t["iterations"] for t in sweep.trials)])]
+    unit = sweep.cost.unit
+    bounds = [0, *rungs, max([rungs[-1], *(t.iterations for t in sweep.trials)])]
     lines = []
     for low, high in zip(bounds, bounds[1:], strict=False):
         if high <= low:
             continue
         reached, hours = 0, 0.0
         for t in sweep.trials:
-            n = t["iterations"]
+            n = t.iterations
             if n <= 0:
                 continue
-            per_report = t["cost_hours"] / n
+            per_report = t.cost_hours / n
             hours += per_report * max(0, min(n, high) - low)
             reached += n > low
         span = f"reports {low + 1}-{high}" if high > low + 1 else f"report {high}"
@@ -128,24 +128,24 @@ def rung_cost_html(sweep: SweepRecord) -> str:
 
 
 def table_html(sweep: SweepRecord) -> str:
-    top = [t for t in sweep.trials if finite_number(t["metric"])][:TOP]
+    top = [t for t in sweep.trials if finite_number(t.metric)][:TOP]
     if not top:
         return (
             '<section id="best"><h2>Best trials</h2><p class="note">No trial has reported the metric yet.</p></section>'
         )
-    params = list(dict.fromkeys(k for t in top for k in t["config"]))
+    params = list(dict.fromkeys(k for t in top for k in t.config))
     header = ["#", "trial", "status", *params, sweep.metric, "iterations", "workers", "wall s"]
     rows = []
     for i, t in enumerate(top, 1):
         cells = [
             i,
-            t["trial_id"],
-            t["status"],
-            *(t["config"].get(p, "") for p in params),
-            t["metric"],
-            t["iterations"],
-            t["num_workers"],
-            t["wall_s"],
+            t.trial_id,
+            t.status,
+            *(t.config.get(p, "") for p in params),
+            t.metric,
+            t.iterations,
+            t.num_workers,
+            t.row.wall_s,
         ]
         rows.append(
             "<tr>" + "".join(f"<td>{html.escape(short(c) if c is not None else '')}</td>" for c in cells) + "</tr>"

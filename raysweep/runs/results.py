@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 from raysweep.runs.files import TUNE_KEYS, read_results
 from raysweep.runs.rows import read_rows
 from raysweep.runs.run_settings import read_settings
-from raysweep.runs.show import load_results, resolve_run_dir
+from raysweep.runs.show import resolve_run_dir
+from raysweep.runs.sweep_results import load_results
 
 if TYPE_CHECKING:
     import pandas
@@ -26,8 +27,8 @@ class SweepResult:
         self.run_dir = Path(run_dir)
 
     def __repr__(self) -> str:
-        data = load_results(self.run_dir)
-        return f"SweepResult({data['name']!r}: {len(data['trials'])} trials, run dir {str(self.run_dir)!r})"
+        results = load_results(self.run_dir)
+        return f"SweepResult({results.name!r}: {len(results.trials)} trials, run dir {str(self.run_dir)!r})"
 
     @property
     def name(self) -> str:
@@ -36,7 +37,7 @@ class SweepResult:
     @property
     def trials(self) -> list[dict[str, Any]]:
         """The rows of ``show --json``, best first."""
-        return load_results(self.run_dir)["trials"]
+        return [t.to_json() for t in load_results(self.run_dir).trials]
 
     @property
     def stopped(self) -> str | None:
@@ -47,7 +48,8 @@ class SweepResult:
     @property
     def best(self) -> dict[str, Any] | None:
         """The best trial's row (``show --json``'s ``best``), None before any trial has a finite metric."""
-        return load_results(self.run_dir)["best"]
+        best = load_results(self.run_dir).best
+        return best.to_json() if best else None
 
     def dataframe(self) -> pandas.DataFrame:
         """One row per trial, best first: trial_id, status, the config's values, the last value of
@@ -56,30 +58,30 @@ class SweepResult:
         parameter and a metric is the parameter's; the metric's gets ``metric.`` in front."""
         import pandas
 
-        last = {r.trial_id: r.metrics for r in read_rows(self.run_dir)}
-        metric = load_results(self.run_dir)["metric"]
+        results = load_results(self.run_dir)
+        metric = results.metric
         rows = []
-        for t in self.trials:
-            row: dict[str, Any] = {"trial_id": t["trial_id"], "status": t["status"], **t["config"]}
-            for key, value in last.get(t["trial_id"], {}).items():
+        for t in results.trials:
+            row: dict[str, Any] = {"trial_id": t.trial_id, "status": t.status, **t.config}
+            for key, value in t.row.metrics.items():
                 if key not in TUNE_KEYS and isinstance(value, (int, float)) and not isinstance(value, bool):
                     row[f"metric.{key}" if key in row else key] = value
             if metric:  # the column is there even for a trial that never logged it (NaN: not logged)
-                row.setdefault(f"metric.{metric}" if metric in t["config"] else metric, float("nan"))
+                row.setdefault(f"metric.{metric}" if metric in t.config else metric, float("nan"))
             row |= {
-                "iterations": t["iterations"],
-                "num_workers": t["num_workers"],
-                "wall_s": t["wall_s"],
-                "cost_hours": t["cost_hours"],
-                **({"pareto": t["pareto"]} if "pareto" in t else {}),
-                "created": t["created"],
-                "start": t["start"],
-                "end": t["end"],
+                "iterations": t.iterations,
+                "num_workers": t.num_workers,
+                "wall_s": t.row.wall_s,
+                "cost_hours": t.cost_hours,
+                **({"pareto": t.pareto} if t.objectives is not None else {}),
+                "created": t.row.created,
+                "start": t.row.start,
+                "end": t.row.end,
             }
             rows.append(row)
-        if any(t.get("metric_logged") is False for t in self.trials):  # a W&B-style trial that never logged it
-            for row, t in zip(rows, self.trials, strict=True):
-                row["metric_logged"] = t.get("metric_logged", True)
+        if any(not t.row.metric_logged for t in results.trials):  # a W&B-style trial that never logged it
+            for row, t in zip(rows, results.trials, strict=True):
+                row["metric_logged"] = t.row.metric_logged
         return pandas.DataFrame(rows)
 
     def history(self, trial_id: str) -> list[dict[str, Any]]:
