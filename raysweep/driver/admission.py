@@ -168,7 +168,7 @@ class Admission:
             self._held_at = time.monotonic()
             if self.ahead:  # only trials that place their own slots need when they began to hold them
                 self._placed(trials, ray.get(self.holdings.since.remote(), timeout=30))
-        rows = self.estimates.monitor.rows
+        rows = self.estimates.rows
         placing = self._placing(trials)
         now, lead = time.time(), self.estimates.start_lead(self.board.chosen_at)
         out = []

@@ -17,12 +17,13 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 from typing import Any
 
 from ray.tune.stopper import Stopper
 
 from raysweep.driver.estimates import Estimates
-from raysweep.runs.rows import TrialRow
+from raysweep.runs.rows import TrialRow, worker_seconds
 from raysweep.search.plan import cost_unit
 from raysweep.values import HOUR
 from raysweep.words import TrialStatus
@@ -33,16 +34,16 @@ class Ledger:
     estimates (``estimates.py``: a trial's reports at most, its size's seconds per report)."""
 
     def __init__(self, estimates: Estimates, limit_hours: float, use_gpu: bool):
-        self.estimates, self.monitor = estimates, estimates.monitor
+        self.estimates, self.rows = estimates, estimates.rows
         self.limit_s = limit_hours * HOUR
         self.unit = cost_unit(use_gpu)
         self.exhausted = False  # a trial that cannot fit even alone is waiting: the budget is spent for it
 
     def spent_s(self) -> float:
-        return self.monitor.worker_seconds()
+        return worker_seconds(self.rows.values(), time.time())
 
     def running(self) -> list[TrialRow]:
-        return [r for r in self.monitor.rows.values() if r.status == TrialStatus.RUNNING]
+        return [r for r in self.rows.values() if r.status == TrialStatus.RUNNING]
 
     def cost_s(self, config: dict[str, Any]) -> float:
         """A new trial's expected worker-seconds at most (0 while nothing tells, no report and no

@@ -29,8 +29,8 @@ START_LEAD_S = 5.0  # before any trial started: a new Tune actor's start, four a
 
 
 class Estimates:
-    def __init__(self, spec: SweepSpec, monitor: Any, rungs: list[tuple[int, float]] | None = None):
-        self.spec, self.monitor = spec, monitor
+    def __init__(self, spec: SweepSpec, rows: Mapping[str, TrialRow], rungs: list[tuple[int, float]] | None = None):
+        self.spec, self.rows = spec, rows  # the driver's rows, which its monitor keeps current
         self.rungs = sorted(rungs or [])  # (rung, share of trials that reach it), from the plan
         eta = spec.scheduler.reduction_factor if spec.scheduler else 1
         self.beyond = (self.rungs[-1][1] / eta) if self.rungs else 1.0  # share going on past the last rung
@@ -38,7 +38,7 @@ class Estimates:
     def report_seconds(self, size: int, conservative: bool = False) -> float | None:
         """The seconds one report of a trial of ``size`` takes, start-up shared out."""
         by_size: dict[int, list[float]] = {}
-        for row in self.monitor.rows.values():
+        for row in self.rows.values():
             if (row.iterations or 0) > 0 and row.run_s:
                 by_size.setdefault(row.world_size, []).append(row.run_s / row.iterations)
         pick = max if conservative else statistics.median
@@ -50,7 +50,7 @@ class Estimates:
         """The reports a trial of ``config`` makes at most."""
         most = expected_reports(self.spec, config)
         if most is None:
-            return max((r.iterations or 0 for r in self.monitor.rows.values()), default=0) or None
+            return max((r.iterations or 0 for r in self.rows.values()), default=0) or None
         return most
 
     def reports_left(self, config: dict[str, Any], made: int) -> float | None:
@@ -80,7 +80,7 @@ class Estimates:
         """The seconds from choosing a trial to its start (``chosen_at``: trial id -> when it was chosen)."""
         leads = [
             row.start - chosen_at[trial_id]
-            for trial_id, row in self.monitor.rows.items()
+            for trial_id, row in self.rows.items()
             if row.start is not None and trial_id in chosen_at
         ]
         return max(0.0, statistics.median(leads)) if leads else START_LEAD_S

@@ -24,7 +24,7 @@ from raysweep.driver.budget import BudgetStopper, Ledger
 from raysweep.driver.checkpoint_keep import KeepNewestCheckpoints
 from raysweep.driver.cluster import start_or_connect
 from raysweep.driver.estimates import Estimates
-from raysweep.driver.monitor import SweepMonitor
+from raysweep.driver.monitor import SweepMonitor, journal_rows
 from raysweep.driver.result_log import ResultLog
 from raysweep.driver.trainable import make_trainable, runners
 from raysweep.driver.trial_ends import ReleaseHoldings
@@ -167,12 +167,10 @@ def start(
     )
     trainable = make_trainable(sweep, pool)
     board = Board()
-    monitor = SweepMonitor(spec, run_dir, settings.budget, quiet=settings.quiet, board=board)
-    estimates = Estimates(spec, monitor, planned.rungs)
-    ledger = None
-    if settings.budget_gpu_hours:
-        ledger = Ledger(estimates, settings.budget_gpu_hours, capacity.use_gpu)
-        monitor.ledger = ledger
+    rows = journal_rows(run_dir)
+    estimates = Estimates(spec, rows, planned.rungs)
+    ledger = Ledger(estimates, settings.budget_gpu_hours, capacity.use_gpu) if settings.budget_gpu_hours else None
+    monitor = SweepMonitor(spec, run_dir, settings.budget, quiet=settings.quiet, board=board, rows=rows, ledger=ledger)
     admission = _admission(spec, capacity, estimates, holdings, board, trial_runners)
     ray_settings.pending_trials(_pending_trials(spec, capacity, ledger, admission))
     stoppers = _stoppers(spec, monitor, ledger)

@@ -24,6 +24,7 @@ from typing import Any
 from ray.tune import Callback
 
 from raysweep.driver.admission import Board
+from raysweep.driver.budget import Ledger
 from raysweep.runs.files import TRIALS_FILE, TUNE_KEYS, read_explanation, replace_text
 from raysweep.runs.rows import TrialRow, read_rows
 from raysweep.spec import SweepSpec
@@ -40,20 +41,21 @@ class SweepMonitor(Callback):
         quiet: bool = False,
         interval_s: float = 10.0,
         board: Board | None = None,
+        *,
+        rows: dict[str, TrialRow] | None = None,
+        ledger: Ledger | None = None,
     ):
         self.spec = spec
         self.board = board or Board()  # the admission's: reservations, backfilled trials
         self.stopped_by_scheduler: set[str] = set()  # the scheduler's own record, when it keeps one
         self.never_placed: dict[str, str] = {}  # the scheduler's: trials failed for nodes that left, and why
-        self.ledger: Any = None  # driver/budget.py's Ledger when the sweep has a budget (the line shows the spend)
+        self.ledger = ledger  # the sweep's budget, if it has one (the line shows the spend)
         self.path = run_dir / TRIALS_FILE
         self.budget = budget
         self.quiet = quiet
         self.interval_s = interval_s
         self.tty = sys.stdout.isatty()
-        # resuming: keep what the earlier driver recorded
-        # resuming: a killed driver's open accounts are closed (its last reports counted them)
-        self.rows: dict[str, TrialRow] = {r.trial_id: replace(r, since=None) for r in read_rows(run_dir)}
+        self.rows = journal_rows(run_dir) if rows is None else rows  # the estimates read the same dict
         if self.rows:
             self.compact()  # one line per trial, and no half line a killed driver left to append after
         self.started = time.time()
@@ -105,13 +107,6 @@ class SweepMonitor(Callback):
             return row
         now = time.time()
         return replace(row, run_s=round(row.run_s + now - row.since, 3), since=now if running else None)
-
-    def worker_seconds(self) -> float:
-        """What the sweep has spent: each trial's workers x the time it ran, running ones to now."""
-        now = time.time()
-        return sum(
-            r.world_size * (r.run_s + (now - r.since if r.since is not None else 0.0)) for r in self.rows.values()
-        )
 
     def on_experiment_end(self, trials: list, **info: Any) -> None:
         for trial in trials:  # a trial Tune made that never started (it waited for room): pending
@@ -279,6 +274,12 @@ class SweepMonitor(Callback):
         else:
             sys.stdout.write(line + "\n")
         sys.stdout.flush()
+
+
+def journal_rows(run_dir: Path) -> dict[str, TrialRow]:
+    """The run dir's rows as a driver takes them over: what an earlier driver recorded, its open
+    accounts closed (a killed driver's last reports counted them)."""
+    return {r.trial_id: replace(r, since=None) for r in read_rows(run_dir)}
 
 
 def _error_text(trial: Any) -> str:

@@ -8,6 +8,7 @@ tests and bench/ the raw dicts); its JSON form is the file's, unchanged: the wor
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -81,6 +82,11 @@ class TrialRow:
     def metric(self, name: str | None) -> Any:
         """The metric's last reported value (None: not reported, or no metric)."""
         return self.metrics.get(name) if name else None
+
+
+def worker_seconds(rows: Iterable[TrialRow], now: float) -> float:
+    """What the trials have spent: each one's workers x the time it ran, running ones to ``now``."""
+    return sum(r.world_size * (r.run_s + (now - r.since if r.since is not None else 0.0)) for r in rows)
 
 
 def read_rows(run_dir: Path | str) -> list[TrialRow]:

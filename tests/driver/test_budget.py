@@ -197,14 +197,9 @@ def test_the_plan_of_an_asha_sweep_counts_the_reports_its_early_stopping_leaves(
     assert made == pytest.approx(plan["worker_reports"], rel=0.15), (made, plan)
 
 
-class _Monitor:
-    """The driver's rows, as the ledger reads them."""
-
-    def __init__(self, rows: list):
-        self.rows = {r.trial_id: r for r in rows}
-
-    def worker_seconds(self) -> float:
-        return sum(r.world_size * r.run_s for r in self.rows.values())
+def _by_id(rows: list) -> dict:
+    """The driver's rows, as its monitor keeps them and the estimates read them."""
+    return {r.trial_id: r for r in rows}
 
 
 class _Trials:
@@ -252,7 +247,7 @@ def test_a_trial_is_admitted_only_when_the_spend_the_running_trials_and_its_own_
     big, small = {"x": 0.1, "num_gpus": 2}, {"x": 0.1, "num_gpus": 1}
 
     def search(limit_s: float, *configs: dict) -> AdmittedSearch:
-        return AdmittedSearch(_Trials(*configs), Ledger(Estimates(spec, _Monitor(rows)), limit_s / HOUR, False))
+        return AdmittedSearch(_Trials(*configs), Ledger(Estimates(spec, _by_id(rows)), limit_s / HOUR, False))
 
     assert search(199.0, big).next_trial() is None  # held while the running trial may free the budget
     assert search(200.0, big).next_trial().config == big
@@ -263,7 +258,7 @@ def test_a_trial_is_admitted_only_when_the_spend_the_running_trials_and_its_own_
     capped = search(199.0, big, small)
     assert capped.next_trial() is None
     capped.save_to_dir(str(tmp_path))
-    resumed = AdmittedSearch(_Trials(), Ledger(Estimates(spec, _Monitor(rows)), 1.0, False))
+    resumed = AdmittedSearch(_Trials(), Ledger(Estimates(spec, _by_id(rows)), 1.0, False))
     resumed.restore_from_dir(str(tmp_path))
     assert [resumed.next_trial().config, resumed.next_trial().config] == [big, small]
 
@@ -312,10 +307,10 @@ def test_before_any_trial_reported_the_epoch_seconds_given_are_the_estimate_then
         )
 
     small = {"num_gpus": 1}
-    assert Estimates(spec(), _Monitor([])).trial_seconds(small) is None
-    assert Estimates(spec(epoch_seconds=3), _Monitor([])).trial_seconds(small) == 12.0  # 4 reports of 3 s
+    assert Estimates(spec(), _by_id([])).trial_seconds(small) is None
+    assert Estimates(spec(epoch_seconds=3), _by_id([])).trial_seconds(small) == 12.0  # 4 reports of 3 s
     reported = [TrialRow("a", status=TrialStatus.RUNNING, world_size=2, iterations=2, run_s=10.0)]
-    assert Estimates(spec(epoch_seconds=3), _Monitor(reported)).trial_seconds(small) == 20.0  # 5 s a report, measured
+    assert Estimates(spec(epoch_seconds=3), _by_id(reported)).trial_seconds(small) == 20.0  # 5 s a report, measured
 
 
 def test_a_chosen_trials_lead_to_its_start_is_measured_from_the_trials_that_started():
@@ -342,5 +337,5 @@ def test_a_chosen_trials_lead_to_its_start_is_measured_from_the_trials_that_star
         TrialRow("e", status=TrialStatus.RUNNING, start=130.0),  # started before this driver chose any
     ]
     chosen = {"a": 100.0, "b": 110.0, "c": 120.0, "d": 125.0}
-    assert Estimates(spec, _Monitor(rows)).start_lead(chosen) == 3.0  # the median of 3, 0.5 and 7
-    assert Estimates(spec, _Monitor(rows)).start_lead({}) == START_LEAD_S  # none measured yet
+    assert Estimates(spec, _by_id(rows)).start_lead(chosen) == 3.0  # the median of 3, 0.5 and 7
+    assert Estimates(spec, _by_id(rows)).start_lead({}) == START_LEAD_S  # none measured yet
