@@ -170,23 +170,36 @@ def start(
     rows = journal_rows(run_dir)
     estimates = Estimates(spec, rows, planned.rungs)
     ledger = Ledger(estimates, settings.budget_gpu_hours, capacity.use_gpu) if settings.budget_gpu_hours else None
-    monitor = SweepMonitor(spec, run_dir, settings.budget, quiet=settings.quiet, board=board, rows=rows, ledger=ledger)
     admission = _admission(spec, capacity, estimates, holdings, board, trial_runners)
     ray_settings.pending_trials(_pending_trials(spec, capacity, ledger, admission))
+    restored = _restored_tuner(run_dir, trainable, settings) if restore else None
+    scheduler = restored_config(restored)[1].scheduler if restored else build_scheduler(spec)
+    if hasattr(scheduler, "watch"):  # a run dir from before the guard has a scheduler without it
+        scheduler.watch(spec, capacity, admission)
+    monitor = SweepMonitor(
+        spec,
+        run_dir,
+        settings.budget,
+        quiet=settings.quiet,
+        board=board,
+        rows=rows,
+        ledger=ledger,
+        stopped_by_scheduler=getattr(scheduler, "stopped", set()),
+        never_placed=getattr(scheduler, "never_placed", {}),
+    )
     stoppers = _stoppers(spec, monitor, ledger)
     callbacks = [interrupt.TuneListens(signals), monitor, ResultLog()] + _callbacks(spec, settings, restore, on_wandb)
     callbacks += [ReleaseHoldings(holdings), KeepNewestCheckpoints(run_dir)]
     admits = {"ledger": ledger, "admission": admission}
-    if restore:
-        tuner, scheduler = _restored_tuner(
-            run_dir, trainable, settings, callbacks=callbacks, stoppers=stoppers, **admits
-        )
+    if restored is not None:
+        tuner = _attach(restored, callbacks=callbacks, stoppers=stoppers, **admits)
     else:
         segment = settings.segment_budget or settings.budget
-        tuner, scheduler = _new_tuner(
+        tuner = _new_tuner(
             spec,
             segment,
             run_dir,
+            scheduler=scheduler,
             limit=limit,
             trainable=trainable,
             callbacks=callbacks,
@@ -195,10 +208,6 @@ def start(
             told=told,
             **admits,
         )
-    monitor.stopped_by_scheduler = getattr(scheduler, "stopped", set())
-    if hasattr(scheduler, "watch"):  # a run dir from before the guard has a scheduler without it
-        scheduler.watch(spec, capacity, admission)
-        monitor.never_placed = scheduler.never_placed
     return Experiment(tuner=tuner, monitor=monitor, stoppers=stoppers, output=output, settings=settings, pool=pool)
 
 
@@ -324,33 +333,34 @@ def trials_at_once(settings: RunSettings, limit: int | None) -> int:
     return min(x for x in (settings.segment_budget or settings.budget, limit) if x)
 
 
-def _restored_tuner(
-    run_dir: Path,
-    trainable: Any,
-    settings: RunSettings,
+def _restored_tuner(run_dir: Path, trainable: Any, settings: RunSettings) -> tune.Tuner:
+    """Tune's Tuner from the run dir, with its original RunConfig, search and scheduler."""
+    return tune.Tuner.restore(
+        str(run_dir), trainable=trainable, resume_unfinished=True, resume_errored=settings.retry_failed
+    )
+
+
+def _attach(
+    tuner: tune.Tuner,
     *,
     callbacks: list[Any],
     stoppers: list[Any],
     ledger: Ledger | None = None,
     admission: Admission | None = None,
-) -> tuple[tune.Tuner, Any]:
-    """Tune's Tuner from the run dir. ``Tuner.restore`` keeps the original RunConfig and
-    scheduler: this driver's callbacks and stoppers are attached, and stops read from the
-    restored scheduler."""
-    tuner = tune.Tuner.restore(
-        str(run_dir), trainable=trainable, resume_unfinished=True, resume_errored=settings.retry_failed
-    )
+) -> tune.Tuner:
+    """A restored Tuner with this driver's callbacks, stoppers, ledger and admission (``Tuner.restore``
+    keeps the original RunConfig: an earlier driver's, which may have had neither)."""
     run_config, tune_config = restored_config(tuner)
     run_config.callbacks = callbacks
-    run_config.checkpoint_config = tune.CheckpointConfig(num_to_keep=None)  # new trials' (KeepNewestCheckpoints)
     run_config.stop = CombinedStopper(*stoppers)  # this driver's monitor
-    if ledger is not None or admission is not None:  # this driver's, which an earlier one may not have had
+    run_config.checkpoint_config = tune.CheckpointConfig(num_to_keep=None)  # new trials' (KeepNewestCheckpoints)
+    if ledger is not None or admission is not None:
         search = tune_config.search_alg
         if isinstance(search, AdmittedSearch):
             search.ledger, search.admission = ledger, admission
         else:
             tune_config.search_alg = admitted(search, ledger, admission)
-    return tuner, tune_config.scheduler
+    return tuner
 
 
 def _new_tuner(
@@ -358,6 +368,7 @@ def _new_tuner(
     budget: int,
     run_dir: Path,
     *,
+    scheduler: Any,
     limit: int | None,
     trainable: Any,
     callbacks: list[Any],
@@ -366,12 +377,11 @@ def _new_tuner(
     ledger: Ledger | None = None,
     admission: Admission | None = None,
     told: list[Any] | None = None,
-) -> tuple[tune.Tuner, Any]:
-    scheduler = build_scheduler(spec)
+) -> tune.Tuner:
     search, param_space = build_search(spec, budget, run_dir, limit, tried, told)
     if ledger is not None or admission is not None:
         search = admitted(search, ledger, admission)
-    tuner = tune.Tuner(
+    return tune.Tuner(
         trainable,
         param_space=param_space,
         tune_config=tune.TuneConfig(
@@ -392,7 +402,6 @@ def _new_tuner(
             checkpoint_config=tune.CheckpointConfig(num_to_keep=None),  # KeepNewestCheckpoints thins them
         ),
     )
-    return tuner, scheduler
 
 
 def admitted(search: Any, ledger: Ledger | None, admission: Admission | None) -> AdmittedSearch:

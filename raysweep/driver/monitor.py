@@ -44,11 +44,15 @@ class SweepMonitor(Callback):
         *,
         rows: dict[str, TrialRow] | None = None,
         ledger: Ledger | None = None,
+        stopped_by_scheduler: set[str] | None = None,
+        never_placed: dict[str, str] | None = None,
     ):
         self.spec = spec
         self.board = board or Board()  # the admission's: reservations, backfilled trials
-        self.stopped_by_scheduler: set[str] = set()  # the scheduler's own record, when it keeps one
-        self.never_placed: dict[str, str] = {}  # the scheduler's: trials failed for nodes that left, and why
+        # the scheduler's own records, which it keeps current: trials it stopped; trials failed for
+        # nodes that left, and why
+        self.stopped_by_scheduler = stopped_by_scheduler if stopped_by_scheduler is not None else set()
+        self.never_placed = never_placed if never_placed is not None else {}
         self.ledger = ledger  # the sweep's budget, if it has one (the line shows the spend)
         self.path = run_dir / TRIALS_FILE
         self.budget = budget
