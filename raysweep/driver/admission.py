@@ -65,6 +65,7 @@ class Admission:
         spec: SweepSpec,
         capacity: Capacity,
         estimates: Estimates,
+        *,
         holdings: Any,
         board: Board,
         queue: int,

@@ -170,7 +170,7 @@ def start(
     rows = journal_rows(run_dir)
     estimates = Estimates(spec, rows, planned.rungs)
     ledger = Ledger(estimates, settings.budget_gpu_hours, capacity.use_gpu) if settings.budget_gpu_hours else None
-    admission = _admission(spec, capacity, estimates, holdings, board, trial_runners)
+    admission = _admission(spec, capacity, estimates, holdings=holdings, board=board, trial_runners=trial_runners)
     ray_settings.pending_trials(_pending_trials(spec, capacity, ledger, admission))
     restored = _restored_tuner(run_dir, trainable, settings) if restore else None
     scheduler = restored_config(restored)[1].scheduler if restored else build_scheduler(spec)
@@ -215,6 +215,7 @@ def _admission(
     spec: SweepSpec,
     capacity: Capacity,
     estimates: Estimates,
+    *,
     holdings: Any,
     board: Board,
     trial_runners: dict[int, Runner],
@@ -229,7 +230,9 @@ def _admission(
         return None
     warm = {size for size, runner in trial_runners.items() if runner == Runner.WARM}
     ahead = frozenset(warm if os.environ.get(START_AHEAD) == "1" else ())  # experimental: docs/benchmarks.md
-    return Admission(spec, capacity, estimates, holdings, board, queue=max(4, capacity.total + 1), ahead=ahead)
+    return Admission(
+        spec, capacity, estimates, holdings=holdings, board=board, queue=max(4, capacity.total + 1), ahead=ahead
+    )
 
 
 def _pending_trials(
