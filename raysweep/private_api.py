@@ -6,9 +6,6 @@ one fails there by name, not deep inside a sweep.
 
 * Tune: ``Tuner.restore`` keeps the original ``RunConfig``; a resumed driver attaches its own
   callbacks and stoppers, and reads the restored scheduler (``restored_config``).
-* Tune's run dir: the experiment state a killed driver's ``resume`` restores from is the newest
-  ``experiment_state-*.json`` there; a trial's old checkpoints are deleted only once that file
-  is newer than the state naming newer ones (``saved_experiment_state``).
 * Tune's queue: a scheduler that holds a waiting trial back sets it PAUSED, as Tune lets
   schedulers do (its ``TuneController`` hands them ``_set_trial_status``, as Ray's PBT uses it):
   no placement group is staged for it until the scheduler chooses it (``set_trial_status``).
@@ -38,7 +35,6 @@ from __future__ import annotations
 import contextlib
 import importlib
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 # --- Tune --------------------------------------------------------------------------------------
@@ -48,11 +44,6 @@ def restored_config(tuner: Any) -> tuple[Any, Any]:
     """A restored ``Tuner``'s ``RunConfig`` (to set this driver's callbacks and stop on) and ``TuneConfig``."""
     local = tuner._local_tuner  # noqa: SLF001
     return local._run_config, local._tune_config  # noqa: SLF001
-
-
-def saved_experiment_state(run_dir: Path) -> Path | None:
-    """The experiment state file Tune restores ``run_dir`` from: the last by name (its session's time)."""
-    return max(run_dir.glob("experiment_state-*.json"), default=None)
 
 
 # --- Tune's queue ------------------------------------------------------------------------------

@@ -32,20 +32,6 @@ def test_a_tuners_run_and_tune_config_are_the_ones_it_runs_with(tmp_path: Path):
     assert hasattr(run_config, "stop")
 
 
-def test_the_experiment_state_file_is_the_one_tune_restores_from(tmp_path: Path):
-    """Tune names it from a template and restores from the last name (its session's time)."""
-    from ray.tune.execution.experiment_state import _find_newest_experiment_checkpoint
-    from ray.tune.execution.tune_controller import TuneController
-
-    assert TuneController.CKPT_FILE_TMPL == "experiment_state-{}.json"
-    assert private_api.saved_experiment_state(tmp_path) is None
-    for session in ("2026-11-28_09-00-00", "2026-11-28_10-00-00", "2026-11-27_23-00-00"):
-        (tmp_path / TuneController.CKPT_FILE_TMPL.format(session)).write_text("{}")
-    newest = Path(_find_newest_experiment_checkpoint(str(tmp_path)))
-    assert private_api.saved_experiment_state(tmp_path) == newest
-    assert newest.name == "experiment_state-2026-11-28_10-00-00.json"
-
-
 def test_tune_lets_a_scheduler_set_a_trials_status():
     """A scheduler gets the TuneController through a wrapper that lets only some names through."""
     import inspect
@@ -184,7 +170,6 @@ def test_wandbs_sweep_functions_take_what_its_cli_passes():
     "name",
     [
         "restored_config",
-        "saved_experiment_state",
         "set_trial_status",
         "optuna_trials",
         "optuna_study",

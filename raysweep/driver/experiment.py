@@ -21,7 +21,6 @@ from raysweep.driver import interrupt
 from raysweep.driver.admission import Admission, Board, mixes_sizes
 from raysweep.driver.admitted_search import AdmittedSearch
 from raysweep.driver.budget import BudgetStopper, Ledger
-from raysweep.driver.checkpoint_keep import KeepNewestCheckpoints
 from raysweep.driver.cluster import start_or_connect
 from raysweep.driver.estimates import Estimates
 from raysweep.driver.monitor import SweepMonitor, journal_rows
@@ -189,7 +188,7 @@ def start(
     )
     stoppers = _stoppers(spec, monitor, ledger)
     callbacks = [interrupt.TuneListens(signals), monitor, ResultLog()] + _callbacks(spec, settings, restore, on_wandb)
-    callbacks += [ReleaseHoldings(holdings), KeepNewestCheckpoints(run_dir)]
+    callbacks.append(ReleaseHoldings(holdings))
     admits = {"ledger": ledger, "admission": admission}
     if restored is not None:
         tuner = _attach(restored, callbacks=callbacks, stoppers=stoppers, **admits)
@@ -356,7 +355,6 @@ def _attach(
     run_config, tune_config = restored_config(tuner)
     run_config.callbacks = callbacks
     run_config.stop = CombinedStopper(*stoppers)  # this driver's monitor
-    run_config.checkpoint_config = tune.CheckpointConfig(num_to_keep=None)  # new trials' (KeepNewestCheckpoints)
     if ledger is not None or admission is not None:
         search = tune_config.search_alg
         if isinstance(search, AdmittedSearch):
@@ -402,7 +400,9 @@ def _new_tuner(
             stop=CombinedStopper(*stoppers),
             verbose=0,
             failure_config=tune.FailureConfig(max_failures=spec.max_failures),
-            checkpoint_config=tune.CheckpointConfig(num_to_keep=None),  # KeepNewestCheckpoints thins them
+            # Tune deletes a trial's third-newest checkpoint as it saves a new one, and saves its own
+            # state every 2 of them (docs/guarantees.md: the moment between the two)
+            checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
         ),
     )
 
