@@ -383,7 +383,8 @@ def test_scripts_end_when_their_trials_process_dies_and_when_the_driver_is_sigte
         return [
             p
             for p in _scripts_left("ddp_wandb.py", tmp_path)
-            if p.cmdline()[1:3] == ["ddp_wandb.py", "--epochs=60"] and f"--lr={lr}" in p.cmdline()
+            # the command line as the process was listed: it may end (a zombie) before a second read
+            if p.info["cmdline"][1:3] == ["ddp_wandb.py", "--epochs=60"] and f"--lr={lr}" in p.info["cmdline"]
         ]
 
     def wait_for(condition: Callable[[], bool], seconds: float) -> None:
