@@ -103,11 +103,11 @@ class Admission:
         for trial in queue:  # a size that never fits starts at once and fails with its sentence
             if self._size(trial) is None:
                 return self._start(tune_controller, trial, {})
-        holdings = self._holdings(trials)
+        lead = self.estimates.start_lead(self.board.chosen_at)  # a chosen trial's actor starts first
+        holdings = self._holdings(trials, lead)
         if holdings is None:
             return None  # a running trial has not said where it runs yet: ask again next step
         now = time.time()
-        lead = self.estimates.start_lead(self.board.chosen_at)  # a backfilled trial's actor starts first
         waits = [Waiting(t.trial_id, self._size(t), _plus(self.estimates.trial_seconds(t.config), lead)) for t in queue]
         slots = self._slots()
         shape_of = functools.partial(shape, capacity=self._live)
@@ -162,8 +162,9 @@ class Admission:
             return None
         return size
 
-    def _holdings(self, trials: list[Any]) -> list[Holding] | None:
-        """What each running or starting trial holds, and when it is expected to end."""
+    def _holdings(self, trials: list[Any], lead: float) -> list[Holding] | None:
+        """What each running or starting trial holds, and when it is expected to end (one not yet
+        started: ``lead`` after it was chosen, and its length)."""
         if time.monotonic() - self._held_at > REFRESH_S:
             self._held = ray.get(self.holdings.nodes.remote(), timeout=30)
             self._held_at = time.monotonic()
@@ -171,7 +172,7 @@ class Admission:
                 self._placed(trials, ray.get(self.holdings.since.remote(), timeout=30))
         rows = self.estimates.rows
         placing = self._placing(trials)
-        now, lead = time.time(), self.estimates.start_lead(self.board.chosen_at)
+        now = time.time()
         out = []
         for trial in trials:
             if trial.status not in (Trial.RUNNING, Trial.PENDING) or (
