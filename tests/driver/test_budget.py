@@ -263,7 +263,7 @@ def test_a_trial_is_admitted_only_when_the_spend_the_running_trials_and_its_own_
     assert [resumed.next_trial().config, resumed.next_trial().config] == [big, small]
 
 
-@pytest.mark.parametrize("start_ahead", [False, True])
+@pytest.mark.parametrize("start_ahead", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_a_trial_of_the_whole_node_gets_a_reservation_and_a_short_trial_is_backfilled_before_it(
     tmp_path, fake_gpus, start_ahead
 ):

@@ -235,6 +235,7 @@ def test_unknown_train_loop_is_a_user_error(tmp_path, ray_cluster):
     assert out.returncode == 2 and "train_loops.smoke:nope" in out.stderr and "Traceback" not in out.stderr
 
 
+@pytest.mark.slow  # make test: a killed driver, then resume (test_interrupt)
 def test_driver_killed_mid_sweep_then_resume_completes_the_budget(tmp_path, ray_cluster):
     """Guarantee: "Finished and failed trials are never re-run (failed ones only with `resume
     --retry-failed`): `resume` (after a killed or interrupted driver) reads the run dir and runs
@@ -366,7 +367,7 @@ def test_a_metric_the_loop_never_reports_fails_with_the_names_it_did_report(tmp_
     assert "epoch, rank, resumed_from, samples_per_sec, score, world_size" in out.stdout
 
 
-@pytest.mark.parametrize("method", ["grid", "bayes"])
+@pytest.mark.parametrize("method", [pytest.param("grid", marks=pytest.mark.slow), "bayes"])
 def test_resume_keeps_failed_trials_failed_unless_asked_to_retry(tmp_path, ray_cluster, method):
     """README: resume runs only what is unfinished. ``--retry-failed`` runs failed trials again,
     and a retry that succeeds clears its old error (the loop fails only its first attempt)."""
@@ -412,7 +413,7 @@ def test_a_sweep_whose_first_trials_all_fail_stops_like_wandbs_agent(tmp_path, r
     assert statuses.count("failed") == 3 and len(statuses) < 8, statuses
 
 
-@pytest.mark.parametrize("method", ["random", "bayes"])
+@pytest.mark.parametrize("method", [pytest.param("random", marks=pytest.mark.slow), "bayes"])
 def test_validate_sample_previews_the_configurations_run_tries(tmp_path, ray_cluster, method):
     """`validate --sample N --seed S` prints the first N configurations `run --seed S` tries
     (issue 32: the preview drew from another generator than the run). The preview is the same at

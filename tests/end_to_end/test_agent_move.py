@@ -155,6 +155,7 @@ def test_a_second_agent_adds_its_runs_to_the_sweep(tmp_path, ray_cluster, server
     assert "adding 2 trial(s) to its 3" in out.stdout
 
 
+@pytest.mark.slow  # make test: the same rule for a loop (test_driver)
 def test_the_first_failures_stop_the_sweep_and_the_script_goes_on(tmp_path, ray_cluster, server):
     """wandb.agent: "... killing sweep." and it returns. raysweep: W&B's sentence for its rule (the
     first 5 all failed), the result says why it stopped, and the script goes on (no KeyboardInterrupt)."""

@@ -42,7 +42,7 @@ def finished(proc: subprocess.Popen) -> dict:
 
 
 @pytest.mark.ray
-@pytest.mark.parametrize("ddp_workers", ["warm", "torchtrainer"])
+@pytest.mark.parametrize("ddp_workers", ["warm", pytest.param("torchtrainer", marks=pytest.mark.slow)])
 def test_a_wandb_style_function_of_main_runs_on_two_ranks_reaches_asha_and_logs_offline(
     tmp_path, ray_cluster, ddp_workers
 ):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 from conftest import ROOT
 
 
@@ -18,6 +19,7 @@ def run(*cmd: object, cwd: object = ROOT) -> subprocess.CompletedProcess:
     return out
 
 
+@pytest.mark.slow  # an install from scratch
 def test_raysweep_installs_from_the_wheelhouse_alone_beside_its_torch(tmp_path):
     house = tmp_path / "wheelhouse"
     run("make", "wheelhouse", f"WHEELHOUSE={house}")

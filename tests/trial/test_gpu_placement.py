@@ -112,7 +112,7 @@ def gpu_seen(record: dict) -> str:
     return entries[index]
 
 
-@pytest.mark.parametrize("runner", ["warm", "torchtrainer"])
+@pytest.mark.parametrize("runner", ["warm", pytest.param("torchtrainer", marks=pytest.mark.slow)])
 def test_concurrent_trials_get_disjoint_gpus_and_rank_r_the_rth(tmp_path, fake_gpus, runner):
     """Each rank's process can see its GPU, at the index it uses, on every Ray version docs/clusters.md names."""
     cluster = fake_gpus(gpus=4, cpus=4)
@@ -214,6 +214,7 @@ def test_gpus_per_worker_packs_four_one_worker_trials_onto_one_gpu(tmp_path, fak
     assert {gpu_seen(r) for ranks in seen(barrier).values() for r in ranks} == {"0"}  # one GPU, shared
 
 
+@pytest.mark.slow  # make test: concurrent trials on disjoint GPUs
 def test_two_embedded_sweeps_on_disjoint_gpus_run_side_by_side_and_ctrl_c_stops_only_one(tmp_path):
     """`run --gpus 0,1` and `run --gpus 2,3` on one machine (4 fake GPUs): each starts its own Ray
     with its own GPUs and ports, their first trials run at the same time (the probe waits for
@@ -281,6 +282,7 @@ def test_two_embedded_sweeps_on_disjoint_gpus_run_side_by_side_and_ctrl_c_stops_
     assert by_sweep == {"a": {"0", "1"}, "b": {"2", "3"}}, by_sweep
 
 
+@pytest.mark.slow  # make test: a rank whose device cannot be set (test_warm_workers)
 def test_a_rank_that_cannot_use_its_gpu_fails_its_trial_with_a_sentence_in_show(tmp_path):
     """Guarantee (docs/guarantees.md; the rest in test_warm_workers.py): a rank whose device cannot be set "fails its
     trial with a sentence instead of leaving it waiting: on a machine with GPUs, one that cannot use

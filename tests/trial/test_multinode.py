@@ -247,6 +247,7 @@ def test_a_four_worker_trial_spans_two_nodes_of_two(tmp_path, two_nodes, ddp_wor
         assert set(visible.values()) == {"0,1"}, visible
 
 
+@pytest.mark.slow  # make test: a killed driver, then resume, on one node (test_interrupt)
 @pytest.mark.parametrize(
     ("ddp_workers", "marker"),
     [
@@ -317,6 +318,7 @@ def test_a_program_trial_spans_two_nodes_with_torchruns_environment(tmp_path, tw
     assert {r["gloo_ifname"] for r in seen} == {"lo"}
 
 
+@pytest.mark.slow  # make test: a loop and a script span two nodes
 def test_a_wandb_style_function_spans_two_nodes(tmp_path, two_nodes):
     address, _ = two_nodes
     record_dir = tmp_path / "records"
@@ -338,6 +340,7 @@ def test_a_wandb_style_function_spans_two_nodes(tmp_path, two_nodes):
     assert_two_ranks_per_node(records(record_dir))
 
 
+@pytest.mark.slow  # make test: a stuck rank on one node (test_reliability)
 def test_a_rank_stuck_on_one_node_is_ended_and_frees_the_workers_on_every_node(tmp_path, two_nodes):
     """Rank 3 (on the second node) stops answering; its peers wait in an all-reduce. The watchdog
     ends the trial with its sentence, every rank's worker is ended, and the next 4-worker trial
@@ -427,6 +430,7 @@ def test_killing_a_node_mid_sweep_loses_no_trial(tmp_path, two_nodes):
         assert min(r["epoch"] for r in seen if r["x"] == x and r["node"] == "node_head") >= 2
 
 
+@pytest.mark.slow  # make test: a node killed mid-sweep, below
 def test_a_node_killed_under_a_two_node_trial_restarts_it_or_fails_it_with_a_sentence(tmp_path, two_nodes):
     """Issue 44: a node that dies mid-trial ends the trial's ranks on every node; the trial goes on
     from its last checkpoint on nodes that can hold it. When the nodes left cannot, it fails with a

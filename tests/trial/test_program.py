@@ -315,6 +315,7 @@ def test_the_origin_stages_sweep_runs_its_hydra_script_as_wandb_agent_would(tmp_
         assert _last_result(trial_dir)["repeats"] == c["arch.stages.0.repeat"] - 1 + c["arch.stages.1.repeat"] - 1
 
 
+@pytest.mark.slow  # make test: the watchdog ends a hung loop (test_reliability)
 @pytest.mark.ray
 def test_the_watchdog_shows_the_end_of_a_hung_scripts_stderr(tmp_path, ray_cluster):
     spec = _project(
@@ -339,6 +340,7 @@ def test_the_watchdog_shows_the_end_of_a_hung_scripts_stderr(tmp_path, ray_clust
     assert not _scripts_left("ddp_wandb.py", tmp_path)
 
 
+@pytest.mark.slow  # make test: ASHA stops a script live and none is left running
 @pytest.mark.ray
 def test_scripts_end_when_their_trials_process_dies_and_when_the_driver_is_sigtermd(tmp_path, ray_cluster):
     """A trial's process dies (an OOM kill) while its ranks' scripts run on warm workers, whose
@@ -423,6 +425,7 @@ def test_scripts_end_when_their_trials_process_dies_and_when_the_driver_is_sigte
 
 
 @pytest.mark.ray
+@pytest.mark.slow  # make test: a function that never logs the metric (test_agent_move)
 def test_a_script_that_never_logs_the_metric_ends_done_naming_what_it_logged(tmp_path, ray_cluster):
     """As under `wandb agent` (its run finishes): done, no value, one warning (issue 42)."""
     spec = _project(

@@ -39,7 +39,7 @@ def run(spec: Path, cluster: str, *flags: str) -> subprocess.CompletedProcess:
 
 # Each 2+-worker fault runs under both trial paths; the process title of a worker in each.
 WORKERS = {"warm": "DDPWorker", "torchtrainer": "RayTrainWorker"}
-both_paths = pytest.mark.parametrize("ddp_workers", list(WORKERS))
+both_paths = pytest.mark.parametrize("ddp_workers", ["warm", pytest.param("torchtrainer", marks=pytest.mark.slow)])
 
 
 def results(run_dir: Path, trial_id: str) -> list[dict]:
@@ -162,6 +162,7 @@ def test_watchdog_ends_a_hung_loop_with_an_explanation(tmp_path, ray_cluster):
     )
 
 
+@pytest.mark.slow  # make test: the same faults on warm workers; the in-process path in test_gpu_placement
 def test_a_one_worker_torchtrainer_trial_runs_in_its_own_process_through_every_fault(tmp_path, ray_cluster):
     """Under ``ddp_workers: torchtrainer`` a 1-worker trial runs in the Tune trial's own process
     (``in_process``), not a TorchTrainer: its reports, a retried raise, a NaN and a hang each end
@@ -258,6 +259,7 @@ def test_ranks_that_report_different_numbers_of_times_fail_with_an_explanation(t
     assert "rank(s) 1 of 2 ended after 2 report(s) while the others reported again" in trial["error"]
 
 
+@pytest.mark.slow  # a scale run
 def test_two_hundred_trials_all_recorded_with_flat_driver_memory(tmp_path, ray_cluster):
     """Guarantee: "A 200-trial sweep at the cluster's concurrency records all 200 trials with
     the driver's memory flat (figures in the test's output)."

@@ -56,7 +56,7 @@ def written_pids(row: dict) -> set[int]:
     return {int(f.read_text()) for f in files}
 
 
-@pytest.mark.parametrize("ddp_workers", ["warm", "torchtrainer"])
+@pytest.mark.parametrize("ddp_workers", ["warm", pytest.param("torchtrainer", marks=pytest.mark.slow)])
 def test_a_scheduler_stops_two_worker_trials_and_the_next_trial_gets_their_slots(tmp_path, ray_cluster, ddp_workers):
     """ASHA stops a poor trial at the first rung under both runners; the trial after the stop
     gets its node's two slots. Warm trials all run on the same two processes; a TorchTrainer starts
@@ -113,7 +113,7 @@ def test_tune_reuses_a_trials_process_for_the_next_trial_unless_told_not_to(tmp_
     assert len(processes_used) == (1 if reuse_actors else 3), processes_used
 
 
-@pytest.mark.parametrize("ddp_workers", ["warm", "torchtrainer"])
+@pytest.mark.parametrize("ddp_workers", ["warm", pytest.param("torchtrainer", marks=pytest.mark.slow)])
 def test_a_failing_rank_fails_its_trial_at_once_and_the_next_trial_gets_new_workers(tmp_path, ray_cluster, ddp_workers):
     # rank 0 waits for rank 1 in an all-reduce that never comes: the trial must not wait for rank 0
     spec = sweep(
@@ -135,7 +135,9 @@ def test_a_failing_rank_fails_its_trial_at_once_and_the_next_trial_gets_new_work
     assert not written_pids(failed) & set(pids(ok))
 
 
-@pytest.mark.parametrize(("warm_imports", "imported"), [(None, "True"), ("", "False")])
+@pytest.mark.parametrize(
+    ("warm_imports", "imported"), [(None, "True"), pytest.param("", "False", marks=pytest.mark.slow)]
+)
 def test_warm_workers_import_torch_dynamo_before_their_first_trial_unless_told_not_to(
     tmp_path, ray_cluster, warm_imports, imported
 ):
@@ -332,6 +334,7 @@ else:
 """
 
 
+@pytest.mark.slow  # make test: a trial queued past the bound fails in it, below
 def test_a_warm_worker_that_does_not_answer_fails_its_trial_within_the_bound(tmp_path, ray_cluster):
     """A lent warm worker that never answers (here: stopped, as a process hung in its start would
     be) fails the trial with the sentence instead of leaving it waiting. The 1-worker trial that
