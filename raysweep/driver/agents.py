@@ -61,7 +61,8 @@ class JoinPlan:
 
 def plan_join(stored: SweepSpec, given: SweepSpec, run_dir: Path, count: int | None, agents: int) -> JoinPlan:
     """Check that ``given`` is the sweep ``stored`` in ``run_dir`` and that none of its trials is
-    unfinished; the trials to add: ``count``, else what is left of its budget."""
+    unfinished; the trials to add: ``count`` within what is left of its run_cap, else that rest
+    (a grid: of its points not tried yet)."""
     different = _difference(stored, given)
     if different:
         raise UserError(
@@ -74,10 +75,7 @@ def plan_join(stored: SweepSpec, given: SweepSpec, run_dir: Path, count: int | N
             f"sweep {run_dir.name} has {len(unfinished)} unfinished trial(s): continue them with "
             f"`{hints.command('resume', run_dir)}` (or resume_existing), then add trials"
         )
-    budget = stored.trial_budget(None)
-    if stored.search_method.enumerates:
-        budget = stored.capped(budget or stored.grid_size)
-    left = count if count is not None else (budget - len(rows) if budget is not None else 0)
+    left = stored.trial_budget(count, ran=len(rows)) or 0  # None: no count, no run_cap, no grid
     if stored.search_method.enumerates:
         left = min(left, stored.grid_size - len({_key(r.config) for r in rows}))
     return JoinPlan(max(left, 0), len(rows), (stored.seed or 0) + agents, [r.config for r in rows])

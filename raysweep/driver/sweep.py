@@ -183,6 +183,10 @@ def run_sweep(spec: SweepSpec, request: RunRequest, function: Callable | None = 
     storage = request.storage
     if (Path(storage).resolve() / name / SPEC_FILE).exists():
         return _existing(spec, request, function, Path(storage).resolve() / name)
+    if request.count is not None and spec.run_cap is not None and request.count > spec.run_cap:
+        print(
+            f"--count {request.count} is above the file's run_cap: {spec.run_cap} trials, as W&B ends a sweep at run_cap"
+        )
     run_dir = new_run_dir(storage, name)
     mode = request.wandb or spec.wandb.mode or ("online" if wandb_sweep.key_configured() else "offline")
     settings = RunSettings(
@@ -247,7 +251,7 @@ def _existing(spec: SweepSpec, request: RunRequest, function: Callable | None, r
     with driver_lock(run_dir):
         plan = plan_join(stored, spec, run_dir, request.count, settings.agents)
         if plan.count == 0:
-            print(f"sweep {run_dir.name} has run its {plan.ran} trials; --count N (count=N) adds N more")
+            print(f"sweep {run_dir.name} has run its {plan.ran} trials; {_to_add_more(stored, run_dir)}")
             return 0
         print(f"sweep {run_dir.name}: its run dir exists; adding {plan.count} trial(s) to its {plan.ran}")
         settings = replace(
@@ -269,6 +273,15 @@ def _existing(spec: SweepSpec, request: RunRequest, function: Callable | None, r
         finally:
             if ray.is_initialized():
                 ray.shutdown()
+
+
+def _to_add_more(stored: SweepSpec, run_dir: Path) -> str:
+    if stored.run_cap is not None:  # W&B's server ends a sweep at run_cap too, whatever an agent's --count
+        return (
+            f"that is its run_cap ({stored.run_cap}), which bounds every driver's --count, as W&B's does; "
+            f"to search on, start a new sweep from it: --warm-start {run_dir}"
+        )
+    return "--count N (count=N) adds N more"
 
 
 def resume_sweep(

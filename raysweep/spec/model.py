@@ -317,9 +317,14 @@ class SweepSpec:
     def search_method(self) -> Method:
         return METHODS[self.method]
 
-    def trial_budget(self, count: int | None = None) -> int | None:
-        """``--count``, else ``run_cap``, else the grid size; None when unbounded."""
-        return count or self.run_cap or self.grid_size
+    def trial_budget(self, count: int | None = None, ran: int = 0) -> int | None:
+        """The trials a driver adds to this sweep after ``ran``: ``--count`` (one agent's share) within
+        what is left of ``run_cap`` (the whole sweep's: W&B's server ends a sweep at run_cap whatever
+        an agent's --count), else that rest, else the grid size; None when unbounded."""
+        left = None if self.run_cap is None else max(self.run_cap - ran, 0)
+        if count is not None:
+            return count if left is None else min(count, left)
+        return self.grid_size if left is None else left
 
     def capped(self, budget: int) -> int:
         """A trial budget as the method runs it: a grid runs each of its points once, at most."""

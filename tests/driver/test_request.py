@@ -44,5 +44,7 @@ def test_the_trials_a_run_makes_come_from_count_run_cap_or_the_grid():
     assert trials_to_run(_spec("grid"), 10) == 3  # a grid runs each point once
     assert trials_to_run(_spec("random", run_cap=5), None) == 5
     assert trials_to_run(_spec("random", run_cap=5), 2) == 2
+    assert trials_to_run(_spec("random", run_cap=5), 8) == 5  # run_cap bounds the sweep, as W&B's server does
+    assert trials_to_run(_spec("random"), 8) == 8
     with pytest.raises(UserError, match=r"^random search needs a trial budget to plan: set run_cap in the spec"):
         trials_to_run(_spec("random"), None, " to plan")
