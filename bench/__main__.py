@@ -2,7 +2,8 @@
 
 Each part runs in its own process under ``flock /tmp/raysweep-ray.lock`` (other sessions run
 Ray on this machine, and a part must not share the cores with them or hold the lock long),
-and writes ``bench/results/<part>.json``; the table is computed from those files.
+and writes its summary, ``bench/results/<part>.json`` (raw tables, if any, to ``bench/results/raw/``,
+which git ignores); the table is computed from the summaries.
 """
 
 from __future__ import annotations

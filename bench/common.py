@@ -15,6 +15,7 @@ from typing import Any
 import psutil
 
 RESULTS = Path(os.environ.get("BENCH_RESULTS_DIR") or Path(__file__).resolve().parent / "results")
+RAW = RESULTS / "raw"  # per-trial tables behind a part's summary: kept out of git (.gitignore)
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -132,9 +133,10 @@ def machine() -> dict[str, Any]:
     }
 
 
-def write_result(name: str, data: dict[str, Any], quick: bool) -> Path:
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / f"{name}{'_quick' if quick else ''}.json"
+def write_result(name: str, data: dict[str, Any], quick: bool, directory: Path = RESULTS) -> Path:
+    """A part's summary in ``RESULTS`` (committed, one per part), or its raw tables in ``RAW``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{name}{'_quick' if quick else ''}.json"
     data = {"part": name, "quick": quick, "finished": time.strftime("%Y-%m-%d %H:%M:%S"), "machine": machine(), **data}
     path.write_text(json.dumps(data, indent=2, default=float) + "\n")
     return path

@@ -261,13 +261,12 @@ def search_table(s: dict[str, dict[str, Any]]) -> tuple[list[str], list[tuple[st
     """
     grid = (s["grid"].get("runs") or [{}])[0]
     grid_best, grid_wall = grid.get("best"), grid.get("wall_s")
-    finals = sorted((t["final"] for t in grid.get("trials", [])), reverse=True)
-    top1 = finals[math.ceil(0.01 * len(finals)) - 1] if finals else None
-    best_config = max(grid.get("trials", []), key=lambda t: t["final"], default={}).get("config")
+    figures = s["grid"].get("grid") or {}  # bench.search's summary of the grid's run
+    top1, best_config = figures.get("top1"), figures.get("best_config")
     size = s["grid"].get("size", {})
     lines = [
         f"Trials of {size.get('epochs')} epochs of {size.get('train_size')} problems, the first early-stopping "
-        f"rung at epoch {size.get('asha_min_iter')}. Grid's best: {_f(grid_best, '{:.3f}')}; a top-1% configuration of its {len(finals)}: "
+        f"rung at epoch {size.get('asha_min_iter')}. Grid's best: {_f(grid_best, '{:.3f}')}; a top-1% configuration of its {figures.get('configurations', 0)}: "
         f"{_f(top1, '{:.3f}')} or more. Times from each run's first trial start; medians over runs "
         "(a run that never reached a target counts as slower than any that did).",
         "",
@@ -290,19 +289,18 @@ def search_table(s: dict[str, dict[str, Any]]) -> tuple[list[str], list[tuple[st
         x = s[m]
         runs = x.get("runs") or []
         reached[m] = _times_to(runs, grid_best)
-        best_trials[m] = [_trial_of(run, best_config) for run in runs]
+        best_trials[m] = [run.get("grid_best_config") or {} for run in runs]
         started = _median_or_never([t.get("start") for t in best_trials[m]])
         lines.append(
             f"| {name} | {len(runs)} x {x.get('trials_done', 'n/a')} | {_f(x.get('best'), '{:.3f}')} | "
             f"{_f(x.get('wall_s'), '{:.0f}')} | {_never(_median_or_never(reached[m]), runs, grid_best)} | "
             f"{_never(_median_or_never(_times_to(runs, top1)), runs, top1)} | {_never(started, runs, best_config)} |"
         )
-    budget = s["bayes"].get("size", {}).get("trials")
-    first = grid.get("trials", [])[:budget] if budget else []
-    if first and len(first) < len(grid.get("trials", [])):
+    first = figures.get("first")
+    if first:
         lines.append(
-            f"| ASHA + grid, its first {len(first)} trials only | 1 x {len(first)} | "
-            f"{max(t['final'] for t in first):.3f} | {max(t['end'] for t in first):.0f} | | | |"
+            f"| ASHA + grid, its first {first['trials']} trials only | 1 x {first['trials']} | "
+            f"{first['best']:.3f} | {first['end']:.0f} | | | |"
         )
     for m in ("bayes", "random"):
         if reached[m] and grid_wall:
@@ -335,11 +333,6 @@ def search_table(s: dict[str, dict[str, Any]]) -> tuple[list[str], list[tuple[st
             )
         )
     return lines, targets
-
-
-def _trial_of(run: dict[str, Any], config: dict[str, Any] | None) -> dict[str, Any]:
-    """The run's first trial of ``config`` ({} if it ran none)."""
-    return next((t for t in run.get("trials", []) if t["config"] == config), {})
 
 
 def _times_to(runs: list[dict[str, Any]], target: float | None) -> list[float | None]:

@@ -15,12 +15,14 @@ far reached grid's best, and a top-1% configuration of the grid, and the best wi
 from __future__ import annotations
 
 import argparse
+import json
+import math
 from typing import Any
 
 import yaml
 
 from bench import systems
-from bench.common import REPO, median, write_result
+from bench.common import RAW, REPO, RESULTS, median, write_result
 
 FILES = {"bayes": "stages_bayes.yaml", "random": "stages_random.yaml", "grid": "stages.yaml"}
 SIZES = {  # trials of bayes and random (grid runs its whole grid), the size of one trial, and the
@@ -151,7 +153,48 @@ def main() -> None:
         if args.wandb_agent is None
         else f"search_wandb_{args.method}_every{args.wandb_agent:g}s"
     )
-    print(write_result(name, out, args.quick))
+    print(write_result(name, out, args.quick, RAW))
+    grid = None if args.method == "grid" else read_summary("search_grid", args.quick)
+    budget = SIZES["quick" if args.quick else "full"]["trials"]
+    print(write_result(name, summarise(out, grid, budget), args.quick))
+
+
+def read_summary(name: str, quick: bool) -> dict[str, Any] | None:
+    path = RESULTS / f"{name}{'_quick' if quick else ''}.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def summarise(raw: dict[str, Any], grid: dict[str, Any] | None, budget: int) -> dict[str, Any]:
+    """A search part's committed figures from its per-trial table (``raw``): per run, its best-so-far
+    curve and when grid's best configuration first started in it. ``grid``: the grid part's summary,
+    which names that configuration (None: ``raw`` is the grid's own run). The grid's summary also
+    holds its top-1% line, its first ``budget`` trials (bayes's trials), and each configuration's
+    final value, which bench.search_proxy replays."""
+    out = {k: v for k, v in raw.items() if k != "runs"}
+    out["runs"] = [{k: v for k, v in run.items() if k != "trials"} for run in raw["runs"]]
+    if grid is None:
+        trials = raw["runs"][0]["trials"] if raw["runs"] else []
+        out["grid"] = grid_figures(trials, budget)
+    best_config = (out.get("grid") or (grid or {}).get("grid") or {}).get("best_config")
+    if best_config is not None:
+        for run, summary in zip(raw["runs"], out["runs"], strict=True):
+            first = next((t for t in run["trials"] if t["config"] == best_config), None)
+            summary["grid_best_config"] = first and {"start": first["start"], "epochs": first["epochs"]}
+    return out
+
+
+def grid_figures(trials: list[dict[str, Any]], budget: int) -> dict[str, Any]:
+    finals = sorted((t["final"] for t in trials), reverse=True)
+    first = trials[:budget]
+    return {
+        "configurations": len(finals),
+        "top1": finals[math.ceil(0.01 * len(finals)) - 1] if finals else None,
+        "best_config": max(trials, key=lambda t: t["final"])["config"] if trials else None,
+        "first": {"trials": len(first), "best": max(t["final"] for t in first), "end": max(t["end"] for t in first)}
+        if 0 < len(first) < len(trials)
+        else None,
+        "values": {json.dumps(t["config"], sort_keys=True): t["final"] for t in trials},
+    }
 
 
 if __name__ == "__main__":

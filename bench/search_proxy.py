@@ -46,8 +46,8 @@ VARIANTS: dict[str, Callable[[int], Any]] = {  # seed -> sampler; Optuna 5's TPE
 
 
 def recorded_values() -> dict[tuple, float]:
-    grid = json.loads((RESULTS / "search_grid.json").read_text())["runs"][0]
-    return {tuple(t["config"][p] for p in PARAMS): t["final"] for t in grid["trials"]}
+    values = json.loads((RESULTS / "search_grid.json").read_text())["grid"]["values"]  # bench.search's summary
+    return {tuple(json.loads(config)[p] for p in PARAMS): final for config, final in values.items()}
 
 
 def trials_to_best(values: dict[tuple, float], sampler: Any) -> int:

@@ -74,9 +74,10 @@ def test_quick_wandb_agent_search_runs_wandbs_engine_with_torchrun(tmp_path: Pat
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
 
-    data = json.loads((tmp_path / "search_wandb_bayes_every2s_quick.json").read_text())
-    (run,) = data["runs"]
+    data = json.loads((tmp_path / "search_wandb_bayes_every2s_quick.json").read_text())  # the summary
+    (run,) = json.loads((tmp_path / "raw" / "search_wandb_bayes_every2s_quick.json").read_text())["runs"]
     assert data["system"] == "wandb agent, hyperband every 2 s" and data["failed"] == []
+    assert "trials" not in data["runs"][0] and data["runs"][0]["trials_done"] == 3
     assert run["trials_done"] == 3 and len(run["trials"]) == 3
     for t in run["trials"]:
         assert 1 <= t["config"]["arch.stages.0.repeat"] <= 4 and t["epochs"] in (1, 2)  # W&B's draw, its reports

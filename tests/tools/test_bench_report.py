@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench.report import search_table
+from bench.search import summarise
 
 BEST = {"x": 7}
 
@@ -31,13 +32,14 @@ def grid_result() -> dict[str, Any]:
         "curve": [(5.0, 0.5), (121.0, 0.98), (151.0, 0.99)],
         "trials": trials,
     }
-    return {
+    raw = {
         "size": {"epochs": 6, "train_size": 3000, "asha_min_iter": 3},
         "trials_done": 200,
         "best": 0.99,
         "wall_s": 200.0,
         "runs": [run],
     }
+    return summarise(raw, None, budget=40)
 
 
 def searched(reached_at: list[float | None], best_started: list[float | None]) -> dict[str, Any]:
@@ -50,7 +52,17 @@ def searched(reached_at: list[float | None], best_started: list[float | None]) -
             else []
         )
         runs.append({"seed": seed, "best": curve[-1][1], "wall_s": 90.0, "curve": curve, "trials": trials})
-    return {"size": {"trials": 40}, "trials_done": 40, "best": 0.99, "wall_s": 90.0, "runs": runs}
+    raw = {"size": {"trials": 40}, "trials_done": 40, "best": 0.99, "wall_s": 90.0, "runs": runs}
+    return summarise(raw, grid_result(), budget=40)
+
+
+def test_a_summary_keeps_no_trial_table_and_the_grids_values() -> None:
+    """What bench/results keeps of a search part: no per-trial rows; the grid's every final value."""
+    grid, bayes = grid_result(), searched([40.0], [30.0])
+    assert all("trials" not in run for run in grid["runs"] + bayes["runs"])
+    assert grid["grid"]["values"]['{"x": 7}'] == 0.99 and len(grid["grid"]["values"]) == 200
+    assert bayes["runs"][0]["grid_best_config"] == {"start": 30.0, "epochs": 6}
+    assert searched([None], [None])["runs"][0]["grid_best_config"] is None
 
 
 def row(lines: list[str], method: str) -> list[str]:
