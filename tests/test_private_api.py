@@ -42,6 +42,28 @@ def test_tune_lets_a_scheduler_set_a_trials_status():
     assert list(inspect.signature(TuneController._set_trial_status).parameters) == ["self", "trial", "status"]
 
 
+def test_tune_keeps_as_many_idle_actors_of_a_shape_as_it_is_told_and_ends_them_all_at_the_end():
+    """``keep_idle_actors`` reaches Tune's actor cache through the wrapper a scheduler gets; the
+    cache keeps that many idle actors of the shape past its cleanup, and drops them all at the end."""
+    import inspect
+    from types import SimpleNamespace
+
+    from ray.tune.execution.tune_controller import TrialRunnerWrapper, TuneController
+    from ray.tune.utils.object_cache import _ObjectCache
+
+    assert "self._actor_cache = _ObjectCache(" in inspect.getsource(TuneController.__init__)
+    assert "self._tune_controller = tune_controller" in inspect.getsource(TrialRunnerWrapper.__init__)
+    cache = _ObjectCache(may_keep_one=True)
+    wrapper = SimpleNamespace(_tune_controller=SimpleNamespace(_actor_cache=cache))
+    token = tune.PlacementGroupFactory([{"memory": 1, "node:127.0.0.2": 0.001}])
+    private_api.keep_idle_actors(wrapper, token, 2)
+    assert all(cache.cache_object(token, actor) for actor in ("a", "b"))
+    assert not list(cache.flush_cached_objects()) and cache.num_cached_objects == 2
+    private_api.keep_idle_actors(wrapper, token, -1)
+    assert list(cache.flush_cached_objects()) == ["a"]
+    assert list(cache.flush_cached_objects(force_all=True)) == ["b"]  # what Tune does as a sweep ends
+
+
 def test_optuna_search_keeps_its_open_trials_by_tune_trial_id_and_its_study():
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     search = OptunaSearch(
@@ -171,6 +193,7 @@ def test_wandbs_sweep_functions_take_what_its_cli_passes():
     [
         "restored_config",
         "set_trial_status",
+        "keep_idle_actors",
         "optuna_trials",
         "optuna_study",
         "local_gpu_count",

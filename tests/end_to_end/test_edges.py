@@ -166,7 +166,8 @@ RESUME = f"{PYTHON.relative_to(ROOT) if PYTHON.is_relative_to(ROOT) else PYTHON}
 
 
 @pytest.mark.ray
-@pytest.mark.parametrize("moment", [pytest.param("while Ray starts", marks=pytest.mark.slow), "once Ray is up"])
+@pytest.mark.slow  # make test: Ctrl-C, SIGTERM and two Ctrl-Cs mid-sweep, then resume (test_interrupt)
+@pytest.mark.parametrize("moment", ["while Ray starts", "once Ray is up"])
 def test_ctrl_c_as_the_sweep_starts_exits_130_and_resume_runs_it(tmp_path, moment):
     """A Ctrl-C inside ray.init once crashed the interpreter's exit (139) and left a run dir that
     ``resume`` could not read (no Tune state: a traceback); one after it, a Tune state of no

@@ -237,7 +237,7 @@ def typed(points: list[dict]) -> list[str]:
     return [json.dumps(p, sort_keys=True) for p in points]
 
 
-@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])  # ~2 s each
 @given(params=grid_params())
 def test_grid_points_and_order_agree_with_wandb(wandb_oracle, params):
     doc = program_sweep(method="grid", parameters=params)

@@ -126,6 +126,7 @@ def node_sweep(tmp_path: Path, name: str, **doc) -> tuple[Path, Path]:
     return spec, record_dir
 
 
+@pytest.mark.slow  # make test: a four-worker trial spans both nodes, a script's ranks on both nodes
 def test_trials_run_on_both_nodes_and_ddp_workers_share_one(tmp_path, two_nodes):
     address, _ = two_nodes
     spec, record_dir = node_sweep(
@@ -253,7 +254,7 @@ def test_a_four_worker_trial_spans_two_nodes_of_two(tmp_path, two_nodes, ddp_wor
     [
         ("warm", "DDPWorker"),
         # under torchtrainer a killed driver's ranks end and resume continues in test_interrupt.py
-        # (one node; Ray's owner rule is the same on every node) in `make test`: 90 s, so slow
+        # (one node; Ray's owner rule is the same on every node)
         pytest.param("torchtrainer", "RayTrainWorker", marks=pytest.mark.slow),
     ],
 )

@@ -176,7 +176,7 @@ def test_trials_of_every_size_borrow_the_same_warm_workers(tmp_path, ray_cluster
     [
         ("warm", "DDPWorker"),
         # Ray Train's workers ending with their trial's process is Ray's owner rule, which
-        # test_interrupt.py's killed driver checks under torchtrainer in `make test`: 90 s, so slow
+        # test_interrupt.py's killed driver checks the same rule under torchtrainer
         pytest.param("torchtrainer", "RayTrainWorker", marks=pytest.mark.slow),
     ],
 )
