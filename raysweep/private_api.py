@@ -9,6 +9,10 @@ one fails there by name, not deep inside a sweep.
 * Tune's queue: a scheduler that holds a waiting trial back sets it PAUSED, as Tune lets
   schedulers do (its ``TuneController`` hands them ``_set_trial_status``, as Ray's PBT uses it):
   no placement group is staged for it until the scheduler chooses it (``set_trial_status``).
+* Tune's actors: Tune keeps an idle trial actor for reuse only while a staged trial of its shape
+  waits (its ``_actor_cache``), and the admission stages one trial at a time. Trials that place
+  their own slots all have a node's token shape, so their idle actors hold no slot: the admission
+  lets Tune keep as many per node as the node hosts workers (``keep_idle_actors``).
 * Optuna search: Ray's ``OptunaSearch`` keeps the Optuna trials it has open and its study
   privately; ``search.searchers.DistinctOptunaSearch`` reads both (``optuna_trials``, ``optuna_study``).
 * GPUs: the driver counts this machine's GPUs as Ray will (``local_gpu_count``), with Ray's
@@ -52,6 +56,17 @@ def restored_config(tuner: Any) -> tuple[Any, Any]:
 def set_trial_status(tune_controller: Any, trial: Any, status: str) -> None:
     """Move a trial between Tune's status sets (a waiting trial held back: PAUSED)."""
     tune_controller._set_trial_status(trial, status)  # noqa: SLF001
+
+
+def keep_idle_actors(tune_controller: Any, resources: Any, by: int) -> None:
+    """Let Tune keep ``by`` more idle trial actors of ``resources`` (a ``PlacementGroupFactory``)
+    for the next trials, or fewer when ``by`` is negative. ``tune_controller``: what Tune hands a
+    scheduler (its wrapper of the controller). Tune still ends every idle actor when the sweep ends."""
+    cache = tune_controller._tune_controller._actor_cache  # noqa: SLF001
+    if by > 0:
+        cache.increase_max(resources, by)
+    elif by < 0:
+        cache.decrease_max(resources, -by)
 
 
 # --- Optuna search -----------------------------------------------------------------------------
