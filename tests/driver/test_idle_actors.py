@@ -1,0 +1,40 @@
+"""With start-ahead, the admission lets Tune keep idle trial actors (``Admission._keep_actors``),
+checked with Tune's own actor cache and no Ray: as many of a node's token shape as the node hosts
+workers, fewer when a node is lost, and none past the sweep's end."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from types import SimpleNamespace
+
+from ray import tune
+from ray.tune.utils.object_cache import _ObjectCache
+
+from raysweep.driver.admission import Admission, Board
+from raysweep.placement import Capacity, Node, token_bundles
+
+
+def _token(address: str) -> tune.PlacementGroupFactory:
+    return tune.PlacementGroupFactory(token_bundles(address))
+
+
+def _kept(cache: _ObjectCache, address: str, offered: int) -> int:
+    """How many of ``offered`` idle actors of the node's shape Tune's cache takes."""
+    return sum(cache.cache_object(_token(address), f"{address}-{i}") for i in range(offered))
+
+
+def test_tune_keeps_as_many_idle_actors_per_node_as_the_node_hosts_workers_and_drops_a_lost_nodes():
+    cache = _ObjectCache(may_keep_one=True)  # as Tune's TuneController makes it
+    controller = SimpleNamespace(_tune_controller=SimpleNamespace(_actor_cache=cache))
+    a, b = Node("a", "10.0.0.1", 2, 2.0), Node("b", "10.0.0.2", 4, 4.0)
+    capacity = Capacity((a, b), use_gpu=False, cpus_per_worker=1.0, managed_slots=True)
+    admission = Admission(None, capacity, None, holdings=None, board=Board(), queue=4, ahead=frozenset({1, 2}))
+    admission._keep_actors(controller)
+    assert (_kept(cache, a.address, 3), _kept(cache, b.address, 5)) == (2, 4)
+    assert not list(cache.flush_cached_objects())  # a step's cleanup keeps them
+    admission._live = replace(capacity, nodes=(a,))  # node b is lost
+    admission._keep_actors(controller)
+    assert sorted(cache.flush_cached_objects()) == [f"{b.address}-{i}" for i in range(4)]
+    admission._keep_actors(controller)  # nothing changed: nothing more is let go
+    assert not list(cache.flush_cached_objects())
+    assert len(list(cache.flush_cached_objects(force_all=True))) == 2  # the sweep's end
