@@ -183,10 +183,7 @@ def run_sweep(spec: SweepSpec, request: RunRequest, function: Callable | None = 
     storage = request.storage
     if (Path(storage).resolve() / name / SPEC_FILE).exists():
         return _existing(spec, request, function, Path(storage).resolve() / name)
-    if request.count is not None and spec.run_cap is not None and request.count > spec.run_cap:
-        print(
-            f"--count {request.count} is above the file's run_cap: {spec.run_cap} trials, as W&B ends a sweep at run_cap"
-        )
+    _say_run_cap(spec, request.count)
     run_dir = new_run_dir(storage, name)
     mode = request.wandb or spec.wandb.mode or ("online" if wandb_sweep.key_configured() else "offline")
     settings = RunSettings(
@@ -273,6 +270,11 @@ def _existing(spec: SweepSpec, request: RunRequest, function: Callable | None, r
         finally:
             if ray.is_initialized():
                 ray.shutdown()
+
+
+def _say_run_cap(spec: SweepSpec, count: int | None) -> None:
+    if count is not None and spec.run_cap is not None and count > spec.run_cap:
+        print(f"--count {count} is above the file's run_cap: {spec.run_cap} trials, as W&B ends a sweep at run_cap")
 
 
 def _to_add_more(stored: SweepSpec, run_dir: Path) -> str:

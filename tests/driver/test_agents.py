@@ -60,3 +60,17 @@ def test_another_run_cap_or_an_unfinished_trial_is_refused(tmp_path):
     _ran(tmp_path, 0.1, status=TrialStatus.RUNNING)
     with pytest.raises(UserError, match="has 1 unfinished trial"):
         plan_join(_spec("random", run_cap=5), _spec("random", run_cap=5), tmp_path, None, agents=1)
+
+
+def test_a_count_above_run_cap_is_said_with_the_trials_it_runs(capsys):
+    from raysweep.driver.request import trials_to_run
+    from raysweep.driver.sweep import _say_run_cap
+
+    spec = _spec("random", run_cap=3)
+    _say_run_cap(spec, 8)
+    assert trials_to_run(spec, 8) == 3
+    assert (
+        capsys.readouterr().out == "--count 8 is above the file's run_cap: 3 trials, as W&B ends a sweep at run_cap\n"
+    )
+    _say_run_cap(spec, 2)
+    assert capsys.readouterr().out == ""
