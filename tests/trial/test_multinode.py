@@ -362,6 +362,21 @@ def test_a_rank_stuck_on_one_node_is_ended_and_frees_the_workers_on_every_node(t
     assert rows[-1]["status"] == "done" and rows[-1]["iterations"] == 2, rows[-1]
 
 
+ALIVE = "print('ALIVE', sorted(n['NodeManagerAddress'] for n in ray.nodes() if n['Alive']))"
+
+
+def _end_node_once(address: str, raylet_port: int, ip: str) -> None:
+    """End the node at ``ip`` unless it has ended already, and wait until Ray counts it gone."""
+    if any(
+        p.info["name"] == "raylet" and f"--node_manager_port={raylet_port}" in (p.info["cmdline"] or [])
+        for p in psutil.process_iter(["name", "cmdline"])
+    ):
+        _kill_node(raylet_port)
+    deadline = time.time() + 120
+    while (out := driver_script(address, ALIVE, timeout=60)).returncode or f"'{ip}'" in out.stdout:
+        assert time.time() < deadline, out.stdout + out.stderr
+
+
 def _kill_node(raylet_port: int) -> int:
     """SIGKILL the worker node's raylet and everything under it (its workers and agents)."""
     raylet = next(
@@ -435,9 +450,10 @@ def test_killing_a_node_mid_sweep_loses_no_trial(tmp_path, two_nodes):
 def test_a_node_killed_under_a_two_node_trial_restarts_it_or_fails_it_with_a_sentence(tmp_path, two_nodes):
     """Issue 44: a node that dies mid-trial ends the trial's ranks on every node; the trial goes on
     from its last checkpoint on nodes that can hold it. When the nodes left cannot, it fails with a
-    sentence at once, never waiting for a node that is gone. Runs after the test that killed the
-    worker node: it adds two nodes of its own, so the cluster is the head plus those two."""
-    address, _ = two_nodes
+    sentence at once, never waiting for a node that is gone. The cluster is the head plus two
+    nodes of its own: the module's worker node is ended first, unless a test before it did."""
+    address, raylet_port = two_nodes
+    _end_node_once(address, raylet_port, "127.0.0.3")
     ports = {ip: start_node(ip, f"node_{ip.rsplit('.', 1)[1]}", head=address) for ip in ("127.0.0.4", "127.0.0.5")}
     spec, record_dir = span_sweep(
         tmp_path,
