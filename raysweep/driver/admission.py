@@ -154,7 +154,7 @@ class Admission:
         self.board.chosen_at.setdefault(trial.trial_id, time.time())
         address = {n.id: n.address for n in self._live.nodes}.get(next(iter(nodes), None))
         if address and self._size(trial) in self.ahead:
-            trial.update_resources(tune.PlacementGroupFactory(token_bundles(address)))
+            trial.update_resources(_token_group(address))
         return trial
 
     def _keep_actors(self, tune_controller: Any) -> None:
@@ -166,7 +166,7 @@ class Admission:
         for address in want.keys() | self._kept.keys():
             by = want.get(address, 0) - self._kept.get(address, 0)
             if by:
-                keep_idle_actors(tune_controller, tune.PlacementGroupFactory(token_bundles(address)), by)
+                keep_idle_actors(tune_controller, _token_group(address), by)
         self._kept = want
 
     def _size(self, trial: Any) -> int | None:
@@ -230,6 +230,12 @@ class Admission:
             self._live = replace(start, nodes=nodes)
             self._live_at = time.monotonic()
         return {n.id: self._live.hosts(n) for n in self._live.nodes}
+
+
+def _token_group(address: str) -> tune.PlacementGroupFactory:
+    """The Tune group of a trial that places its slots itself, rank 0 at ``address``: also the key
+    of Tune's idle actors of that node, so the two must be made alike."""
+    return tune.PlacementGroupFactory(token_bundles(address))
 
 
 def _plus(seconds: float | None, lead: float) -> float | None:
