@@ -36,7 +36,7 @@ class AdmittedSearch(SearchAlgorithm):
             if self.held is None:
                 return None
         if self.ledger is not None and not self.ledger.fits(self.held.config):
-            if self.ledger.running():
+            if self.ledger.unfinished():
                 return None  # it may fit once they end (the scheduler can stop them early)
             self.ledger.exhausted = True  # it cannot fit even alone: handed to Tune, it waits for resume
         trial, self.held = self.held, None

@@ -42,24 +42,24 @@ class Ledger:
     def spent_s(self) -> float:
         return worker_seconds(self.rows.values(), time.time())
 
-    def running(self) -> list[TrialRow]:
-        return [r for r in self.rows.values() if r.status == TrialStatus.RUNNING]
+    def unfinished(self) -> list[TrialRow]:
+        """The trials handed to Tune that have not ended: running, or waiting to start."""
+        return [r for r in self.rows.values() if r.status in (TrialStatus.RUNNING, TrialStatus.PENDING)]
 
     def cost_s(self, config: dict[str, Any]) -> float:
         """A new trial's expected worker-seconds at most (0 while nothing tells, no report and no
         ``--epoch-seconds``: the first trials run)."""
-        size = self.estimates.spec.world_size(config)
-        per, most = self.estimates.report_seconds(size), self.estimates.most_reports(config)
-        return size * per * most if per and most else 0.0
+        return self._left_s(self.estimates.spec.world_size(config), config, 0)
 
     def committed_s(self) -> float:
-        """Spent, plus what the running trials will still use at most."""
-        left = 0.0
-        for row in self.running():
-            per, most = self.estimates.report_seconds(row.world_size), self.estimates.most_reports(row.config)
-            if per and most:
-                left += row.world_size * max(0.0, per * (most - (row.iterations or 0)))
-        return self.spent_s() + left
+        """Spent, plus what every unfinished trial will still use at most. A trial waiting to start
+        was admitted against the budget too: counting only running ones let waiting trials each
+        fit alone and overspend together (with start-ahead, Tune asks for trials sooner)."""
+        return self.spent_s() + sum(self._left_s(r.world_size, r.config, r.iterations or 0) for r in self.unfinished())
+
+    def _left_s(self, size: int, config: dict[str, Any], made: int) -> float:
+        per, most = self.estimates.report_seconds(size), self.estimates.most_reports(config)
+        return size * max(0.0, per * (most - made)) if per and most else 0.0
 
     def fits(self, config: dict[str, Any]) -> bool:
         return self.committed_s() + self.cost_s(config) <= self.limit_s

@@ -262,6 +262,16 @@ def test_a_trial_is_admitted_only_when_the_spend_the_running_trials_and_its_own_
     resumed.restore_from_dir(str(tmp_path))
     assert [resumed.next_trial().config, resumed.next_trial().config] == [big, small]
 
+    # a trial handed to Tune and waiting to start counts as a running one does: 40 more here
+    # (counting only running trials let waiting ones each fit alone and overspend together)
+    rows.append(TrialRow("waiting", status=TrialStatus.PENDING, world_size=1, config=small))
+    assert search(239.0, big).next_trial() is None
+    assert search(240.0, big).next_trial().config == big
+    # with nothing running but a trial waiting, one that does not fit is held, not the budget's end
+    del rows[1]
+    waits = search(139.0, big)  # spent 40, the waiting trial's 40, the big one's 80: 160
+    assert waits.next_trial() is None and not waits.ledger.exhausted
+
 
 @pytest.mark.parametrize("start_ahead", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_a_trial_of_the_whole_node_gets_a_reservation_and_a_short_trial_is_backfilled_before_it(
