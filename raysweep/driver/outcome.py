@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from raysweep import hints, wandb_sweep
+from raysweep.driver.budget import BudgetStopper
 from raysweep.driver.monitor import SweepMonitor
 from raysweep.runs.rows import TrialRow
 from raysweep.runs.run_settings import RunSettings, write_settings
@@ -35,7 +36,15 @@ def left_unfinished(results: Any, monitor: SweepMonitor, stoppers: list[Any], bu
         return True
     if any(not r.ended for r in monitor.rows.values()):
         return True
-    return len(results) < budget and not any(s.stop_all() for s in stoppers)
+    return len(results) < budget and stopped_by(stoppers) is None
+
+
+def stopped_by(stoppers: list[Any]) -> Any:
+    """The stopper that ended the sweep, asked once ``fit()`` returned; None if none did. The
+    budget's is left out: it said so while the sweep ran (``fired``), and asked again it would
+    interrupt this process (a sweep whose last trial took the spend past the budget ended
+    "interrupted", 130, instead of finished)."""
+    return next((s for s in stoppers if not isinstance(s, BudgetStopper) and s.stop_all()), None)
 
 
 def budget_spent(settings: RunSettings, run_dir: Path, monitor: SweepMonitor, sentence: str, on_wandb: Any) -> int:

@@ -143,7 +143,7 @@ def _run(
     budget = next((s for s in stoppers if getattr(s, "fired", False)), None)  # it interrupted the sweep itself
     if budget is not None and not signals.received:
         return outcome.budget_spent(settings, run_dir, monitor, budget.reason, on_wandb)
-    stopper = next((s for s in stoppers if s.stop_all()), None)  # a stop, not an interrupt
+    stopper = outcome.stopped_by(stoppers)  # a stop, not an interrupt
     stopped = stopper.reason if stopper else None
     segment = settings.segment_budget or settings.budget  # this Tune experiment's trials
     if signals.received or (stopped is None and outcome.left_unfinished(results, monitor, stoppers, segment)):

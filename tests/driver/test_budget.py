@@ -113,16 +113,17 @@ def test_a_budget_is_never_overspent_and_resume_with_a_larger_one_goes_on(tmp_pa
     assert settings["stopped"].startswith("budget spent:")
     done_first = {r["trial_id"]: r["run_s"] for r in rows if r["status"] == "done"}
 
-    again = cli("resume", str(run_dir), "--budget-gpu-hours", "0.02", address=fake_gpus)
+    # 0.03: 108 worker-seconds, the whole grid's 27 reports however slow (a run under load spent 0.0209)
+    again = cli("resume", str(run_dir), "--budget-gpu-hours", "0.03", address=fake_gpus)
     assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
     assert "finished" in again.stdout
     rows = read_trials(run_dir / TRIALS_FILE)
     assert len(rows) == 8 and {r["status"] for r in rows} == {"done"}
     total = spent(run_dir)
-    assert first < total <= 0.02  # counted on from the first driver's spend
+    assert first < total <= 0.03  # counted on from the first driver's spend
     assert {r["trial_id"]: r["run_s"] for r in rows if r["trial_id"] in done_first} == done_first  # none ran again
     cost = json.loads(raysweep("show", str(run_dir), "--json").stdout)["cost"]
-    assert cost["budget_hours"] == 0.02 and cost["spent_hours"] == pytest.approx(total, rel=1e-3)
+    assert cost["budget_hours"] == 0.03 and cost["spent_hours"] == pytest.approx(total, rel=1e-3)
 
 
 @pytest.mark.parametrize(
@@ -273,13 +274,13 @@ def test_a_trial_is_admitted_only_when_the_spend_the_running_trials_and_its_own_
     assert waits.next_trial() is None and not waits.ledger.exhausted
 
 
-@pytest.mark.parametrize("start_ahead", [False, pytest.param(True, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("start_ahead", [True, pytest.param(False, marks=pytest.mark.slow)])  # default, then off
 def test_a_trial_of_the_whole_node_gets_a_reservation_and_a_short_trial_is_backfilled_before_it(
     tmp_path, fake_gpus, start_ahead
 ):
     """One node of 4 GPUs that do not exist (half a CPU per worker, so the GPUs bound it): sizes 1,
-    2 and 4 (tests/support/backfill_case.py says what the grid's order forces); with
-    RAYSWEEP_START_AHEAD=1, trials place their own slots and ask each bundle for its GPUs."""
+    2 and 4 (tests/support/backfill_case.py says what the grid's order forces); trials place their
+    own slots and ask each bundle for its GPUs, or with RAYSWEEP_START_AHEAD=0 run in Tune's groups."""
     from backfill_case import backfill_sweep, check_backfill, check_started_ahead
 
     from raysweep.env import START_AHEAD
@@ -287,7 +288,7 @@ def test_a_trial_of_the_whole_node_gets_a_reservation_and_a_short_trial_is_backf
 
     spec = backfill_sweep(tmp_path, "bf-one", resources={"cpus_per_worker": 0.5})
     args = ["run", str(spec), "--storage", str(tmp_path / "runs"), "--wandb", "disabled", "--address", fake_gpus]
-    env = cli_env() | ({START_AHEAD: "1"} if start_ahead else {})
+    env = cli_env() | ({} if start_ahead else {START_AHEAD: "0"})
     out = subprocess.run([sys.executable, "-m", "raysweep", *args], capture_output=True, text=True, env=env, cwd=ROOT)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "reserved, starts in ~" in out.stdout  # the progress line shows the waiting head
@@ -296,6 +297,41 @@ def test_a_trial_of_the_whole_node_gets_a_reservation_and_a_short_trial_is_backf
     assert all(r.metrics["world_size"] == r.world_size for r in rows)
     if start_ahead:
         check_started_ahead(rows, tmp_path / "runs" / "bf-one")
+
+
+def test_a_sweep_whose_last_trial_took_the_spend_past_the_budget_finishes_and_is_not_interrupted():
+    """By hand, no cluster: once ``fit()`` returns, the driver asks the stoppers whether one ended
+    the sweep. The budget's, asked then with the spend past the budget, sent this process SIGINT, so
+    a sweep whose last trial ran past its estimate ended "raysweep: interrupted", 130, its finish
+    skipped (a full run under load, 2026-11-28)."""
+    import signal
+
+    from raysweep.driver.budget import HOUR, BudgetStopper, Ledger
+    from raysweep.driver.estimates import Estimates
+    from raysweep.driver.outcome import stopped_by
+    from raysweep.runs.rows import TrialRow
+    from raysweep.spec import parse_spec
+    from raysweep.words import TrialStatus
+
+    spec = parse_spec(
+        {
+            "method": "grid",
+            "metric": {"name": "score", "goal": "minimize"},
+            "parameters": {"num_gpus": {"values": [1, 2]}},
+            "raysweep": {"train_loop": "train_loops.smoke:train", "base_config": {"epochs": 3}},
+        }
+    )
+    done = TrialRow("last", status=TrialStatus.DONE, world_size=2, iterations=3, run_s=60.0)
+    got: list[int] = []
+    before = signal.signal(signal.SIGINT, lambda signum, frame: got.append(signum))
+    try:
+        assert stopped_by([BudgetStopper(Ledger(Estimates(spec, _by_id([done])), 100 / HOUR, False))]) is None
+        assert got == []
+        during = BudgetStopper(Ledger(Estimates(spec, _by_id([done])), 100 / HOUR, False))
+        assert during.stop_all() is False and during.fired  # while Tune runs it interrupts the sweep
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert got == [signal.SIGINT]
 
 
 def test_before_any_trial_reported_the_epoch_seconds_given_are_the_estimate_then_the_reports_are():
