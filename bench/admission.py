@@ -36,7 +36,7 @@ from typing import Any
 import psutil
 import yaml
 
-from bench.common import REPO, write_result
+from bench.common import RAW, REPO, write_result
 
 RAY = str(Path(sys.executable).with_name("ray"))
 NODES = ("127.0.0.2", "127.0.0.3")
@@ -140,9 +140,11 @@ MODES = {
     "tune_default": {"TUNE_MAX_PENDING_TRIALS_PG": "auto", "RAYSWEEP_BACKFILL": "0"},
     # raysweep's rule before reservations: one trial pending at a time
     "one_pending": {"TUNE_MAX_PENDING_TRIALS_PG": "1", "RAYSWEEP_BACKFILL": "0"},
-    # a reservation for the oldest waiting trial, backfill behind it (driver/admission.py)
-    "backfill": {},
-    # the same, warm trials placing their own slots, the head started ahead of them (trial/slots.py)
+    # a reservation for the oldest waiting trial, backfill behind it (driver/admission.py), each
+    # trial in Tune's placement group of its shape
+    "backfill": {"RAYSWEEP_START_AHEAD": "0"},
+    # the same, warm trials placing their own slots, the head started ahead of them (trial/slots.py):
+    # the default
     "backfill_start_ahead": {"RAYSWEEP_START_AHEAD": "1"},
 }
 
@@ -170,9 +172,10 @@ class Lengths:
 
 def starvation(
     address: str, trials: int, mode: str, sizes: tuple[int, ...], slots: int, lengths: Lengths = Lengths()
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """A random sweep of 1-worker trials with a larger one among every four (``sizes[1:]``, as
-    likely as each other); the larger ones wait for their slots while small ones come and go."""
+    likely as each other); the larger ones wait for their slots while small ones come and go.
+    Returns its figures and its timeline."""
     share = 0.25 / (len(sizes) - 1)
     parameters: dict[str, Any] = {
         "x": {"min": 0.0, "max": 1.0},
@@ -196,7 +199,19 @@ def starvation(
         },
     }
     rows = run(address, doc, MODES[mode])
-    return figures(rows, slots)
+    return figures(rows, slots), timeline(rows)
+
+
+def timeline(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each trial's size, epochs and times from the sweep's first start (the raw table behind the
+    figures, for reading where the idle time went)."""
+    first = min(r["start"] for r in rows)
+    times = ("created", "reserved_at", "start", "end")
+    return [
+        {"size": r["num_workers"], "epochs": r["config"].get("epochs"), "backfilled": bool(r.get("backfilled"))}
+        | {k: round(r[k] - first, 2) for k in times if r.get(k) is not None}
+        for r in rows
+    ]
 
 
 def figures(rows: list[dict[str, Any]], slots: int) -> dict[str, Any]:
@@ -286,6 +301,7 @@ def main() -> None:
     args = p.parse_args()
     lengths = Lengths.parse(args.epochs, args.epoch_s)
     out: dict[str, Any] = {"lengths": lengths.label}
+    runs: dict[str, dict[str, tuple[dict[str, Any], list[dict[str, Any]]]]] = {}
     trials = 8 if args.quick else 24
     with two_nodes() as address:
         if not args.skip_startup:
@@ -295,13 +311,17 @@ def main() -> None:
                 for size in (2, 4)
             }
             print(json.dumps(out["startup"]), flush=True)
-        out["starvation"] = {mode: starvation(address, trials, mode, (1, 4), 4, lengths) for mode in args.modes}
-        print(json.dumps(out["starvation"]), flush=True)
+        runs["starvation"] = {mode: starvation(address, trials, mode, (1, 4), 4, lengths) for mode in args.modes}
     if not args.two_nodes_only:
         with one_node_of_fake_gpus() as address:
-            out["one_node"] = {mode: starvation(address, trials, mode, (1, 2, 4), 4, lengths) for mode in args.modes}
-            print(json.dumps(out["one_node"]), flush=True)
+            runs["one_node"] = {mode: starvation(address, trials, mode, (1, 2, 4), 4, lengths) for mode in args.modes}
+    raw: dict[str, Any] = {"lengths": lengths.label}
+    for cluster, by_mode in runs.items():
+        out[cluster] = {mode: made for mode, (made, _) in by_mode.items()}
+        raw[cluster] = {mode: trials for mode, (_, trials) in by_mode.items()}
+        print(json.dumps(out[cluster]), flush=True)
     suffix = "" if lengths == Lengths() else f"_{args.epochs}x{args.epoch_s:g}s"
+    print(write_result(f"admission{suffix}", raw, args.quick, directory=RAW))
     print(write_result(f"admission{suffix}", out, args.quick))
 
 

@@ -51,8 +51,9 @@ VARIABLES = (
     Variable(
         START_AHEAD,
         "read",
-        "1: under backfill, a warm trial places its own slots and the reserved trial starts ahead of them "
-        "(trial/slots.py; experimental: bench.admission, docs/budgets-and-admission.md)",
+        "0: under backfill, a warm trial runs in Tune's placement group of its shape and the reserved trial "
+        "starts only once its slots are free (default: it places its own slots and starts ahead of them, "
+        "trial/slots.py; bench.admission, docs/budgets-and-admission.md)",
     ),
     Variable(
         WARM_IMPORTS,

@@ -13,7 +13,7 @@ What each running trial holds comes from the trials themselves (``trial/holdings
 long they run, from ``estimates.py``. ``Board`` keeps what was decided for the progress line and
 the run dir's rows (``created``, ``reserved_at``, ``backfilled``).
 
-With ``RAYSWEEP_START_AHEAD=1`` (experimental, docs/benchmarks.md), a warm trial (``ahead``: the
+Unless ``RAYSWEEP_START_AHEAD=0``, a warm trial (``ahead``: the
 sizes that run on warm workers) starts in a Tune actor that holds a
 token on its rank 0's node and places its slots itself (``trial/slots.py``): Tune then runs
 trials of every size in the same actors, and the head of the queue is started ``START_AHEAD_S``
@@ -216,7 +216,7 @@ class Admission:
             del self.starting[trial_id]
 
     def _placing(self, trials: list[Any]) -> set[str]:
-        """The starting trials of sizes that place their own slots (none unless start-ahead is on)."""
+        """The starting trials of sizes that place their own slots (none with start-ahead off)."""
         if not self.ahead:
             return set()
         by_id = {t.trial_id: t for t in trials}

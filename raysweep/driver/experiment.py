@@ -221,14 +221,14 @@ def _admission(
 ) -> Admission | None:
     """Reservations and backfill (``admission.py``) for a sweep of mixed sizes on a cluster that
     does not grow; None otherwise (one size: nothing to reserve for; an autoscaler: no fixed slots).
-    With ``RAYSWEEP_START_AHEAD=1``, trials on warm workers place their own slots and the reserved
-    one starts ahead of them (``trial/slots.py``)."""
+    Trials on warm workers place their own slots and the reserved one starts ahead of them
+    (``trial/slots.py``), unless ``RAYSWEEP_START_AHEAD=0``."""
     if not mixes_sizes(spec) or capacity.grows or not capacity.managed_slots or os.environ.get(BACKFILL) == "0":
         return None
     if spec.scheduler is not None and spec.scheduler.type == "hyperband":  # Ray's HyperBand pauses trials itself
         return None
     warm = {size for size, runner in trial_runners.items() if runner == Runner.WARM}
-    ahead = frozenset(warm if os.environ.get(START_AHEAD) == "1" else ())  # experimental: docs/benchmarks.md
+    ahead = frozenset(warm if os.environ.get(START_AHEAD) != "0" else ())
     return Admission(
         spec, capacity, estimates, holdings=holdings, board=board, queue=max(4, capacity.total + 1), ahead=ahead
     )

@@ -55,7 +55,7 @@ def check_backfill(rows: list[TrialRow]) -> None:
 
 
 def check_started_ahead(rows: list[TrialRow], run_dir: Path) -> None:
-    """Issue 50, with RAYSWEEP_START_AHEAD=1: warm trials place their own slots (``trial/slots.py``),
+    """Issue 50, start-ahead (the default): warm trials place their own slots (``trial/slots.py``),
     so each rank count is the trial's own, and the head's process was started ahead of its slots
     (driver.log). Whether Tune then runs trials of different sizes in one actor hangs on which of
     its actors is idle when (two of three runs under load: none was), so that is a figure of

@@ -35,7 +35,6 @@ from conftest import (
     write_spec,
 )
 
-from raysweep.env import START_AHEAD
 from raysweep.runs.files import TRIALS_FILE, read_trials
 
 pytestmark = pytest.mark.ray
@@ -152,8 +151,8 @@ def test_trials_run_on_both_nodes_and_ddp_workers_share_one(tmp_path, two_nodes)
 
 def test_a_two_node_trial_gets_a_reservation_and_short_trials_are_backfilled_before_it(tmp_path, two_nodes):
     """Two nodes of 2 slots: the 4-worker trial needs both whole; tests/support/backfill_case.py
-    says what the grid's order forces. With RAYSWEEP_START_AHEAD=1 (test_budget.py runs the same
-    grid both ways on one node)."""
+    says what the grid's order forces. Trials place their own slots (test_budget.py runs the same
+    grid with RAYSWEEP_START_AHEAD=0 too, on one node)."""
     from backfill_case import backfill_sweep, check_backfill, check_started_ahead
 
     from raysweep.runs.rows import read_rows
@@ -161,8 +160,9 @@ def test_a_two_node_trial_gets_a_reservation_and_short_trials_are_backfilled_bef
     address, _ = two_nodes
     spec = backfill_sweep(tmp_path, "bf-two", resources={"network_interface": "lo"})
     args = ["run", str(spec), "--address", address, "--storage", str(tmp_path / "runs"), "--wandb", "disabled"]
-    ahead = cli_env() | {START_AHEAD: "1"}  # trials place their own slots: no GPUs to probe, the group's table
-    out = subprocess.run([sys.executable, "-m", "raysweep", *args], capture_output=True, text=True, cwd=ROOT, env=ahead)
+    out = subprocess.run(
+        [sys.executable, "-m", "raysweep", *args], capture_output=True, text=True, cwd=ROOT, env=cli_env()
+    )
     assert out.returncode == 0, out.stderr + out.stdout
     rows = read_rows(tmp_path / "runs" / "bf-two")
     check_backfill(rows)
