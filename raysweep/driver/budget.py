@@ -5,9 +5,9 @@ A trial costs its workers x the time it held them, start-up included (worker-hou
 ``Ledger`` reads what was spent from the driver's record (``SweepMonitor``: every driver's, so
 ``resume`` counts on), and what a trial will cost from the trials that ran (``estimates.py``):
 the seconds a report took per size, times the reports the scheduler lets a trial make at most. ``AdmittedSearch``
-hands Tune a new trial only when the spend, what the running trials will still use and the new
-trial's own cost fit the budget (``admitted_search.py``), and otherwise holds it until trials end; ``BudgetStopper`` ends
-the sweep when the budget is spent, or when the trial held cannot fit with nothing running. The
+hands Tune a new trial only when the spend, what the trials it handed before will still use
+(running or waiting to start) and the new trial's own cost fit the budget (``admitted_search.py``), and otherwise holds it until trials end; ``BudgetStopper`` ends
+the sweep when the budget is spent, or when the trial held cannot fit even once every other has ended. The
 running trials then stop at their report and wait, resumable, like the held one: ``resume
 --budget-gpu-hours`` with a larger budget goes on.
 """
