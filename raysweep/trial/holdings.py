@@ -80,7 +80,14 @@ class Holdings:
         return list(self._groups.pop(trial_id, {}).values())
 
 
+def on_driver_node() -> NodeAffinitySchedulingStrategy:
+    """Where the sweep's record lives: the driver's node, held to it. With ``soft=True`` Ray put an
+    actor of no resources on another node 3 times in 4 (two loopback nodes, Ray 2.60), and losing
+    that node lost the record: the driver ended with a traceback (``make test-slow``'s chaos test)."""
+    return NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+
+
 def start_holdings() -> Any:
     """The sweep's record in an actor of its own, on the driver's node (a sweep without a pool)."""
-    here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
-    return ray.remote(num_cpus=0, concurrency_groups=GROUPS)(Holdings).options(scheduling_strategy=here).remote()
+    actor = ray.remote(num_cpus=0, concurrency_groups=GROUPS)(Holdings)
+    return actor.options(scheduling_strategy=on_driver_node()).remote()

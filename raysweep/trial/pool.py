@@ -33,7 +33,7 @@ from typing import Any, Generic, TypeVar
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from raysweep.trial.holdings import GROUPS, Holdings
+from raysweep.trial.holdings import GROUPS, Holdings, on_driver_node
 from raysweep.trial.program import GRACE_S
 from raysweep.trial.warm_rank import DDPWorker
 
@@ -216,8 +216,7 @@ def _end(workers: list[Any]) -> None:
 def start_pool(node_workers: dict[str, tuple[int, int]], imports: tuple[str, ...]) -> Any:
     """The sweep's pool, already starting ``node_workers[node][0]`` workers on every node, of the
     ``node_workers[node][1]`` it hosts; each worker imports ``imports`` before its first trial."""
-    here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
-    pool = WorkerPool.options(scheduling_strategy=here, max_restarts=-1).remote(imports)  # on the driver's node
+    pool = WorkerPool.options(scheduling_strategy=on_driver_node(), max_restarts=-1).remote(imports)
     for node_id, (count, hosts) in node_workers.items():
         pool.start.remote(node_id, count, hosts)
     return pool
