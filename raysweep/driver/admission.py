@@ -101,6 +101,7 @@ class Admission:
         self.waiting = len(waiting)
         if not queue:
             return None
+        slots = self._slots()  # first: the sizes below are judged on the nodes alive now, as decide's are
         for trial in queue:  # a size that never fits starts at once and fails with its sentence
             if self._size(trial) is None:
                 return self._start(tune_controller, trial, {})
@@ -110,7 +111,6 @@ class Admission:
             return None  # a running trial has not said where it runs yet: ask again next step
         now = time.time()
         waits = [Waiting(t.trial_id, self._size(t), _plus(self.estimates.trial_seconds(t.config), lead)) for t in queue]
-        slots = self._slots()
         if self.ahead:
             self._keep_actors(tune_controller)
         shape_of = functools.partial(shape, capacity=self._live)
