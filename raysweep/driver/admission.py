@@ -35,10 +35,12 @@ from ray import tune
 from ray.tune.experiment import Trial
 
 from raysweep.backfill import Holding, Reservation, Waiting, decide, place, starts_ahead
+from raysweep.driver.budget import Ledger
 from raysweep.driver.estimates import Estimates
 from raysweep.placement import Capacity, NeverPlaced, nodes_from, shape, token_bundles
 from raysweep.private_api import keep_idle_actors, set_trial_status
 from raysweep.spec import SweepSpec
+from raysweep.words import TrialStatus
 
 log = logging.getLogger("raysweep")
 
@@ -70,14 +72,17 @@ class Admission:
         board: Board,
         queue: int,
         ahead: frozenset[int] = frozenset(),
+        ledger: Ledger | None = None,
     ) -> None:
         self.spec, self.capacity, self.estimates = spec, capacity, estimates
+        self.ledger = ledger  # the sweep's budget, if it has one: a waiting trial starts only if it fits
         self.holdings, self.board, self.queue = holdings, board, queue
         self.ahead = ahead  # sizes whose trials place their slots themselves (``trial/slots.py``)
         self.starting: dict[str, dict[str, int]] = {}  # chosen, not yet running: where it should land
         self.waiting = 0  # trials held or pending, at the last step
         self._held: dict[str, dict[str, int]] = {}
         self._held_at = 0.0
+        self._asked: list[Any] | None = None  # the record's answers on their way (``_read_holdings``)
         self._live = capacity
         self._live_at = 0.0
         self._last: Any = None
@@ -105,10 +110,15 @@ class Admission:
         for trial in queue:  # a size that never fits starts at once and fails with its sentence
             if self._size(trial) is None:
                 return self._start(tune_controller, trial, {})
+        queue = self._affordable(queue, trials, live)
+        if not queue:
+            return None
         lead = self.estimates.start_lead(self.board.chosen_at)  # a chosen trial's actor starts first
         holdings = self._holdings(trials, lead)
         if holdings is None:
-            return None  # a running trial has not said where it runs yet: ask again next step
+            return (
+                None  # the record has not answered, or a running trial has not said where it runs: ask again next step
+            )
         now = time.time()
         waits = [Waiting(t.trial_id, self._size(t), _plus(self.estimates.trial_seconds(t.config), lead)) for t in queue]
         if self.ahead:
@@ -132,6 +142,23 @@ class Admission:
             self.board.backfilled.add(trial.trial_id)
         free = {n: s - sum(h.nodes.get(n, 0) for h in holdings) for n, s in slots.items()}
         return self._start(tune_controller, trial, place(self._size(trial), free, slots, shape_of))
+
+    def _affordable(self, queue: list[Any], trials: list[Any], live: set[str]) -> list[Any]:
+        """The waiting trials the budget lets start now (``Ledger.may_start``; every one without a
+        budget). When none does and no trial runs or starts, the budget is spent for them: its
+        stopper ends the sweep, resumable."""
+        if self.ledger is None:
+            return queue
+        rows, by_id = self.estimates.rows, {t.trial_id: t for t in trials}
+        starting = [
+            by_id[k].config
+            for k in self.starting
+            if k in by_id and (k not in rows or rows[k].status != TrialStatus.RUNNING)  # a running one has its row
+        ]
+        fit = [t for t in queue if self.ledger.may_start(t.config, starting)]
+        if not fit and not live:
+            self.ledger.exhausted = True
+        return fit
 
     def _log(self, decision: Any, now: float, running: int, waiting: int) -> None:
         """driver.log: each start, and each new reservation."""
@@ -180,11 +207,8 @@ class Admission:
     def _holdings(self, trials: list[Any], lead: float) -> list[Holding] | None:
         """What each running or starting trial holds, and when it is expected to end (one not yet
         started: ``lead`` after it was chosen, and its length)."""
-        if time.monotonic() - self._held_at > REFRESH_S:
-            self._held = ray.get(self.holdings.nodes.remote(), timeout=30)
-            self._held_at = time.monotonic()
-            if self.ahead:  # only trials that place their own slots need when they began to hold them
-                self._placed(trials, ray.get(self.holdings.since.remote(), timeout=30))
+        if not self._read_holdings(trials):
+            return None
         rows = self.estimates.rows
         placing = self._placing(trials)
         now = time.time()
@@ -207,6 +231,24 @@ class Admission:
                 end = self.estimates.end(row)
             out.append(Holding(trial.trial_id, nodes, end, placed=trial.trial_id not in placing))
         return out
+
+    def _read_holdings(self, trials: list[Any]) -> bool:
+        """Whether the record of what the trials hold is fresh enough to decide on. It is asked
+        without waiting: Tune's loop goes on (its stoppers, Ctrl-C) until the record answers, which
+        on 2 loaded cores took over 30 s (a ``ray.get`` with a timeout there ended the driver)."""
+        if self._asked is None:
+            if time.monotonic() - self._held_at <= REFRESH_S:
+                return True
+            # only trials that place their own slots need when they began to hold them
+            self._asked = [self.holdings.nodes.remote()] + ([self.holdings.since.remote()] if self.ahead else [])
+        ready, _ = ray.wait(self._asked, num_returns=len(self._asked), timeout=0)
+        if len(ready) < len(self._asked):
+            return False
+        answers, self._asked = ray.get(self._asked), None
+        self._held, self._held_at = answers[0], time.monotonic()
+        if self.ahead:
+            self._placed(trials, answers[1])
+        return True
 
     def _placed(self, trials: list[Any], since: dict[str, float]) -> None:
         """Starting trials that placed their own slots and hold them now: their rows start then,

@@ -36,10 +36,12 @@ class AdmittedSearch(SearchAlgorithm):
             if self.held is None:
                 return None
         if self.ledger is not None and not self.ledger.fits(self.held.config):
-            if self.ledger.unfinished():
+            if self.ledger.unfinished() or self.ledger.waiting():
                 return None  # it may fit once they end (the scheduler can stop them early)
             self.ledger.exhausted = True  # it cannot fit even alone: handed to Tune, it waits for resume
         trial, self.held = self.held, None
+        if self.ledger is not None:
+            self.ledger.hand(trial.trial_id, trial.config)
         return trial
 
     # everything else is the inner search's

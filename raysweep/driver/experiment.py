@@ -14,7 +14,6 @@ from typing import Any
 
 from ray import tune
 from ray.tune.search import Searcher, SearchGenerator
-from ray.tune.stopper import CombinedStopper
 
 from raysweep import ray_settings, wandb_sweep
 from raysweep.driver import interrupt
@@ -37,7 +36,7 @@ from raysweep.runs.run_settings import RunSettings, write_settings
 from raysweep.search.plan import Plan, cheapest_trial_hours, plan
 from raysweep.search.schedulers import build_scheduler
 from raysweep.search.searchers import build_search
-from raysweep.search.stoppers import InitialFailureStopper, TargetStopper
+from raysweep.search.stoppers import InitialFailureStopper, SweepStoppers, TargetStopper
 from raysweep.search.warm_start import start_from
 from raysweep.spec import SweepSpec
 from raysweep.trial.entries import kind_of
@@ -169,7 +168,9 @@ def start(
     rows = journal_rows(run_dir)
     estimates = Estimates(spec, rows, planned.rungs)
     ledger = Ledger(estimates, settings.budget_gpu_hours, capacity.use_gpu) if settings.budget_gpu_hours else None
-    admission = _admission(spec, capacity, estimates, holdings=holdings, board=board, trial_runners=trial_runners)
+    admission = _admission(
+        spec, capacity, estimates, holdings=holdings, board=board, trial_runners=trial_runners, ledger=ledger
+    )
     ray_settings.pending_trials(_pending_trials(spec, capacity, ledger, admission))
     restored = _restored_tuner(run_dir, trainable, settings) if restore else None
     scheduler = restored_config(restored)[1].scheduler if restored else build_scheduler(spec)
@@ -218,6 +219,7 @@ def _admission(
     holdings: Any,
     board: Board,
     trial_runners: dict[int, Runner],
+    ledger: Ledger | None = None,
 ) -> Admission | None:
     """Reservations and backfill (``admission.py``) for a sweep of mixed sizes on a cluster that
     does not grow; None otherwise (one size: nothing to reserve for; an autoscaler: no fixed slots).
@@ -230,7 +232,14 @@ def _admission(
     warm = {size for size, runner in trial_runners.items() if runner == Runner.WARM}
     ahead = frozenset(warm if os.environ.get(START_AHEAD) != "0" else ())
     return Admission(
-        spec, capacity, estimates, holdings=holdings, board=board, queue=max(4, capacity.total + 1), ahead=ahead
+        spec,
+        capacity,
+        estimates,
+        holdings=holdings,
+        board=board,
+        queue=max(4, capacity.total + 1),
+        ahead=ahead,
+        ledger=ledger,
     )
 
 
@@ -354,7 +363,7 @@ def _attach(
     keeps the original RunConfig: an earlier driver's, which may have had neither)."""
     run_config, tune_config = restored_config(tuner)
     run_config.callbacks = callbacks
-    run_config.stop = CombinedStopper(*stoppers)  # this driver's monitor
+    run_config.stop = SweepStoppers(*stoppers)  # this driver's monitor and budget
     if ledger is not None or admission is not None:
         search = tune_config.search_alg
         if isinstance(search, AdmittedSearch):
@@ -397,7 +406,7 @@ def _new_tuner(
             name=run_dir.name,
             storage_path=str(run_dir.parent),
             callbacks=callbacks,
-            stop=CombinedStopper(*stoppers),
+            stop=SweepStoppers(*stoppers),
             verbose=0,
             failure_config=tune.FailureConfig(max_failures=spec.max_failures),
             # Tune deletes a trial's third-newest checkpoint as it saves a new one, and saves its own

@@ -113,9 +113,15 @@ class SweepMonitor(Callback):
         return replace(row, run_s=round(row.run_s + now - row.since, 3), since=now if running else None)
 
     def on_experiment_end(self, trials: list, **info: Any) -> None:
+        """Tune has stopped every trial: a trial still running (an interrupt, the budget) held its
+        workers until now, not until the driver has ended its warm workers (16 s more per trial on
+        2 loaded cores, counted as spend)."""
         for trial in trials:  # a trial Tune made that never started (it waited for room): pending
             if trial.trial_id not in self.rows:
                 self._row(trial, started=False, status=TrialStatus.PENDING)  # it starts when it runs
+        for key, row in self.rows.items():
+            if row.status == TrialStatus.RUNNING:
+                self.rows[key] = self._account(row, running=False)
         self.compact()
 
     def sweep_stopped(self) -> None:

@@ -1,10 +1,11 @@
-"""Stoppers of a whole sweep: a metric target reached, or the first trials all failed."""
+"""Stoppers of a whole sweep: a metric target reached, or the first trials all failed; and the
+driver's stoppers as the one Tune is given (``SweepStoppers``)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from ray.tune.stopper import Stopper
+from ray.tune.stopper import CombinedStopper, NoopStopper, Stopper
 
 from raysweep.spec.model import Metric
 from raysweep.values import finite_number
@@ -49,3 +50,25 @@ class InitialFailureStopper(Stopper):
 
     def stop_all(self) -> bool:
         return self.all_failed()
+
+
+class SweepStoppers(CombinedStopper):
+    """This driver's stoppers, as the one Tune is given. Tune pickles its stopper into the
+    experiment's state, and a resumed run puts the pickled one back over the one it was given
+    (``TuneController.__setstate__``): a resumed sweep ran the first driver's stoppers, with a stale
+    copy of its monitor, and a budget's that had fired already, so a resume whose budget ran out
+    again waited forever. Unpickled, it is the stoppers of the driver that loads it."""
+
+    current: SweepStoppers | None = None  # the driver's, made before Tune runs or restores
+
+    def __init__(self, *stoppers: Stopper):
+        super().__init__(*stoppers)
+        self.stoppers = list(stoppers)
+        SweepStoppers.current = self
+
+    def __reduce__(self) -> tuple:
+        return (this_drivers_stoppers, ())
+
+
+def this_drivers_stoppers() -> Stopper:
+    return SweepStoppers.current or NoopStopper()

@@ -15,6 +15,7 @@ import json
 import statistics
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -57,7 +58,12 @@ def sweep(tmp_path: Path, name: str, **raysweep_keys) -> Path:
 def cli(*args: str, address: str | None = None) -> subprocess.CompletedProcess:
     where = ["--address", address] if address else []
     return subprocess.run(
-        [sys.executable, "-m", "raysweep", *args, *where], capture_output=True, text=True, env=cli_env(), cwd=ROOT
+        [sys.executable, "-m", "raysweep", *args, *where],
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+        cwd=ROOT,
+        timeout=300,  # a driver that never ends fails here, not at CI's limit
     )
 
 
@@ -101,7 +107,7 @@ def test_a_budget_is_never_overspent_and_resume_with_a_larger_one_goes_on(tmp_pa
     first = spent(run_dir)
     report = 2 * (REPORT_S + 0.5) / 3600  # one report of the largest trial (2 workers) that may be running
     rows = read_trials(run_dir / TRIALS_FILE)
-    assert first <= budget + report, first
+    assert first <= budget + report, (first, [(r["num_workers"], r["status"], r.get("run_s")) for r in rows])
     # it stopped only when the trial it held could not fit: what was left is less than that
     # trial's cost as the ledger reckons it (a slow machine's start-ups make the cost larger)
     held = {r["num_workers"] for r in rows if r["status"] == "pending"} or {1, 2}  # Tune made it, or not yet
@@ -112,6 +118,14 @@ def test_a_budget_is_never_overspent_and_resume_with_a_larger_one_goes_on(tmp_pa
     settings = json.loads((run_dir / "run.json").read_text())
     assert settings["stopped"].startswith("budget spent:")
     done_first = {r["trial_id"]: r["run_s"] for r in rows if r["status"] == "done"}
+
+    # resumed with the same budget, it ends at once: the budget is spent. (Tune put the first
+    # driver's stopper, already fired, back over this one's: the resume never stopped for its budget)
+    same = cli("resume", str(run_dir), "--budget-gpu-hours", str(budget), address=fake_gpus)
+    assert same.returncode == 0 and "sweep capped: budget spent: " in same.stdout, (
+        same.stdout[-2000:] + same.stderr[-2000:]
+    )
+    assert spent(run_dir) == pytest.approx(first, abs=1e-6)  # no trial ran
 
     # 0.03: 108 worker-seconds, the whole grid's 27 reports however slow (a run under load spent 0.0209)
     again = cli("resume", str(run_dir), "--budget-gpu-hours", "0.03", address=fake_gpus)
@@ -208,7 +222,12 @@ class _Trials:
 
     def __init__(self, *configs: dict):
         self.trials = [
-            type("Trial", (), {"config": c, "create_placement_group_factory": lambda self: None})() for c in configs
+            type(
+                "Trial",
+                (),
+                {"config": c, "trial_id": uuid.uuid4().hex[:8], "create_placement_group_factory": lambda self: None},
+            )()
+            for c in configs
         ]
 
     def next_trial(self):
@@ -272,6 +291,46 @@ def test_a_trial_is_admitted_only_when_the_spend_the_running_trials_and_its_own_
     del rows[1]
     waits = search(139.0, big)  # spent 40, the waiting trial's 40, the big one's 80: 160
     assert waits.next_trial() is None and not waits.ledger.exhausted
+
+
+def test_a_trial_handed_to_tune_counts_before_it_starts_and_starts_only_if_it_fits_then():
+    """By hand, as above: 10 s a report, 4 reports a trial, spent 40 worker-s. A trial the search
+    handed Tune has no row until it starts, yet counts (counting rows alone let the trials the
+    admission queued each fit alone); and a trial handed before any estimate existed (cost 0
+    then) is judged again when it would start (``Ledger.may_start``: the budget test spent 0.0071
+    of 0.005 GPU-hours on a loaded machine without it)."""
+    from raysweep.driver.admitted_search import AdmittedSearch
+    from raysweep.driver.budget import HOUR, Ledger
+    from raysweep.driver.estimates import Estimates
+    from raysweep.runs.rows import TrialRow
+    from raysweep.spec import parse_spec
+    from raysweep.words import TrialStatus
+
+    spec = parse_spec(
+        {
+            "method": "grid",
+            "metric": {"name": "score", "goal": "minimize"},
+            "parameters": {"x": {"values": [0.1]}, "num_gpus": {"values": [1, 2]}},
+            "raysweep": {"train_loop": "train_loops.smoke:train", "base_config": {"epochs": 4}},
+        }
+    )
+    big, small = {"x": 0.1, "num_gpus": 2}, {"x": 0.1, "num_gpus": 1}
+    rows = _by_id([TrialRow("done", status=TrialStatus.DONE, world_size=1, iterations=4, run_s=40.0)])
+    ledger = Ledger(Estimates(spec, rows), 199.0 / HOUR, False)
+    search = AdmittedSearch(_Trials(small, small, big), ledger)
+    handed = [search.next_trial(), search.next_trial()]  # 40 spent, two of 40 waiting: 120
+    assert [t.config for t in handed] == [small, small]
+    assert search.next_trial() is None and not ledger.exhausted  # the big one's 80 makes 200
+    rows[handed[0].trial_id] = TrialRow(handed[0].trial_id, status=TrialStatus.RUNNING, world_size=1, config=small)
+    assert ledger.committed_s() == 120.0  # started: counted once, by its row
+
+    blind = Ledger(Estimates(spec, {}), 199.0 / HOUR, False)  # nothing reported yet: every trial fits
+    assert blind.fits(big) and blind.may_start(big, [small, small])
+    blind.rows["done"] = rows["done"]  # the first trial reported: 40 spent
+    assert blind.may_start(big, []) and blind.may_start(big, [small])  # 120, 160
+    assert not blind.may_start(big, [small, small])  # 200: the waiting trial stays
+    blind.rows["run"] = TrialRow("run", status=TrialStatus.RUNNING, world_size=2, config=big, iterations=1, run_s=10.0)
+    assert blind.may_start(small, []) and not blind.may_start(big, [])  # spent 60, the running one's 60 more: 160, 200
 
 
 @pytest.mark.parametrize("start_ahead", [True, pytest.param(False, marks=pytest.mark.slow)])  # default, then off

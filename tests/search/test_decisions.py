@@ -91,6 +91,30 @@ def test_initial_failure_stopper_needs_the_first_n_to_end_all_failed(tmp_path: P
     assert not InitialFailureStopper(lambda: monitor.initial_failures(0)).stop_all()  # 0 turns the rule off
 
 
+def test_tunes_pickled_stopper_is_the_stoppers_of_the_driver_that_loads_it(tmp_path: Path):
+    """Tune pickles its stopper with the experiment's state, and a resume puts it back over the one
+    it was given: the first driver's, its budget fired already (a resume never stopped for its
+    budget). Unpickled, the sweep's stoppers are the loading driver's."""
+    from ray import cloudpickle
+
+    from raysweep.driver.budget import BudgetStopper, Ledger
+    from raysweep.driver.estimates import Estimates
+    from raysweep.search.stoppers import SweepStoppers
+
+    spec = parse_spec({"method": "random", "train_loop": "m:f", "parameters": {"x": {"values": [1]}}})
+    first = BudgetStopper(Ledger(Estimates(spec, {}), 1.0, False))
+    first.fired = True
+    saved = cloudpickle.dumps(SweepStoppers(first))
+    resumed = BudgetStopper(Ledger(Estimates(spec, {}), 2.0, False))
+    mine = SweepStoppers(resumed)
+    assert cloudpickle.loads(saved) is mine
+    # a stopper pickled by a version before: it shares this driver's state, unfired
+    legacy = cloudpickle.loads(cloudpickle.dumps(first))
+    assert not legacy.fired and legacy.ledger is resumed.ledger
+    resumed.fired = True
+    assert legacy.fired
+
+
 # --- rank means --------------------------------------------------------------------------------
 
 
