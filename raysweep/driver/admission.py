@@ -116,9 +116,8 @@ class Admission:
         lead = self.estimates.start_lead(self.board.chosen_at)  # a chosen trial's actor starts first
         holdings = self._holdings(trials, lead)
         if holdings is None:
-            return (
-                None  # the record has not answered, or a running trial has not said where it runs: ask again next step
-            )
+            # the record has not answered, or a running trial has not said where it runs: ask again next step
+            return None
         now = time.time()
         waits = [Waiting(t.trial_id, self._size(t), _plus(self.estimates.trial_seconds(t.config), lead)) for t in queue]
         if self.ahead:
@@ -144,7 +143,7 @@ class Admission:
         return self._start(tune_controller, trial, place(self._size(trial), free, slots, shape_of))
 
     def _affordable(self, queue: list[Any], trials: list[Any], live: set[str]) -> list[Any]:
-        """The waiting trials the budget lets start now (``Ledger.may_start``; every one without a
+        """The waiting trials the budget lets start now (``Ledger.start_room_s``; every one without a
         budget). When none does and no trial runs or starts, the budget is spent for them: its
         stopper ends the sweep, resumable."""
         if self.ledger is None:
@@ -155,7 +154,8 @@ class Admission:
             for k in self.starting
             if k in by_id and (k not in rows or rows[k].status != TrialStatus.RUNNING)  # a running one has its row
         ]
-        fit = [t for t in queue if self.ledger.may_start(t.config, starting)]
+        room = self.ledger.start_room_s(starting)
+        fit = [t for t in queue if self.ledger.cost_s(t.config) <= room]
         if not fit and not live:
             self.ledger.exhausted = True
         return fit

@@ -53,8 +53,10 @@ class Ledger:
         self.handed[trial_id] = config
 
     def waiting(self) -> list[dict[str, Any]]:
-        """The configs of the trials handed to Tune that have not started (Tune holds them)."""
-        return [config for trial_id, config in self.handed.items() if trial_id not in self.rows]
+        """The configs of the trials handed to Tune that have not started (Tune holds them); a
+        trial that started is forgotten here (its row counts it)."""
+        self.handed = {trial_id: config for trial_id, config in self.handed.items() if trial_id not in self.rows}
+        return list(self.handed.values())
 
     def cost_s(self, config: dict[str, Any]) -> float:
         """A new trial's expected worker-seconds at most (0 while nothing tells, no report and no
@@ -67,21 +69,21 @@ class Ledger:
         when it starts: counting rows alone let the trials the admission queued each fit alone
         and overspend together."""
         waiting = sum(self.cost_s(config) for config in self.waiting())
-        return (
-            self.spent_s()
-            + waiting
-            + sum(self._left_s(r.world_size, r.config, r.iterations or 0) for r in self.unfinished())
-        )
+        return self.spent_s() + waiting + self._still_used_s(self.unfinished())
 
-    def may_start(self, config: dict[str, Any], starting: list[dict[str, Any]]) -> bool:
-        """Whether a waiting trial may start now: the spend, what the running trials and those
-        ``starting`` will still use, and its own cost fit. The first trials are handed to Tune
+    def start_room_s(self, starting: list[dict[str, Any]]) -> float:
+        """What a waiting trial may cost to start now: the budget less the spend and what the
+        running trials and those ``starting`` will still use. The first trials are handed to Tune
         before any estimate exists (they cost 0 then), and the admission queues some: judged only
         when handed, they started after the estimates said they did not fit (the budget test
         spent 0.0071 of 0.005 GPU-hours on a loaded machine)."""
         running = [r for r in self.rows.values() if r.status == TrialStatus.RUNNING]
-        used = self.spent_s() + sum(self._left_s(r.world_size, r.config, r.iterations or 0) for r in running)
-        return used + sum(self.cost_s(c) for c in starting) + self.cost_s(config) <= self.limit_s
+        used = self.spent_s() + self._still_used_s(running) + sum(self.cost_s(c) for c in starting)
+        return self.limit_s - used
+
+    def _still_used_s(self, rows: list[TrialRow]) -> float:
+        """What these trials, started, will still use at most."""
+        return sum(self._left_s(r.world_size, r.config, r.iterations or 0) for r in rows)
 
     def _left_s(self, size: int, config: dict[str, Any], made: int) -> float:
         per, most = self.estimates.report_seconds(size), self.estimates.most_reports(config)
@@ -125,7 +127,6 @@ class BudgetStopper(Stopper):
         if self.fired or not (self.ledger.exhausted or self.ledger.spent_s() >= self.ledger.limit_s):
             return False
         self.fired = True
-
         if threading.current_thread() is not threading.main_thread():
             return True
         os.kill(os.getpid(), signal.SIGINT)

@@ -217,6 +217,11 @@ def _by_id(rows: list) -> dict:
     return {r.trial_id: r for r in rows}
 
 
+def may_start(ledger, config: dict, starting: list) -> bool:
+    """Whether the admission lets a waiting trial of ``config`` start beside ``starting``."""
+    return ledger.cost_s(config) <= ledger.start_room_s(starting)
+
+
 class _Trials:
     """An inner search that hands out trials of these configs, in order."""
 
@@ -297,7 +302,7 @@ def test_a_trial_handed_to_tune_counts_before_it_starts_and_starts_only_if_it_fi
     """By hand, as above: 10 s a report, 4 reports a trial, spent 40 worker-s. A trial the search
     handed Tune has no row until it starts, yet counts (counting rows alone let the trials the
     admission queued each fit alone); and a trial handed before any estimate existed (cost 0
-    then) is judged again when it would start (``Ledger.may_start``: the budget test spent 0.0071
+    then) is judged again when it would start (``Ledger.start_room_s``: the budget test spent 0.0071
     of 0.005 GPU-hours on a loaded machine without it)."""
     from raysweep.driver.admitted_search import AdmittedSearch
     from raysweep.driver.budget import HOUR, Ledger
@@ -325,12 +330,14 @@ def test_a_trial_handed_to_tune_counts_before_it_starts_and_starts_only_if_it_fi
     assert ledger.committed_s() == 120.0  # started: counted once, by its row
 
     blind = Ledger(Estimates(spec, {}), 199.0 / HOUR, False)  # nothing reported yet: every trial fits
-    assert blind.fits(big) and blind.may_start(big, [small, small])
+    assert blind.fits(big) and may_start(blind, big, [small, small])
     blind.rows["done"] = rows["done"]  # the first trial reported: 40 spent
-    assert blind.may_start(big, []) and blind.may_start(big, [small])  # 120, 160
-    assert not blind.may_start(big, [small, small])  # 200: the waiting trial stays
+    assert may_start(blind, big, []) and may_start(blind, big, [small])  # 120, 160
+    assert not may_start(blind, big, [small, small])  # 200: the waiting trial stays
     blind.rows["run"] = TrialRow("run", status=TrialStatus.RUNNING, world_size=2, config=big, iterations=1, run_s=10.0)
-    assert blind.may_start(small, []) and not blind.may_start(big, [])  # spent 60, the running one's 60 more: 160, 200
+    assert may_start(blind, small, []) and not may_start(
+        blind, big, []
+    )  # spent 60, the running one's 60 more: 160, 200
 
 
 @pytest.mark.parametrize("start_ahead", [True, pytest.param(False, marks=pytest.mark.slow)])  # default, then off
