@@ -4,6 +4,12 @@ what runs where, the estimates, and the queue.
 
 * The oldest waiting trial (the head) starts as soon as it fits: enough free slots on one node,
   or whole free nodes for a trial larger than a node (``placement.shape``).
+* Unless a larger trial behind it fits as soon (now, or at the head's reservation): the largest
+  such trial goes first. A large trial waits for many slots to be free at once, and they are
+  then; after it they would all drain again, which is most of backfill's idle time
+  (docs/benchmarks.md). So large trials run back to back while they keep coming (Tune's default
+  gets its busy slots by running every one last). Only a trial with an estimate goes first (the
+  trials it passes wait its length), and a trial is passed so once at most (``Waiting.passed``).
 * When it does not fit, it gets a reservation: the earliest time its slots are expected to be
   free, from the running trials' expected ends, and the nodes it will take then.
 * A later trial starts now only if it fits now and either is expected to end before the
@@ -42,11 +48,13 @@ class Holding:
 
 @dataclass(frozen=True)
 class Waiting:
-    """A trial waiting to start: its size, and the seconds it is expected to run (None: unknown)."""
+    """A trial waiting to start: its size, and the seconds it is expected to run (None: unknown);
+    ``passed``: a larger trial has already started ahead of it, and none may again."""
 
     trial_id: str
     size: int
     seconds: float | None
+    passed: bool = False
 
 
 @dataclass(frozen=True)
@@ -65,7 +73,10 @@ class Decision:
 
     start: str | None
     reservation: Reservation | None = None
-    backfilled: bool = False  # ``start`` is a later trial than the head
+    backfilled: bool = False  # ``start`` is a later trial than the head, behind its reservation
+    # the older trials the trial the next slots go to passed (``goes_first``): when it starts, now
+    # (``start``, not backfilled) or ahead of its slots (the reservation's)
+    went_ahead_of: tuple[str, ...] = ()
 
 
 def free_slots(slots: Mapping[str, int], holdings: list[Holding]) -> dict[str, int]:
@@ -130,18 +141,41 @@ def decide(
     free = free_slots(slots, holdings)
     head = queue[0]
     if place(head.size, free, slots, shape_of):
-        return Decision(head.trial_id)
+        first = goes_first(queue, lambda t: bool(place(t.size, free, slots, shape_of)))
+        return Decision(first.trial_id, went_ahead_of=_ids(queue[: queue.index(first)]))
     reservation = reserve(head, slots, holdings, shape_of)
     if reservation.at is None or now >= reservation.at:  # no estimate yet, or it is late: no backfill
         return Decision(None, reservation)
-    for trial in queue[1:]:
-        nodes = place(trial.size, free, slots, shape_of)
+    at = reservation.at
+    first = goes_first(queue, lambda t: (reserve(t, slots, holdings, shape_of).at or float("inf")) <= at)
+    if first is not head:
+        reservation = reserve(first, slots, holdings, shape_of)
+    ahead_of = _ids(queue[: queue.index(first)])
+    for trial in queue:
+        nodes = place(trial.size, free, slots, shape_of) if trial is not first else {}
         if not nodes:
             continue
         ends_in_time = trial.seconds is not None and now + trial.seconds <= reservation.at
         if ends_in_time or _leaves_room(trial, free, slots, holdings, reservation, shape_of):
-            return Decision(trial.trial_id, reservation, backfilled=True)
-    return Decision(None, reservation)
+            return Decision(trial.trial_id, reservation, backfilled=True, went_ahead_of=ahead_of)
+    return Decision(None, reservation, went_ahead_of=ahead_of)
+
+
+def _ids(trials: list[Waiting]) -> tuple[str, ...]:
+    return tuple(t.trial_id for t in trials)
+
+
+def goes_first(queue: list[Waiting], as_soon: Callable[[Waiting], bool]) -> Waiting:
+    """The trial the next free slots go to: the head, or the largest trial behind it whose slots
+    are free ``as_soon`` as the head's and that has an estimate (the trials it passes wait its
+    length); none goes ahead of a trial that was passed once already."""
+    best = queue[0]
+    for before, trial in zip(queue, queue[1:]):
+        if before.passed:
+            break
+        if trial.size > best.size and trial.seconds is not None and as_soon(trial):
+            best = trial
+    return best
 
 
 def _leaves_room(

@@ -87,6 +87,7 @@ class Admission:
         self._live_at = 0.0
         self._last: Any = None
         self._kept: dict[str, int] = {}  # node address -> idle Tune actors of its token shape Tune may keep
+        self._passed: set[str] = set()  # trials a larger one went ahead of (``backfill.goes_first``)
 
     def room(self) -> bool:
         """Whether Tune may make another trial: fewer than ``queue`` wait."""
@@ -119,7 +120,15 @@ class Admission:
             # the record has not answered, or a running trial has not said where it runs: ask again next step
             return None
         now = time.time()
-        waits = [Waiting(t.trial_id, self._size(t), _plus(self.estimates.trial_seconds(t.config), lead)) for t in queue]
+        waits = [
+            Waiting(
+                t.trial_id,
+                self._size(t),
+                _plus(self.estimates.trial_seconds(t.config), lead),
+                passed=t.trial_id in self._passed,
+            )
+            for t in queue
+        ]
         if self.ahead:
             self._keep_actors(tune_controller)
         shape_of = functools.partial(shape, capacity=self._live)
@@ -135,12 +144,22 @@ class Admission:
             log.info(
                 "admission: start %s ahead of its slots (free in ~%.0f s)", head.trial_id, decision.reservation.at - now
             )
+            self._pass(decision.went_ahead_of)
             return self._start(tune_controller, head, dict(decision.reservation.nodes))
         trial = next(t for t in queue if t.trial_id == decision.start)
         if decision.backfilled:
             self.board.backfilled.add(trial.trial_id)
+        else:
+            self._pass(decision.went_ahead_of)
         free = {n: s - sum(h.nodes.get(n, 0) for h in holdings) for n, s in slots.items()}
         return self._start(tune_controller, trial, place(self._size(trial), free, slots, shape_of))
+
+    def _pass(self, trial_ids: tuple[str, ...]) -> None:
+        """A larger trial started ahead of these (``backfill.goes_first``): none may again, and a
+        reservation one of them held went to it (it is not counted late for that)."""
+        self._passed.update(trial_ids)
+        for trial_id in trial_ids:
+            self.board.reserved_at.pop(trial_id, None)
 
     def _affordable(self, queue: list[Any], trials: list[Any], live: set[str]) -> list[Any]:
         """The waiting trials the budget lets start now (``Ledger.start_room_s``; every one without a
@@ -168,7 +187,12 @@ class Admission:
             return
         self._last = key
         if decision.start is not None:
-            how = "behind a reservation" if decision.backfilled else "at the head of the queue"
+            if decision.backfilled:
+                how = "behind a reservation"
+            elif decision.went_ahead_of:
+                how = f"ahead of {len(decision.went_ahead_of)} smaller trial(s), its slots free now"
+            else:
+                how = "at the head of the queue"
             log.info("admission: start %s (%s; %d running, %d waiting)", decision.start, how, running, waiting)
         elif reserved is not None:
             when = f"in ~{reserved.at - now:.0f} s" if reserved.at else "when estimates exist"

@@ -24,6 +24,38 @@ def test_the_head_starts_when_it_fits():
     assert decision.start == "big" and not decision.backfilled
 
 
+def test_a_larger_trial_that_fits_now_goes_ahead_of_the_head_once_and_only_with_an_estimate():
+    """A 4-worker trial behind a 1-worker head, all 4 slots free (a large trial just ended): it
+    starts first, as the head would leave 3 slots to drain for it. Not without an estimate (the
+    head would wait an unknown time), not past a trial passed once, and not when it does not fit."""
+    slots, shape_of = cluster(A=2, B=2)
+    queue = [Waiting("small", 1, 3.0), Waiting("two", 2, 3.0), Waiting("big", 4, 5.0)]
+    decision = decide(0.0, slots, [], queue, shape_of)
+    assert decision.start == "big" and decision.went_ahead_of == ("small", "two") and not decision.backfilled
+    assert decide(0.0, slots, [], [queue[0], replace(queue[2], seconds=None)], shape_of).start == "small"
+    assert decide(0.0, slots, [], [replace(queue[0], passed=True), *queue[1:]], shape_of).start == "small"
+    passed_second = decide(0.0, slots, [], [queue[0], replace(queue[1], passed=True), queue[2]], shape_of)
+    assert passed_second.start == "two" and passed_second.went_ahead_of == ("small",)
+    one_busy = decide(0.0, slots, [Holding("r1", {"A": 1}, end=10.0)], queue, shape_of)
+    assert one_busy.start == "two" and one_busy.went_ahead_of == ("small",)  # 2 fits on B, 4 does not
+
+
+def test_a_larger_trial_whose_slots_free_as_soon_as_the_heads_takes_the_heads_reservation():
+    """A 4-worker trial holds every slot: when it ends they all free at once, for the 2-worker head
+    or for the 4-worker trial behind it. The reservation goes to the larger one (so no drain comes
+    after the head), and a trial that ends before it is still backfilled. Where the larger one's
+    slots free later than the head's, the head keeps its reservation."""
+    slots, shape_of = cluster(A=2, B=2)
+    running = [Holding("big0", {"A": 2, "B": 1}, end=10.0)]
+    queue = [Waiting("two", 2, 3.0), Waiting("short", 1, 3.0), Waiting("big", 4, 5.0)]
+    decision = decide(0.0, slots, running, queue, shape_of)
+    assert decision.reservation == Reservation("big", 4, 10.0, {"A": 2, "B": 2})
+    assert decision.start == "short" and decision.backfilled and decision.went_ahead_of == ("two", "short")
+    staggered = [Holding("r1", {"A": 2}, end=10.0), Holding("r2", {"B": 2}, end=20.0)]
+    kept = decide(0.0, slots, staggered, queue, shape_of)
+    assert kept.reservation == Reservation("two", 2, 10.0, {"A": 2}) and kept.went_ahead_of == ()
+
+
 def test_a_trial_larger_than_a_node_needs_whole_free_nodes_not_free_slots_summed():
     slots, shape_of = cluster(A=2, B=2, C=2)
     running = [Holding("r1", {"B": 1}, end=10.0), Holding("r2", {"C": 1}, end=20.0)]

@@ -4,7 +4,8 @@
 Tune makes them in the grid's order: a long 1-worker trial starts; the long 4-worker trial (the
 head) needs every slot and waits for it, with a reservation; behind it a long 2-worker trial would
 hold slots past the reservation, the short 1-worker trial fits and ends before it (backfilled),
-a short 4-worker trial cannot fit, and a short 2-worker trial fits when it is its turn.
+a short 4-worker trial cannot fit, and a short 2-worker trial fits when it is its turn. When the
+head ends, the short 4-worker trial goes before the long 2-worker one: all slots free at once.
 
 The short 1-worker trial comes right after the long 2-worker one, so it is weighed at the first
 decision that has an estimate: the reservation is then the long 1-worker trial's 7 reports left
@@ -48,6 +49,9 @@ def check_backfill(rows: list[TrialRow]) -> None:
     for r in ahead:
         assert r.backfilled and r.end <= head.start + LATE_GRACE, (r, head.start)
     assert long_two.start >= head.start and not long_two.backfilled
+    # when the head ended, its slots freed all at once: the short 4-worker trial, made after the
+    # long 2-worker one, took them first (``backfill.goes_first``), so no second drain followed
+    assert by[(4, 1)].start < long_two.start, [(r.trial_id, r.world_size, r.start) for r in rows]
     # Tune made the trials behind the first while it started (with one trial pending at a time it
     # made the next only once the one before had started: starts went one after another)
     first = min(rows, key=lambda r: r.start)
