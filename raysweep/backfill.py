@@ -144,13 +144,15 @@ def decide(
         first = goes_first(queue, lambda t: bool(place(t.size, free, slots, shape_of)))
         return Decision(first.trial_id, went_ahead_of=_ids(queue[: queue.index(first)]))
     reservation = reserve(head, slots, holdings, shape_of)
-    if reservation.at is None or now >= reservation.at:  # no estimate yet, or it is late: no backfill
+    if reservation.at is None:  # no estimate yet: no backfill
         return Decision(None, reservation)
     at = reservation.at
     first = goes_first(queue, lambda t: (reserve(t, slots, holdings, shape_of).at or float("inf")) <= at)
     if first is not head:
         reservation = reserve(first, slots, holdings, shape_of)
     ahead_of = _ids(queue[: queue.index(first)])
+    if now >= reservation.at:  # it is late: no backfill
+        return Decision(None, reservation, went_ahead_of=ahead_of)
     for trial in queue:
         nodes = place(trial.size, free, slots, shape_of) if trial is not first else {}
         if not nodes:

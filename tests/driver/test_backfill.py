@@ -51,6 +51,8 @@ def test_a_larger_trial_whose_slots_free_as_soon_as_the_heads_takes_the_heads_re
     decision = decide(0.0, slots, running, queue, shape_of)
     assert decision.reservation == Reservation("big", 4, 10.0, {"A": 2, "B": 2})
     assert decision.start == "short" and decision.backfilled and decision.went_ahead_of == ("two", "short")
+    late = decide(11.0, slots, running, queue, shape_of)  # big0 overran: still the larger one's, no backfill
+    assert late.reservation.trial_id == "big" and late.start is None and late.went_ahead_of == ("two", "short")
     staggered = [Holding("r1", {"A": 2}, end=10.0), Holding("r2", {"B": 2}, end=20.0)]
     kept = decide(0.0, slots, staggered, queue, shape_of)
     assert kept.reservation == Reservation("two", 2, 10.0, {"A": 2}) and kept.went_ahead_of == ()
