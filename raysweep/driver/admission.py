@@ -142,7 +142,10 @@ class Admission:
                 return None
             head = next(t for t in queue if t.trial_id == decision.reservation.trial_id)
             log.info(
-                "admission: start %s ahead of its slots (free in ~%.0f s)", head.trial_id, decision.reservation.at - now
+                "admission: start %s ahead of its slots (free in ~%.0f s)%s",
+                head.trial_id,
+                decision.reservation.at - now,
+                _passing(decision.went_ahead_of),
             )
             self._pass(decision.went_ahead_of)
             return self._start(tune_controller, head, dict(decision.reservation.nodes))
@@ -190,7 +193,7 @@ class Admission:
             if decision.backfilled:
                 how = "behind a reservation"
             elif decision.went_ahead_of:
-                how = f"ahead of {len(decision.went_ahead_of)} smaller trial(s), its slots free now"
+                how = f"its slots free now{_passing(decision.went_ahead_of)}"
             else:
                 how = "at the head of the queue"
             log.info("admission: start %s (%s; %d running, %d waiting)", decision.start, how, running, waiting)
@@ -302,6 +305,11 @@ def _token_group(address: str) -> tune.PlacementGroupFactory:
     """The Tune group of a trial that places its slots itself, rank 0 at ``address``: also the key
     of Tune's idle actors of that node, so the two must be made alike."""
     return tune.PlacementGroupFactory(token_bundles(address))
+
+
+def _passing(trial_ids: tuple[str, ...]) -> str:
+    """driver.log's note of the smaller trials a larger one went ahead of (``backfill.goes_first``)."""
+    return f", ahead of {len(trial_ids)} smaller trial(s): {', '.join(trial_ids)}" if trial_ids else ""
 
 
 def _plus(seconds: float | None, lead: float) -> float | None:

@@ -68,3 +68,6 @@ def check_started_ahead(rows: list[TrialRow], run_dir: Path) -> None:
     assert all(r.metrics["world_size"] == r.world_size for r in rows), [(r.world_size, r.metrics) for r in rows]
     log = (run_dir / "driver.log").read_text()
     assert f"start {by[(4, 8)].trial_id} ahead of its slots" in log, log[-3000:]
+    # the log names the trial the short 4-worker one went ahead of (check_backfill: the long 2-worker one)
+    started = [line for line in log.splitlines() if f"admission: start {by[(4, 1)].trial_id} " in line]
+    assert started and "smaller trial(s): " in started[0] and by[(2, 8)].trial_id in started[0], started or log[-3000:]
