@@ -34,7 +34,7 @@ import ray
 from ray import tune
 from ray.tune.experiment import Trial
 
-from raysweep.backfill import Holding, Reservation, Waiting, decide, place, starts_ahead
+from raysweep.backfill import Holding, Reservation, Waiting, decide, free_slots, place, starts_ahead
 from raysweep.driver.budget import Ledger
 from raysweep.driver.estimates import Estimates
 from raysweep.placement import Capacity, NeverPlaced, nodes_from, shape, token_bundles
@@ -154,7 +154,7 @@ class Admission:
             self.board.backfilled.add(trial.trial_id)
         else:
             self._pass(decision.went_ahead_of)
-        free = {n: s - sum(h.nodes.get(n, 0) for h in holdings) for n, s in slots.items()}
+        free = free_slots(slots, holdings)
         return self._start(tune_controller, trial, place(self._size(trial), free, slots, shape_of))
 
     def _pass(self, trial_ids: tuple[str, ...]) -> None:

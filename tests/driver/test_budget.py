@@ -335,9 +335,8 @@ def test_a_trial_handed_to_tune_counts_before_it_starts_and_starts_only_if_it_fi
     assert may_start(blind, big, []) and may_start(blind, big, [small])  # 120, 160
     assert not may_start(blind, big, [small, small])  # 200: the waiting trial stays
     blind.rows["run"] = TrialRow("run", status=TrialStatus.RUNNING, world_size=2, config=big, iterations=1, run_s=10.0)
-    assert may_start(blind, small, []) and not may_start(
-        blind, big, []
-    )  # spent 60, the running one's 60 more: 160, 200
+    # spent 60, the running one's 60 more: 160, 200
+    assert may_start(blind, small, []) and not may_start(blind, big, [])
 
 
 @pytest.mark.parametrize("start_ahead", [True, pytest.param(False, marks=pytest.mark.slow)])  # default, then off
