@@ -10,6 +10,9 @@ what runs where, the estimates, and the queue.
   (docs/benchmarks.md). So large trials run back to back while they keep coming (Tune's default
   gets its busy slots by running every one last). Only a trial with an estimate goes first (the
   trials it passes wait its length), and a trial is passed so once at most (``Waiting.passed``).
+  While no trial runs (the sweep's start), the largest goes first without one: no trial has an
+  estimate then, and a small head would leave the other slots to drain for it with nothing to
+  backfill (the bench's largest idle share, docs/benchmarks.md).
 * When it does not fit, it gets a reservation: the earliest time its slots are expected to be
   free, from the running trials' expected ends, and the nodes it will take then.
 * A later trial starts now only if it fits now and either is expected to end before the
@@ -24,6 +27,12 @@ what runs where, the estimates, and the queue.
   while a trial chosen before it has yet to take its own (Ray grants whichever group fits first:
   the head would take the slots a backfilled trial was chosen for, and that trial would wait
   for the head's end).
+* Beside such a head, the trials the next decision would start when its slots free start ahead
+  too (``starts_beside``), one at a time: the decision is taken as it will be then, with the
+  trials started ahead holding their nodes. Only trials of one node (their whole group is
+  pinned to the node chosen, so Ray cannot give it another's slots), and only while every trial
+  started ahead is too. After a large trial the small ones that take its slots otherwise each
+  waited for a new Tune actor (7 s on 2 cores) with their slots idle.
 """
 
 from __future__ import annotations
@@ -44,6 +53,7 @@ class Holding:
     nodes: Mapping[str, int]
     end: float | None
     placed: bool = True
+    takes_at: float | None = None  # started ahead of its slots: when they were expected to free
 
 
 @dataclass(frozen=True)
@@ -141,7 +151,7 @@ def decide(
     free = free_slots(slots, holdings)
     head = queue[0]
     if place(head.size, free, slots, shape_of):
-        first = goes_first(queue, lambda t: bool(place(t.size, free, slots, shape_of)))
+        first = goes_first(queue, lambda t: bool(place(t.size, free, slots, shape_of)), idle=not holdings)
         return Decision(first.trial_id, went_ahead_of=_ids(queue[: queue.index(first)]))
     reservation = reserve(head, slots, holdings, shape_of)
     if reservation.at is None:  # no estimate yet: no backfill
@@ -167,15 +177,15 @@ def _ids(trials: list[Waiting]) -> tuple[str, ...]:
     return tuple(t.trial_id for t in trials)
 
 
-def goes_first(queue: list[Waiting], as_soon: Callable[[Waiting], bool]) -> Waiting:
+def goes_first(queue: list[Waiting], as_soon: Callable[[Waiting], bool], idle: bool = False) -> Waiting:
     """The trial the next free slots go to: the head, or the largest trial behind it whose slots
     are free ``as_soon`` as the head's and that has an estimate (the trials it passes wait its
-    length); none goes ahead of a trial that was passed once already."""
+    length), or, ``idle`` (no trial runs), any; none goes ahead of a trial passed once already."""
     best = queue[0]
     for before, trial in zip(queue, queue[1:]):
         if before.passed:
             break
-        if trial.size > best.size and trial.seconds is not None and as_soon(trial):
+        if trial.size > best.size and (idle or trial.seconds is not None) and as_soon(trial):
             best = trial
     return best
 
@@ -219,3 +229,51 @@ def starts_ahead(
     if not all(h.placed for h in holdings):
         return False
     return reservation.size in sizes and reservation.at - now <= lead_s
+
+
+def starts_beside(
+    now: float,
+    sizes: frozenset[int],
+    lead_s: float,
+    slots: Mapping[str, int],
+    holdings: list[Holding],
+    queue: list[Waiting],
+    shape_of: Callable[[int], Shape],
+) -> tuple[Decision, dict[str, int]] | None:
+    """Another trial to start ahead of its slots beside those already started ahead, and where it
+    lands: the one ``decide`` would start when theirs free, with them holding their nodes then.
+    None while a trial chosen to start now has yet to take its slots (``starts_ahead``'s race),
+    or one started ahead spans nodes (its groups' other bundles go where Ray finds room)."""
+    ahead = [h for h in holdings if not h.placed]
+    if not ahead or any(h.takes_at is None or len(h.nodes) > 1 for h in ahead) or any(h.end is None for h in holdings):
+        return None
+    placed = [h for h in holdings if h.placed]
+    at = _room_at(ahead, placed, slots)
+    if at - now > lead_s:
+        return None
+    then = ahead + [h for h in placed if h.end > at]
+    decision = decide(at, slots, then, queue, shape_of)
+    trial = next((t for t in queue if t.trial_id == decision.start), None)
+    if trial is None or trial.size not in sizes or shape_of(trial.size).nodes > 1:
+        return None
+    return decision, place(trial.size, free_slots(slots, then), slots, shape_of)
+
+
+def _room_at(ahead: list[Holding], placed: list[Holding], slots: Mapping[str, int]) -> float:
+    """When the trials started ahead are expected to hold their slots: on each node they were
+    chosen for, the expected end of a placed trial after which there is room for all of them
+    (the ends as estimated now: they move as the trials report)."""
+    need: dict[str, int] = {}
+    for holding in ahead:
+        for node, count in holding.nodes.items():
+            need[node] = need.get(node, 0) + count
+    at = 0.0
+    for node, count in need.items():
+        there = sorted((h for h in placed if node in h.nodes), key=lambda h: h.end)
+        free = slots.get(node, 0) - sum(h.nodes[node] for h in there)
+        for holding in there:
+            if free >= count:
+                break
+            free += holding.nodes[node]
+            at = max(at, holding.end)
+    return at

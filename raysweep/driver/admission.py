@@ -18,7 +18,8 @@ sizes that run on warm workers) starts in a Tune actor that holds a
 token on its rank 0's node and places its slots itself (``trial/slots.py``): Tune then runs
 trials of every size in the same actors, and the head of the queue is started ``START_AHEAD_S``
 before its reservation, so its process has started when its slots free (a size switch cost
-2.8-6.8 s of idle slots otherwise, docs/benchmarks.md). Such a trial's row starts when it held its
+2.8-6.8 s of idle slots otherwise, docs/benchmarks.md), and beside it the trials that will take
+the rest of those slots (``backfill.starts_beside``). Such a trial's row starts when it held its
 slots, as a trial in Tune's group of its shape starts once Ray granted that group.
 """
 
@@ -34,7 +35,7 @@ import ray
 from ray import tune
 from ray.tune.experiment import Trial
 
-from raysweep.backfill import Holding, Reservation, Waiting, decide, free_slots, place, starts_ahead
+from raysweep.backfill import Holding, Reservation, Waiting, decide, free_slots, place, starts_ahead, starts_beside
 from raysweep.driver.budget import Ledger
 from raysweep.driver.estimates import Estimates
 from raysweep.placement import Capacity, NeverPlaced, nodes_from, shape, token_bundles
@@ -46,7 +47,7 @@ log = logging.getLogger("raysweep")
 
 REFRESH_S = 0.25  # how stale the trials' holdings may be
 NODES_EVERY_S = 2.0  # how stale the cluster's nodes may be
-START_AHEAD_S = 5.0  # a Tune actor's start with its imports, four at once on 2 cores (docs/benchmarks.md)
+START_AHEAD_S = 8.0  # Tune actors starting, four at once on 2 cores beside a trial (docs/benchmarks.md)
 
 
 @dataclass
@@ -88,6 +89,7 @@ class Admission:
         self._last: Any = None
         self._kept: dict[str, int] = {}  # node address -> idle Tune actors of its token shape Tune may keep
         self._passed: set[str] = set()  # trials a larger one went ahead of (``backfill.goes_first``)
+        self._takes_at: dict[str, float] = {}  # started ahead of its slots -> when they were expected to free
 
     def room(self) -> bool:
         """Whether Tune may make another trial: fewer than ``queue`` wait."""
@@ -139,7 +141,7 @@ class Admission:
             self.board.reserved_at.setdefault(decision.reservation.trial_id, decision.reservation.at)
         if decision.start is None:
             if not starts_ahead(decision.reservation, now, self.ahead, START_AHEAD_S, holdings):
-                return None
+                return self._start_beside(tune_controller, queue, now, slots, holdings, waits, shape_of)
             head = next(t for t in queue if t.trial_id == decision.reservation.trial_id)
             log.info(
                 "admission: start %s ahead of its slots (free in ~%.0f s)%s",
@@ -148,7 +150,8 @@ class Admission:
                 _passing(decision.went_ahead_of),
             )
             self._pass(decision.went_ahead_of)
-            return self._start(tune_controller, head, dict(decision.reservation.nodes))
+            nodes = dict(decision.reservation.nodes)
+            return self._start(tune_controller, head, nodes, takes_at=decision.reservation.at)
         trial = next(t for t in queue if t.trial_id == decision.start)
         if decision.backfilled:
             self.board.backfilled.add(trial.trial_id)
@@ -156,6 +159,30 @@ class Admission:
             self._pass(decision.went_ahead_of)
         free = free_slots(slots, holdings)
         return self._start(tune_controller, trial, place(self._size(trial), free, slots, shape_of))
+
+    def _start_beside(
+        self, tune_controller: Any, queue: list[Any], now: float, slots: Any, holdings: Any, waits: Any, shape_of: Any
+    ) -> Any:
+        """Start ahead of its slots the trial the admission will choose when those of the trials
+        already started ahead free (``backfill.starts_beside``), or None."""
+        found = starts_beside(now, self.ahead, START_AHEAD_S, slots, holdings, waits, shape_of)
+        if found is None:
+            return None
+        decision, nodes = found
+        trial = next(t for t in queue if t.trial_id == decision.start)
+        at = max(h.takes_at for h in holdings if not h.placed)
+        how = "behind a reservation" if decision.backfilled else _passing(decision.went_ahead_of).lstrip(", ")
+        log.info(
+            "admission: start %s ahead of its slots beside the trials started ahead (free in ~%.0f s)%s",
+            trial.trial_id,
+            at - now,
+            f", {how}" if how else "",
+        )
+        if decision.backfilled:
+            self.board.backfilled.add(trial.trial_id)
+        else:
+            self._pass(decision.went_ahead_of)
+        return self._start(tune_controller, trial, nodes, takes_at=at)
 
     def _pass(self, trial_ids: tuple[str, ...]) -> None:
         """A larger trial started ahead of these (``backfill.goes_first``): none may again, and a
@@ -201,10 +228,14 @@ class Admission:
             when = f"in ~{reserved.at - now:.0f} s" if reserved.at else "when estimates exist"
             log.info("admission: %s (%d workers) reserved, starts %s", reserved.trial_id, reserved.size, when)
 
-    def _start(self, tune_controller: Any, trial: Any, nodes: dict[str, int]) -> Any:
-        """Start ``trial`` where ``nodes`` says; a trial that places its slots itself gets a token
-        on its rank 0's node for Tune's group (``placement.token_bundles``)."""
+    def _start(self, tune_controller: Any, trial: Any, nodes: dict[str, int], takes_at: float | None = None) -> Any:
+        """Start ``trial`` where ``nodes`` says (``takes_at``: ahead of its slots, expected to free
+        then); a trial that places its slots itself gets a token on its rank 0's node for Tune's
+        group (``placement.token_bundles``)."""
         self.starting[trial.trial_id] = nodes
+        self._takes_at.pop(trial.trial_id, None)
+        if takes_at is not None:
+            self._takes_at[trial.trial_id] = takes_at
         self.board.chosen_at.setdefault(trial.trial_id, time.time())
         address = {n.id: n.address for n in self._live.nodes}.get(next(iter(nodes), None))
         if address and self._size(trial) in self.ahead:
@@ -252,11 +283,15 @@ class Admission:
             row = rows.get(trial.trial_id)
             if row is None or row.start is None or trial.status == Trial.PENDING:  # its actor may be starting
                 seconds = self.estimates.trial_seconds(trial.config)
-                started = max(now, self.board.chosen_at.get(trial.trial_id, now) + lead)
+                takes_at = self._takes_at.get(trial.trial_id, now)
+                started = max(now, takes_at, self.board.chosen_at.get(trial.trial_id, now) + lead)
                 end = started + seconds if seconds is not None else None
             else:
                 end = self.estimates.end(row)
-            out.append(Holding(trial.trial_id, nodes, end, placed=trial.trial_id not in placing))
+            placed = trial.trial_id not in placing
+            out.append(
+                Holding(trial.trial_id, nodes, end, placed, None if placed else self._takes_at.get(trial.trial_id))
+            )
         return out
 
     def _read_holdings(self, trials: list[Any]) -> bool:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 from dataclasses import replace
 
-from raysweep.backfill import Holding, Reservation, Waiting, decide, reserve, starts_ahead
+from raysweep.backfill import Holding, Reservation, Waiting, decide, reserve, starts_ahead, starts_beside
 from raysweep.placement import Capacity, Node, shape
 
 
@@ -26,18 +26,31 @@ def test_the_head_starts_when_it_fits():
 
 def test_a_larger_trial_that_fits_now_goes_ahead_of_the_head_once_and_only_with_an_estimate():
     """A 4-worker trial behind a 1-worker head, all 4 slots free (a large trial just ended): it
-    starts first, as the head would leave 3 slots to drain for it. Not without an estimate (the
-    head would wait an unknown time), not past a trial passed once, and not when it does not fit."""
+    starts first, as the head would leave 3 slots to drain for it. Not without an estimate while a
+    trial runs (the head would wait an unknown time), not past a trial passed once, and not when
+    it does not fit."""
     slots, shape_of = cluster(A=2, B=2)
     queue = [Waiting("small", 1, 3.0), Waiting("two", 2, 3.0), Waiting("big", 4, 5.0)]
     decision = decide(0.0, slots, [], queue, shape_of)
     assert decision.start == "big" and decision.went_ahead_of == ("small", "two") and not decision.backfilled
-    assert decide(0.0, slots, [], [queue[0], replace(queue[2], seconds=None)], shape_of).start == "small"
+    running = [Holding("r1", {"A": 1}, end=None)]
+    assert decide(0.0, slots, running, [queue[0], replace(queue[1], seconds=None)], shape_of).start == "small"
     assert decide(0.0, slots, [], [replace(queue[0], passed=True), *queue[1:]], shape_of).start == "small"
     passed_second = decide(0.0, slots, [], [queue[0], replace(queue[1], passed=True), queue[2]], shape_of)
     assert passed_second.start == "two" and passed_second.went_ahead_of == ("small",)
     one_busy = decide(0.0, slots, [Holding("r1", {"A": 1}, end=10.0)], queue, shape_of)
     assert one_busy.start == "two" and one_busy.went_ahead_of == ("small",)  # 2 fits on B, 4 does not
+
+
+def test_at_the_sweeps_start_the_largest_trial_goes_first_without_an_estimate():
+    """No trial runs and none has an estimate: a small head would leave the other slots to drain
+    for the 4-worker trial behind it, with nothing to backfill meanwhile; the 4-worker one starts."""
+    slots, shape_of = cluster(A=2, B=2)
+    queue = [Waiting("small", 1, None), Waiting("two", 2, None), Waiting("big", 4, None), Waiting("big2", 4, None)]
+    decision = decide(0.0, slots, [], queue, shape_of)
+    assert decision.start == "big" and decision.went_ahead_of == ("small", "two") and not decision.backfilled
+    starting = [Holding("big", {"A": 2, "B": 2}, end=None, placed=False)]
+    assert decide(0.0, slots, starting, [queue[0], queue[1], queue[3]], shape_of).start is None  # it has them all
 
 
 def test_a_larger_trial_whose_slots_free_as_soon_as_the_heads_takes_the_heads_reservation():
@@ -150,3 +163,47 @@ def test_a_head_does_not_start_ahead_while_a_trial_chosen_before_it_has_yet_to_t
     assert starts_ahead(reserved, 6.0, warm, 5.0, [long, replace(backfilled, placed=True)])
     started_ahead = Holding("big0", {"A": 2, "B": 2}, 30.0, placed=False)
     assert not starts_ahead(reserved, 6.0, warm, 5.0, [long, started_ahead])
+
+
+def test_beside_a_head_started_ahead_the_trials_that_take_the_rest_of_its_slots_start_ahead_too():
+    """A 4-worker trial holds every slot until 10; the 1-worker head was started ahead onto A. The
+    trials the admission will choose at 10, with the head holding its slot then, start ahead now
+    one by one: the next 1-worker trial (A, the fullest node), then, the 4-worker one reserved
+    for when those end at 13, a 3-second trial backfilled on B. Each waits no new Tune actor
+    after 10 with its slots idle."""
+    slots, shape_of = cluster(A=2, B=2)
+    warm = frozenset({1, 4})
+    big = Holding("big0", {"A": 2, "B": 2}, 10.0)
+    head = Holding("s0", {"A": 1}, 13.0, placed=False, takes_at=10.0)
+    queue = [Waiting("s1", 1, 3.0), Waiting("big", 4, 5.0), Waiting("s2", 1, 3.0), Waiting("s3", 1, 9.0)]
+    decision, nodes = starts_beside(6.0, warm, 5.0, slots, [big, head], queue, shape_of)
+    assert decision.start == "s1" and not decision.backfilled and nodes == {"A": 1}
+    beside = Holding("s1", {"A": 1}, 13.0, placed=False, takes_at=10.0)
+    decision, nodes = starts_beside(6.0, warm, 5.0, slots, [big, head, beside], queue[1:], shape_of)
+    assert decision.start == "s2" and decision.backfilled and nodes == {"B": 1}
+    assert decision.reservation == Reservation("big", 4, 13.0, {"A": 2, "B": 2})
+    assert starts_beside(6.0, warm, 5.0, slots, [big, head, beside], [queue[1], queue[3]], shape_of) is None
+    later = replace(big, end=10.5)  # as the 4-worker trial reports, its expected end moves
+    assert starts_beside(6.0, warm, 5.0, slots, [later, head], queue, shape_of)[0].start == "s1"
+
+
+def test_nothing_starts_beside_unless_every_trial_started_ahead_is_one_nodes_and_their_slots_free_soon():
+    """Not too early; not while a trial chosen to start now has yet to take its slots, or one
+    started ahead spans nodes (Ray may give its other bundles the slots planned for this one);
+    not a trial that spans nodes or that Tune places itself."""
+    slots, shape_of = cluster(A=2, B=2)
+    warm = frozenset({1, 4})
+    big = Holding("big0", {"A": 2, "B": 2}, 10.0)
+    head = Holding("s0", {"A": 1}, 13.0, placed=False, takes_at=10.0)
+    queue = [Waiting("s1", 1, 3.0)]
+    assert starts_beside(6.0, warm, 5.0, slots, [big, head], queue, shape_of) is not None
+    assert starts_beside(4.0, warm, 5.0, slots, [big, head], queue, shape_of) is None  # 6 s early
+    assert starts_beside(6.0, frozenset({4}), 5.0, slots, [big, head], queue, shape_of) is None
+    assert starts_beside(6.0, warm, 5.0, slots, [big], queue, shape_of) is None  # none started ahead
+    chosen_now = replace(head, takes_at=None)
+    assert starts_beside(6.0, warm, 5.0, slots, [big, chosen_now], queue, shape_of) is None
+    slots, shape_of = cluster(A=2, B=2, C=2)
+    two_nodes = Holding("big1", {"A": 2, "B": 2}, 20.0, placed=False, takes_at=10.0)
+    assert starts_beside(6.0, warm, 5.0, slots, [big, two_nodes], queue, shape_of) is None  # C is free then
+    assert starts_beside(6.0, warm, 5.0, slots, [big, head], [Waiting("big", 4, 5.0)], shape_of) is None  # B and C
+    assert starts_beside(6.0, warm | {2}, 5.0, slots, [big, head], [Waiting("two", 2, 5.0)], shape_of) is not None

@@ -12,6 +12,7 @@ Modules: ``search/plan.py`` (``validate --plan``), ``trial/holdings.py`` (what t
 from __future__ import annotations
 
 import json
+import math
 import statistics
 import subprocess
 import sys
@@ -75,13 +76,14 @@ def spent(run_dir: Path) -> float:
 def largest_trial_hours(rows: list[dict], sizes: tuple[int, ...] = (1, 2)) -> float:
     """The most a trial of the sweep costs as ``estimates.py`` reckons it from ``rows``: its workers
     x the median seconds of a report of its size (start-up shared out; a size none reported yet
-    takes the slowest size's) x its 3 reports."""
+    takes the slowest size's) x its 3 reports; unbounded before any trial reported (under load the
+    first trials' start-ups alone spent the budget: the largest trial starts first)."""
     seconds: dict[int, list[float]] = {}
     for r in rows:
         if r.get("iterations") and r.get("run_s"):
             seconds.setdefault(r["num_workers"], []).append(r["run_s"] / r["iterations"])
     per = {size: statistics.median(s) for size, s in seconds.items()}
-    slowest = max(per.values())
+    slowest = max(per.values(), default=math.inf)
     return max(size * per.get(size, slowest) * 3 for size in sizes) / 3600
 
 
@@ -343,8 +345,8 @@ def test_a_trial_handed_to_tune_counts_before_it_starts_and_starts_only_if_it_fi
 def test_a_trial_of_the_whole_node_gets_a_reservation_and_a_short_trial_is_backfilled_before_it(
     tmp_path, fake_gpus, start_ahead
 ):
-    """One node of 4 GPUs that do not exist (half a CPU per worker, so the GPUs bound it): sizes 1,
-    2 and 4 (tests/support/backfill_case.py says what the grid's order forces); trials place their
+    """One node of 4 GPUs that do not exist (half a CPU per worker, so the GPUs bound it): sizes 1
+    and 4 (tests/support/backfill_case.py says what the grid's order forces); trials place their
     own slots and ask each bundle for its GPUs, or with RAYSWEEP_START_AHEAD=0 run in Tune's groups."""
     from backfill_case import backfill_sweep, check_backfill, check_started_ahead
 
