@@ -10,9 +10,10 @@ what runs where, the estimates, and the queue.
   (docs/benchmarks.md). So large trials run back to back while they keep coming (Tune's default
   gets its busy slots by running every one last). Only a trial with an estimate goes first (the
   trials it passes wait its length), and a trial is passed so once at most (``Waiting.passed``).
-  While no trial runs (the sweep's start), the largest goes first without one: no trial has an
-  estimate then, and a small head would leave the other slots to drain for it with nothing to
-  backfill (the bench's largest idle share, docs/benchmarks.md).
+* The trials waiting when the sweep starts run largest first (``largest_first``): every slot is
+  free then and no trial has an estimate, so a small head would leave the others to drain for a
+  large trial with nothing to backfill by (the bench's largest idle share, docs/benchmarks.md).
+  Only those: a stream of later large trials cannot starve a small one.
 * When it does not fit, it gets a reservation: the earliest time its slots are expected to be
   free, from the running trials' expected ends, and the nodes it will take then.
 * A later trial starts now only if it fits now and either is expected to end before the
@@ -151,7 +152,7 @@ def decide(
     free = free_slots(slots, holdings)
     head = queue[0]
     if place(head.size, free, slots, shape_of):
-        first = goes_first(queue, lambda t: bool(place(t.size, free, slots, shape_of)), idle=not holdings)
+        first = goes_first(queue, lambda t: bool(place(t.size, free, slots, shape_of)))
         return Decision(first.trial_id, went_ahead_of=_ids(queue[: queue.index(first)]))
     reservation = reserve(head, slots, holdings, shape_of)
     if reservation.at is None:  # no estimate yet: no backfill
@@ -173,19 +174,27 @@ def decide(
     return Decision(None, reservation, went_ahead_of=ahead_of)
 
 
+def largest_first(queue: list[Waiting]) -> tuple[list[Waiting], tuple[str, ...]]:
+    """The sweep's first trials (``queue``, those waiting when it starts) in the order they run:
+    the largest first, each size in the order made; and the trials a larger one now goes before."""
+    order = sorted(queue, key=lambda t: -t.size)
+    passed = {t.trial_id for i, t in enumerate(queue) if any(o.size > t.size for o in queue[i + 1 :])}
+    return order, tuple(t.trial_id for t in queue if t.trial_id in passed)
+
+
 def _ids(trials: list[Waiting]) -> tuple[str, ...]:
     return tuple(t.trial_id for t in trials)
 
 
-def goes_first(queue: list[Waiting], as_soon: Callable[[Waiting], bool], idle: bool = False) -> Waiting:
+def goes_first(queue: list[Waiting], as_soon: Callable[[Waiting], bool]) -> Waiting:
     """The trial the next free slots go to: the head, or the largest trial behind it whose slots
     are free ``as_soon`` as the head's and that has an estimate (the trials it passes wait its
-    length), or, ``idle`` (no trial runs), any; none goes ahead of a trial passed once already."""
+    length); none goes ahead of a trial that was passed once already."""
     best = queue[0]
     for before, trial in zip(queue, queue[1:]):
         if before.passed:
             break
-        if trial.size > best.size and (idle or trial.seconds is not None) and as_soon(trial):
+        if trial.size > best.size and trial.seconds is not None and as_soon(trial):
             best = trial
     return best
 

@@ -35,7 +35,17 @@ import ray
 from ray import tune
 from ray.tune.experiment import Trial
 
-from raysweep.backfill import Holding, Reservation, Waiting, decide, free_slots, place, starts_ahead, starts_beside
+from raysweep.backfill import (
+    Holding,
+    Reservation,
+    Waiting,
+    decide,
+    free_slots,
+    largest_first,
+    place,
+    starts_ahead,
+    starts_beside,
+)
 from raysweep.driver.budget import Ledger
 from raysweep.driver.estimates import Estimates
 from raysweep.placement import Capacity, NeverPlaced, nodes_from, shape, token_bundles
@@ -90,6 +100,7 @@ class Admission:
         self._kept: dict[str, int] = {}  # node address -> idle Tune actors of its token shape Tune may keep
         self._passed: set[str] = set()  # trials a larger one went ahead of (``backfill.goes_first``)
         self._takes_at: dict[str, float] = {}  # started ahead of its slots -> when they were expected to free
+        self._first: dict[str, int] | None = None  # the trials waiting when the sweep started -> their turn
 
     def room(self) -> bool:
         """Whether Tune may make another trial: fewer than ``queue`` wait."""
@@ -131,6 +142,10 @@ class Admission:
             )
             for t in queue
         ]
+        if self._first is None:
+            self._first = self._largest_first(waits)
+            waits = [replace(w, passed=w.trial_id in self._passed) for w in waits]
+        waits.sort(key=lambda w: self._first.get(w.trial_id, len(self._first)))  # the rest as Tune made them
         if self.ahead:
             self._keep_actors(tune_controller)
         shape_of = functools.partial(shape, capacity=self._live)
@@ -183,6 +198,19 @@ class Admission:
         else:
             self._pass(decision.went_ahead_of)
         return self._start(tune_controller, trial, nodes, takes_at=at)
+
+    def _largest_first(self, waits: list[Waiting]) -> dict[str, int]:
+        """The turns of the trials waiting when the sweep starts (``backfill.largest_first``); the
+        smaller ones a larger one now goes before count as passed."""
+        order, passed = largest_first(waits)
+        if passed:
+            log.info(
+                "admission: the %d trials waiting at the start run largest first: %s",
+                len(order),
+                ", ".join(f"{w.trial_id} ({w.size})" for w in order),
+            )
+            self._pass(passed)
+        return {w.trial_id: turn for turn, w in enumerate(order)}
 
     def _pass(self, trial_ids: tuple[str, ...]) -> None:
         """A larger trial started ahead of these (``backfill.goes_first``): none may again, and a

@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 from dataclasses import replace
 
-from raysweep.backfill import Holding, Reservation, Waiting, decide, reserve, starts_ahead, starts_beside
+from raysweep.backfill import Holding, Reservation, Waiting, decide, largest_first, reserve, starts_ahead, starts_beside
 from raysweep.placement import Capacity, Node, shape
 
 
@@ -26,15 +26,13 @@ def test_the_head_starts_when_it_fits():
 
 def test_a_larger_trial_that_fits_now_goes_ahead_of_the_head_once_and_only_with_an_estimate():
     """A 4-worker trial behind a 1-worker head, all 4 slots free (a large trial just ended): it
-    starts first, as the head would leave 3 slots to drain for it. Not without an estimate while a
-    trial runs (the head would wait an unknown time), not past a trial passed once, and not when
-    it does not fit."""
+    starts first, as the head would leave 3 slots to drain for it. Not without an estimate (the
+    head would wait an unknown time), not past a trial passed once, and not when it does not fit."""
     slots, shape_of = cluster(A=2, B=2)
     queue = [Waiting("small", 1, 3.0), Waiting("two", 2, 3.0), Waiting("big", 4, 5.0)]
     decision = decide(0.0, slots, [], queue, shape_of)
     assert decision.start == "big" and decision.went_ahead_of == ("small", "two") and not decision.backfilled
-    running = [Holding("r1", {"A": 1}, end=None)]
-    assert decide(0.0, slots, running, [queue[0], replace(queue[1], seconds=None)], shape_of).start == "small"
+    assert decide(0.0, slots, [], [queue[0], replace(queue[2], seconds=None)], shape_of).start == "small"
     assert decide(0.0, slots, [], [replace(queue[0], passed=True), *queue[1:]], shape_of).start == "small"
     passed_second = decide(0.0, slots, [], [queue[0], replace(queue[1], passed=True), queue[2]], shape_of)
     assert passed_second.start == "two" and passed_second.went_ahead_of == ("small",)
@@ -42,15 +40,16 @@ def test_a_larger_trial_that_fits_now_goes_ahead_of_the_head_once_and_only_with_
     assert one_busy.start == "two" and one_busy.went_ahead_of == ("small",)  # 2 fits on B, 4 does not
 
 
-def test_at_the_sweeps_start_the_largest_trial_goes_first_without_an_estimate():
-    """No trial runs and none has an estimate: a small head would leave the other slots to drain
-    for the 4-worker trial behind it, with nothing to backfill meanwhile; the 4-worker one starts."""
-    slots, shape_of = cluster(A=2, B=2)
-    queue = [Waiting("small", 1, None), Waiting("two", 2, None), Waiting("big", 4, None), Waiting("big2", 4, None)]
-    decision = decide(0.0, slots, [], queue, shape_of)
-    assert decision.start == "big" and decision.went_ahead_of == ("small", "two") and not decision.backfilled
-    starting = [Holding("big", {"A": 2, "B": 2}, end=None, placed=False)]
-    assert decide(0.0, slots, starting, [queue[0], queue[1], queue[3]], shape_of).start is None  # it has them all
+def test_the_trials_waiting_at_the_sweeps_start_run_largest_first_and_the_smaller_count_as_passed():
+    """Every slot is free and no trial has an estimate: a small head would leave the others to
+    drain for the 4-worker trials behind it, with nothing to backfill meanwhile. Each size keeps
+    the order it was made in; a trial only larger ones follow is not passed."""
+    queue = [Waiting("s0", 1, None), Waiting("two", 2, None), Waiting("big", 4, None), Waiting("s1", 1, None)]
+    queue.append(Waiting("big2", 4, None))
+    order, passed = largest_first(queue)
+    assert [t.trial_id for t in order] == ["big", "big2", "two", "s0", "s1"]
+    assert passed == ("s0", "two", "s1")
+    assert largest_first(queue[2:3] + queue[:1]) == ([queue[2], queue[0]], ())
 
 
 def test_a_larger_trial_whose_slots_free_as_soon_as_the_heads_takes_the_heads_reservation():
