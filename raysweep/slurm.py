@@ -57,12 +57,7 @@ slots=$(awk -v g="$gpus" -v c="$cpus" 'BEGIN { print (g > 0 ? g : int(c / @CPUS_
 # every node (sessions, logs, sockets), and the head's ports free on the head as the job starts
 # (every node's own agents get free ports too: raysweep.slurm_node).
 RAY_TMP=${TMPDIR:-/tmp}/raysweep-${SLURM_JOB_ID:-$$}
-read -r free_port DASHBOARD_PORT CLIENT_PORT < <(srun --nodes=1 --ntasks=1 -w "$head" "$BIN/python" -m raysweep.slurm_node --ports 3)
-[[ -n ${CLIENT_PORT:-} ]] || { echo "raysweep: could not find free ports on $head" >&2; exit 1; }
-PORT=${PORT:-$free_port}
-echo "raysweep: Ray head on $head ($head_ip:$PORT), ${#nodes[@]} node(s), $slots slot(s) each, Ray's files in $RAY_TMP"
-echo "raysweep: Ray dashboard on $head at 127.0.0.1:$DASHBOARD_PORT; to open it from your machine:"
-echo "  ssh -L $DASHBOARD_PORT:127.0.0.1:$DASHBOARD_PORT $head   (add -J LOGIN_NODE if $head is reached through one), then http://127.0.0.1:$DASHBOARD_PORT"
+ASKED_PORT=$PORT
 
 # start_node NODE [ray start options]: one Ray node that blocks (`ray start --block`, through
 # raysweep.slurm_node for its free ports), as a background srun step. No drain on SIGTERM: its
@@ -87,18 +82,42 @@ cleanup() {
 }
 trap cleanup EXIT
 
-start_node "$head" --head --node-ip-address="$head_ip" --port="$PORT" --dashboard-host=127.0.0.1 \
-    --dashboard-port="$DASHBOARD_PORT" --ray-client-server-port="$CLIENT_PORT"
-for node in "${nodes[@]:1}"; do
-    start_node "$node" --address="$head_ip:$PORT"
-done
-
-# Wait until every node has joined (Ray's head first, then the workers).
-"$BIN/python" - "$head_ip:$PORT" "${#nodes[@]}" <<'EOF' || exit 1
-import sys, time
+# start_ray: the head on free ports (found on the head just before), then a worker on every other
+# node, then a wait until every node has joined. Exit status 3: the head's step ended before Ray
+# answered (a port taken between finding it free and binding it, say): start again, on new free ports.
+start_ray() {
+    read -r free_port DASHBOARD_PORT CLIENT_PORT < <(srun --nodes=1 --ntasks=1 -w "$head" "$BIN/python" -m raysweep.slurm_node --ports 3)
+    [[ -n ${CLIENT_PORT:-} ]] || { echo "raysweep: could not find free ports on $head" >&2; exit 1; }
+    PORT=${ASKED_PORT:-$free_port}
+    echo "raysweep: Ray head on $head ($head_ip:$PORT), ${#nodes[@]} node(s), $slots slot(s) each, Ray's files in $RAY_TMP"
+    start_node "$head" --head --node-ip-address="$head_ip" --port="$PORT" --dashboard-host=127.0.0.1 \
+        --dashboard-port="$DASHBOARD_PORT" --ray-client-server-port="$CLIENT_PORT"
+    local head_step=$!
+    for node in "${nodes[@]:1}"; do
+        start_node "$node" --address="$head_ip:$PORT"
+    done
+    "$BIN/python" - "$head_ip:$PORT" "${#nodes[@]}" "$head_step" <<'EOF'
+import os, sys, threading, time
 import ray
 
-address, want = sys.argv[1], int(sys.argv[2])
+address, want, head_step = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+
+
+def ended(pid: str) -> bool:  # the head's srun step exited (a zombie not yet reaped counts)
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def watch() -> None:  # beside ray.init, which can hang on a port another process holds
+    while not ended(head_step):
+        time.sleep(1)
+    os._exit(3)
+
+
+threading.Thread(target=watch, daemon=True).start()
 deadline = time.time() + @START_TIMEOUT@
 while True:
     try:
@@ -113,6 +132,23 @@ while (alive := sum(n["Alive"] for n in ray.nodes())) < want:
         sys.exit(f"raysweep: only {alive} of {want} Ray nodes started within @START_TIMEOUT@ s")
     time.sleep(2)
 EOF
+}
+
+for attempt in 1 2 3; do
+    start_ray && break
+    status=$?
+    kill $(jobs -p) 2>/dev/null
+    wait
+    if [[ $status != 3 ]]; then
+        exit 1
+    elif [[ $attempt == 3 ]]; then
+        echo "raysweep: the Ray head on $head ended as it started, 3 times; its log: $RAY_TMP/session_latest/logs" >&2
+        exit 1
+    fi
+    echo "raysweep: the Ray head on $head ended as it started; starting Ray again" >&2
+done
+echo "raysweep: Ray dashboard on $head at 127.0.0.1:$DASHBOARD_PORT; to open it from your machine:"
+echo "  ssh -L $DASHBOARD_PORT:127.0.0.1:$DASHBOARD_PORT $head   (add -J LOGIN_NODE if $head is reached through one), then http://127.0.0.1:$DASHBOARD_PORT"
 
 # The sweep runs in the background so that SIGTERM (SLURM's --signal before the time limit,
 # scancel, preemption) reaches it: it saves its state and exits. A resubmitted or requeued job

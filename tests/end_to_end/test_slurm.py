@@ -76,8 +76,8 @@ def test_script_for_two_gpu_nodes(tmp_path):
         'nodes=($(scontrol show hostnames "$SLURM_JOB_NODELIST"))',
         "gpus=${SLURM_GPUS_ON_NODE:-0}  # read on the first node: the job's nodes are alike",
         "cpus=${SLURM_CPUS_ON_NODE:-$(nproc)}",
-        'start_node "$head" --head --node-ip-address="$head_ip" --port="$PORT" --dashboard-host=127.0.0.1 \\',
-        '    start_node "$node" --address="$head_ip:$PORT"',
+        '    start_node "$head" --head --node-ip-address="$head_ip" --port="$PORT" --dashboard-host=127.0.0.1 \\',
+        '        start_node "$node" --address="$head_ip:$PORT"',
         '"$BIN/python" -m raysweep run search_spaces/smoke.yaml --count 3 --wandb offline --resume-existing --address "$head_ip:$PORT" &',
         "#SBATCH --signal=B:TERM@180",
         """trap 'kill -TERM "$sweep" 2>/dev/null' TERM""",
@@ -286,3 +286,39 @@ def test_two_jobs_share_a_node_and_ending_one_leaves_the_other_running(tmp_path)
     rows = show(tmp_path / "a" / "smoke")["trials"]
     assert sorted(t["config"]["x"] for t in rows) == [0.1, 0.3, 0.5] and all(t["status"] == "done" for t in rows), rows
     assert _ray_processes(temp["a"]) == []
+
+
+def test_a_head_that_ends_as_it_starts_is_started_again(tmp_path):
+    """The requeued job of the test above once lost its head at once (a full run, 2026-11-28), and
+    the script waited its whole start timeout (300 s) for a head that was gone. Here the head's
+    port (--port) is held by another process when the job starts: Ray's GCS fails to bind it and
+    ``ray start`` ends (about 40 s later). The script sees the head's step end, starts Ray again
+    (the port is free by then) and runs the sweep."""
+    import socket
+
+    holder = socket.socket()
+    holder.bind(("", 0))  # every address, whichever the head binds
+    holder.listen()
+    port = holder.getsockname()[1]
+    script = tmp_path / "held.sbatch"
+    args = ("--storage", str(tmp_path / "held"), "--wandb", "disabled", "--count", "1")
+    out = raysweep("slurm", SMOKE, "--port", str(port), "-o", str(script), "--", *args)
+    assert out.returncode == 0, out.stderr
+    job_id = f"t{os.getpid()}held"
+    env = _job_env(tmp_path, _shims(tmp_path), job_id)
+    job = subprocess.Popen(["bash", str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        gcs_log = Path("/tmp") / f"raysweep-{job_id}" / "session_latest" / "logs" / "gcs_server.out"
+        deadline = time.time() + 120
+        while not (gcs_log.exists() and "Failed to start the grpc server" in gcs_log.read_text(errors="replace")):
+            assert time.time() < deadline and job.poll() is None, "the head's GCS never failed to bind its port"
+            time.sleep(0.5)
+        holder.close()  # the first start has failed: the next one finds the port free
+        stdout, stderr = job.communicate(timeout=250)  # without the retry: the start timeout, 300 s
+    finally:
+        holder.close()
+        job.kill()
+    assert job.returncode == 0, stdout + stderr
+    assert stderr.count("raysweep: the Ray head on node001 ended as it started; starting Ray again") == 1, stderr
+    assert "sweep smoke finished" in stdout, stdout
+    assert _ray_processes(Path("/tmp") / f"raysweep-{job_id}") == []
