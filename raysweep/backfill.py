@@ -177,9 +177,8 @@ def decide(
 def largest_first(queue: list[Waiting]) -> tuple[list[Waiting], tuple[str, ...]]:
     """The sweep's first trials (``queue``, those waiting when it starts) in the order they run:
     the largest first, each size in the order made; and the trials a larger one now goes before."""
-    order = sorted(queue, key=lambda t: -t.size)
-    passed = {t.trial_id for i, t in enumerate(queue) if any(o.size > t.size for o in queue[i + 1 :])}
-    return order, tuple(t.trial_id for t in queue if t.trial_id in passed)
+    passed = tuple(t.trial_id for i, t in enumerate(queue) if any(o.size > t.size for o in queue[i + 1 :]))
+    return sorted(queue, key=lambda t: -t.size), passed
 
 
 def _ids(trials: list[Waiting]) -> tuple[str, ...]:
@@ -248,9 +247,10 @@ def starts_beside(
     holdings: list[Holding],
     queue: list[Waiting],
     shape_of: Callable[[int], Shape],
-) -> tuple[Decision, dict[str, int]] | None:
-    """Another trial to start ahead of its slots beside those already started ahead, and where it
-    lands: the one ``decide`` would start when theirs free, with them holding their nodes then.
+) -> tuple[Decision, dict[str, int], float] | None:
+    """Another trial to start ahead of its slots beside those already started ahead, where it
+    lands, and when their slots free: the one ``decide`` would start then, with them holding
+    their nodes.
     None while a trial chosen to start now has yet to take its slots (``starts_ahead``'s race),
     or one started ahead spans nodes (its groups' other bundles go where Ray finds room)."""
     ahead = [h for h in holdings if not h.placed]
@@ -265,7 +265,7 @@ def starts_beside(
     trial = next((t for t in queue if t.trial_id == decision.start), None)
     if trial is None or trial.size not in sizes or shape_of(trial.size).nodes > 1:
         return None
-    return decision, place(trial.size, free_slots(slots, then), slots, shape_of)
+    return decision, place(trial.size, free_slots(slots, then), slots, shape_of), at
 
 
 def _room_at(ahead: list[Holding], placed: list[Holding], slots: Mapping[str, int]) -> float:

@@ -183,9 +183,8 @@ class Admission:
         found = starts_beside(now, self.ahead, START_AHEAD_S, slots, holdings, waits, shape_of)
         if found is None:
             return None
-        decision, nodes = found
+        decision, nodes, at = found
         trial = next(t for t in queue if t.trial_id == decision.start)
-        at = max(h.takes_at for h in holdings if not h.placed)
         how = "behind a reservation" if decision.backfilled else _passing(decision.went_ahead_of).lstrip(", ")
         log.info(
             "admission: start %s ahead of its slots beside the trials started ahead (free in ~%.0f s)%s",

@@ -175,15 +175,16 @@ def test_beside_a_head_started_ahead_the_trials_that_take_the_rest_of_its_slots_
     big = Holding("big0", {"A": 2, "B": 2}, 10.0)
     head = Holding("s0", {"A": 1}, 13.0, placed=False, takes_at=10.0)
     queue = [Waiting("s1", 1, 3.0), Waiting("big", 4, 5.0), Waiting("s2", 1, 3.0), Waiting("s3", 1, 9.0)]
-    decision, nodes = starts_beside(6.0, warm, 5.0, slots, [big, head], queue, shape_of)
-    assert decision.start == "s1" and not decision.backfilled and nodes == {"A": 1}
+    decision, nodes, at = starts_beside(6.0, warm, 5.0, slots, [big, head], queue, shape_of)
+    assert decision.start == "s1" and not decision.backfilled and nodes == {"A": 1} and at == 10.0
     beside = Holding("s1", {"A": 1}, 13.0, placed=False, takes_at=10.0)
-    decision, nodes = starts_beside(6.0, warm, 5.0, slots, [big, head, beside], queue[1:], shape_of)
+    decision, nodes, _ = starts_beside(6.0, warm, 5.0, slots, [big, head, beside], queue[1:], shape_of)
     assert decision.start == "s2" and decision.backfilled and nodes == {"B": 1}
     assert decision.reservation == Reservation("big", 4, 13.0, {"A": 2, "B": 2})
     assert starts_beside(6.0, warm, 5.0, slots, [big, head, beside], [queue[1], queue[3]], shape_of) is None
     later = replace(big, end=10.5)  # as the 4-worker trial reports, its expected end moves
-    assert starts_beside(6.0, warm, 5.0, slots, [later, head], queue, shape_of)[0].start == "s1"
+    moved = starts_beside(6.0, warm, 5.0, slots, [later, head], queue, shape_of)
+    assert moved[0].start == "s1" and moved[2] == 10.5  # when the slots free as estimated now
 
 
 def test_nothing_starts_beside_unless_every_trial_started_ahead_is_one_nodes_and_their_slots_free_soon():
