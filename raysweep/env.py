@@ -35,6 +35,7 @@ RAY_AUTH_MODE = "RAY_AUTH_MODE"
 CUDA_VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
 PENDING_TRIALS = "TUNE_MAX_PENDING_TRIALS_PG"
 TRAIN_POLL = "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S"
+WORKER_NICENESS = "RAY_worker_niceness"
 PYTHONPATH = "PYTHONPATH"
 WANDB_API_KEY = "WANDB_API_KEY"
 WANDB_DIR = "WANDB_DIR"
@@ -92,6 +93,11 @@ VARIABLES = (
     Variable("RAY_AIR_NEW_OUTPUT", "set", "0: Tune's console tables off, the monitor prints instead (unless set)"),
     Variable("RAY_TRAIN_V2_ENABLED", "set", "1: Ray Train V2 (unless set)"),
     Variable(TRAIN_POLL, "set", "0.1 s: Ray Train polls its workers often (unless set)"),
+    Variable(
+        WORKER_NICENESS,
+        "set",
+        "0: the Ray that raysweep starts runs trials at nice 0, as torchrun does (Ray: 15; unless set)",
+    ),
     Variable(PYTHONPATH, "set", "every Ray worker's, with the driver's working directory first (where loops live)"),
     # what a program: script gets, as under torchrun and wandb agent (docs/train-loops.md)
     Variable("RANK", "script", "the script's rank, as torchrun sets it"),

@@ -4,7 +4,7 @@ nothing is set on import."""
 
 import os
 
-from raysweep.env import PENDING_TRIALS, TRAIN_POLL
+from raysweep.env import PENDING_TRIALS, TRAIN_POLL, WORKER_NICENESS
 
 # In the driver and every worker; a value already in the driver's environment wins.
 DEFAULTS = {
@@ -18,6 +18,11 @@ DEFAULTS = {
     TRAIN_POLL: "0.1",
     # A stopped trial's thread ends at its report; a reused actor waits this long for it (Tune: 2 s).
     "TUNE_FUNCTION_THREAD_TIMEOUT_S": "30",
+    # Ray starts its workers at nice 15 so that its own processes come first. A trial's ranks are
+    # workers: each wake of the raylet, the dashboard or the driver took a core from a CPU rank and
+    # stalled the threads of its parallel region. The raylet the driver starts (embedded Ray)
+    # reads it; `raysweep slurm` and cluster.yaml start theirs with it.
+    WORKER_NICENESS: "0",
 }
 
 # In the driver alone, whatever was there.

@@ -6,17 +6,20 @@ minute), and a Ctrl-C then printed "finished" and lost the trials that never sta
 at once naming the CPUs; on a cluster that can grow (an autoscaler's config on the head) it waits,
 said once on the screen; a Ctrl-C lists every trial still pending, exits 130, and ``resume`` runs them.
 
-Modules: ``driver/admission.py`` (a size that never fits), ``driver/outcome.py`` (what a Ctrl-C says).
+Modules: ``driver/admission.py`` (a size that never fits), ``driver/outcome.py`` (what a Ctrl-C says),
+``ray_settings.py`` (the embedded Ray's workers at nice 0).
 """
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 from conftest import ROOT, cli_env, write_spec
 
@@ -43,6 +46,16 @@ def start(spec: Path, *args: str, home: Path | None = None) -> subprocess.Popen:
     return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+def ray_workers(driver: int) -> list[psutil.Process]:
+    """The Ray worker processes under a driver's embedded Ray (their titles begin ``ray::``)."""
+    found = []
+    for p in psutil.Process(driver).children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            if p.cmdline() and p.cmdline()[0].startswith("ray::"):
+                found.append(p)
+    return found
+
+
 def rows(spec: Path) -> dict[str, dict]:
     path = spec.parent / "runs" / "mixed" / TRIALS_FILE
     return {r["trial_id"]: r for r in read_trials(path)} if path.exists() else {}
@@ -62,6 +75,11 @@ def test_a_trial_that_never_fits_fails_naming_the_cpus_and_a_growing_cluster_wai
         time.sleep(0.3)
     time.sleep(2)  # the 4-worker ones wait for nodes
     assert driver.poll() is None
+    # The embedded Ray runs its workers at nice 0 (ray_settings: Ray's own default is 15), the
+    # warm DDP workers that ran the 1-worker trials among them.
+    workers = {w.pid: (w.cmdline()[0], w.nice()) for w in ray_workers(driver.pid)}
+    assert any(name.startswith("ray::DDPWorker") for name, _ in workers.values()), workers
+    assert {nice for _, nice in workers.values()} == {0}, workers
     driver.send_signal(signal.SIGINT)
     out, err = driver.communicate(timeout=120)
     assert driver.returncode == 130, out + err
