@@ -37,7 +37,6 @@ import psutil
 import yaml
 
 from bench.common import RAW, REPO, write_result
-from raysweep.env import WORKER_NICENESS
 
 RAY = str(Path(sys.executable).with_name("ray"))
 NODES = ("127.0.0.2", "127.0.0.3")
@@ -50,13 +49,7 @@ def free_port() -> int:
 
 
 def env() -> dict[str, str]:
-    """The nodes' and the driver's: workers at nice 0, as `raysweep slurm` and cluster.yaml start them."""
-    return os.environ | {
-        "PYTHONPATH": str(REPO),
-        "RAY_AUTH_MODE": "token",
-        "WANDB_SILENT": "true",
-        WORKER_NICENESS: os.environ.get(WORKER_NICENESS, "0"),
-    }
+    return os.environ | {"PYTHONPATH": str(REPO), "RAY_AUTH_MODE": "token", "WANDB_SILENT": "true"}
 
 
 @contextlib.contextmanager

@@ -96,7 +96,7 @@ VARIABLES = (
     Variable(
         WORKER_NICENESS,
         "set",
-        "0: the Ray that raysweep starts runs trials at nice 0, as torchrun does (Ray: 15; unless set)",
+        "0: the sweep's Ray workers, and so its trials, run at nice 0, as torchrun's (Ray: 15; unless set)",
     ),
     Variable(PYTHONPATH, "set", "every Ray worker's, with the driver's working directory first (where loops live)"),
     # what a program: script gets, as under torchrun and wandb agent (docs/train-loops.md)

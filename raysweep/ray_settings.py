@@ -20,8 +20,8 @@ DEFAULTS = {
     "TUNE_FUNCTION_THREAD_TIMEOUT_S": "30",
     # Ray starts its workers at nice 15 so that its own processes come first. A trial's ranks are
     # workers: each wake of the raylet, the dashboard or the driver took a core from a CPU rank and
-    # stalled the threads of its parallel region. The raylet the driver starts (embedded Ray)
-    # reads it; `raysweep slurm` and cluster.yaml start theirs with it.
+    # stalled the threads of its parallel region. Each worker reads it as it starts, so on any
+    # cluster the sweep's workers run at nice 0, as torchrun's processes do.
     WORKER_NICENESS: "0",
 }
 

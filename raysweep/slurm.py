@@ -43,8 +43,6 @@ PORT=@PORT@  # the head's port (raysweep slurm --port); empty: a free one, found
 # ~/.ray/auth_token, written here if there is none, and $HOME is
 # shared by the nodes of a cluster. The file stays private: it grants control of the cluster.
 export RAY_AUTH_MODE=token
-# Trials at nice 0, as torchrun's (Ray's workers: 15; docs/environment.md).
-export RAY_worker_niceness=${RAY_worker_niceness:-0}
 "$BIN/ray" get-auth-token --generate >/dev/null || exit 1
 chmod 600 ~/.ray/auth_token
 
