@@ -111,8 +111,8 @@ class RssSampler:
     def _run(self) -> None:
         while not self._stop.is_set():
             self._sample()
-            self.cpu_s = time.thread_time()
             self._stop.wait(self.interval_s)
+        self.cpu_s = time.thread_time()  # read by as_dict after __exit__ joined this thread
 
     def __enter__(self) -> RssSampler:
         self._thread.start()

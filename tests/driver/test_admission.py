@@ -46,13 +46,15 @@ def start(spec: Path, *args: str, home: Path | None = None) -> subprocess.Popen:
     return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def ray_workers(driver: int) -> list[psutil.Process]:
-    """The Ray worker processes under a driver's embedded Ray (their titles begin ``ray::``)."""
-    found = []
+def ray_workers(driver: int) -> dict[int, tuple[str, int]]:
+    """The Ray worker processes under a driver's embedded Ray (their titles begin ``ray::``):
+    pid -> (title, niceness), each read once (a worker that ends meanwhile is left out)."""
+    found = {}
     for p in psutil.Process(driver).children(recursive=True):
         with contextlib.suppress(psutil.Error):
-            if p.cmdline() and p.cmdline()[0].startswith("ray::"):
-                found.append(p)
+            title = (p.cmdline() or [""])[0]
+            if title.startswith("ray::"):
+                found[p.pid] = (title, p.nice())
     return found
 
 
@@ -77,7 +79,7 @@ def test_a_trial_that_never_fits_fails_naming_the_cpus_and_a_growing_cluster_wai
     assert driver.poll() is None
     # The embedded Ray runs its workers at nice 0 (ray_settings: Ray's own default is 15), the
     # warm DDP workers that ran the 1-worker trials among them.
-    workers = {w.pid: (w.cmdline()[0], w.nice()) for w in ray_workers(driver.pid)}
+    workers = ray_workers(driver.pid)
     assert any(name.startswith("ray::DDPWorker") for name, _ in workers.values()), workers
     assert {nice for _, nice in workers.values()} == {0}, workers
     driver.send_signal(signal.SIGINT)
