@@ -181,6 +181,20 @@ def largest_first(queue: list[Waiting]) -> tuple[list[Waiting], tuple[str, ...]]
     return sorted(queue, key=lambda t: -t.size), passed
 
 
+def longest_first(queue: list[Waiting], kept: set[str]) -> list[Waiting]:
+    """The queue with the trials ahead of its first trial larger than the head longest first.
+
+    Those trials run before the larger one, which waits for its slots to drain: the last of them
+    to end sets when it starts. Started longest first (Graham's LPT), they end closer together and
+    the slots drain at once (the drains were most of backfill's idle time, docs/benchmarks.md).
+    Only with an estimate for each. The trials a later one has already gone ahead of (``kept``)
+    stand first, so a stream of longer trials cannot keep a short one waiting."""
+    larger = next((i for i, t in enumerate(queue) if t.size > queue[0].size), None) if queue else None
+    if larger is None or any(t.seconds is None for t in queue[:larger]):
+        return queue
+    return sorted(queue[:larger], key=lambda t: (t.trial_id not in kept, -t.seconds)) + queue[larger:]
+
+
 def _ids(trials: list[Waiting]) -> tuple[str, ...]:
     return tuple(t.trial_id for t in trials)
 
@@ -257,7 +271,7 @@ def starts_beside(
     if not ahead or any(h.takes_at is None or len(h.nodes) > 1 for h in ahead) or any(h.end is None for h in holdings):
         return None
     placed = [h for h in holdings if h.placed]
-    at = _room_at(ahead, placed, slots)
+    at = _room_at(now, ahead, placed, slots)
     if at - now > lead_s:
         return None
     then = ahead + [h for h in placed if h.end > at]
@@ -268,15 +282,15 @@ def starts_beside(
     return decision, place(trial.size, free_slots(slots, then), slots, shape_of), at
 
 
-def _room_at(ahead: list[Holding], placed: list[Holding], slots: Mapping[str, int]) -> float:
+def _room_at(now: float, ahead: list[Holding], placed: list[Holding], slots: Mapping[str, int]) -> float:
     """When the trials started ahead are expected to hold their slots: on each node they were
     chosen for, the expected end of a placed trial after which there is room for all of them
-    (the ends as estimated now: they move as the trials report)."""
+    (the ends as estimated now: they move as the trials report); ``now`` where there is room now."""
     need: dict[str, int] = {}
     for holding in ahead:
         for node, count in holding.nodes.items():
             need[node] = need.get(node, 0) + count
-    at = 0.0
+    at = now
     for node, count in need.items():
         there = sorted((h for h in placed if node in h.nodes), key=lambda h: h.end)
         free = slots.get(node, 0) - sum(h.nodes[node] for h in there)

@@ -42,6 +42,7 @@ from raysweep.backfill import (
     decide,
     free_slots,
     largest_first,
+    longest_first,
     place,
     starts_ahead,
     starts_beside,
@@ -101,6 +102,9 @@ class Admission:
         self._passed: set[str] = set()  # trials a larger one went ahead of (``backfill.goes_first``)
         self._takes_at: dict[str, float] = {}  # started ahead of its slots -> when they were expected to free
         self._first: dict[str, int] | None = None  # the trials waiting when the sweep started -> their turn
+        self._made: list[str] = []  # the waiting trials in Tune's order (the first batch's turns), at the last step
+        self._overtaken: set[str] = set()  # trials a later-made one started before (``backfill.longest_first``)
+        self._logged_order: str | None = None  # the larger trial driver.log last named (``_longest_first``)
 
     def room(self) -> bool:
         """Whether Tune may make another trial: fewer than ``queue`` wait."""
@@ -146,6 +150,7 @@ class Admission:
             self._first = self._largest_first(waits)
             waits = [replace(w, passed=w.trial_id in self._passed) for w in waits]
         waits.sort(key=lambda w: self._first.get(w.trial_id, len(self._first)))  # the rest as Tune made them
+        waits = self._longest_first(waits)
         if self.ahead:
             self._keep_actors(tune_controller)
         shape_of = functools.partial(shape, capacity=self._live)
@@ -211,6 +216,26 @@ class Admission:
             self._pass(passed)
         return {w.trial_id: turn for turn, w in enumerate(order)}
 
+    def _longest_first(self, waits: list[Waiting]) -> list[Waiting]:
+        """The trials ahead of a larger waiting one, longest first (``backfill.longest_first``);
+        driver.log says so once per larger trial."""
+        self._made = [w.trial_id for w in waits]
+        order = longest_first(waits, self._overtaken)
+        if order == waits:
+            return order
+        ahead = next(i for i, w in enumerate(waits) if w.size > waits[0].size)
+        larger = order[ahead]
+        if larger.trial_id != self._logged_order:
+            self._logged_order = larger.trial_id
+            log.info(
+                "admission: the %d trials ahead of %s (%d workers) run longest first: %s",
+                ahead,
+                larger.trial_id,
+                larger.size,
+                ", ".join(f"{w.trial_id} (~{w.seconds:.0f} s)" for w in order[:ahead]),
+            )
+        return order
+
     def _pass(self, trial_ids: tuple[str, ...]) -> None:
         """A larger trial started ahead of these (``backfill.goes_first``): none may again, and a
         reservation one of them held went to it (it is not counted late for that)."""
@@ -260,6 +285,8 @@ class Admission:
         then); a trial that places its slots itself gets a token on its rank 0's node for Tune's
         group (``placement.token_bundles``)."""
         self.starting[trial.trial_id] = nodes
+        if trial.trial_id in self._made:  # those made before it that still wait: none passes them again
+            self._overtaken.update(self._made[: self._made.index(trial.trial_id)])
         self._takes_at.pop(trial.trial_id, None)
         if takes_at is not None:
             self._takes_at[trial.trial_id] = takes_at

@@ -6,7 +6,17 @@ from __future__ import annotations
 import functools
 from dataclasses import replace
 
-from raysweep.backfill import Holding, Reservation, Waiting, decide, largest_first, reserve, starts_ahead, starts_beside
+from raysweep.backfill import (
+    Holding,
+    Reservation,
+    Waiting,
+    decide,
+    largest_first,
+    longest_first,
+    reserve,
+    starts_ahead,
+    starts_beside,
+)
 from raysweep.placement import Capacity, Node, shape
 
 
@@ -50,6 +60,29 @@ def test_the_trials_waiting_at_the_sweeps_start_run_largest_first_and_the_smalle
     assert [t.trial_id for t in order] == ["big", "big2", "two", "s0", "s1"]
     assert passed == ("s0", "two", "s1")
     assert largest_first(queue[2:3] + queue[:1]) == ([queue[2], queue[0]], ())
+
+
+def test_the_trials_ahead_of_a_larger_one_run_longest_first_and_a_trial_passed_once_keeps_its_place():
+    """The 4-worker trial waits for the slots of the three ahead of it to drain: started longest
+    first they end closer together. The trial behind it keeps its place, and so does the order
+    when the head is the largest, when a trial ahead has no estimate, or when a trial made later
+    has gone ahead of one already (it then stands first)."""
+    a, b, c, big, d = (
+        Waiting("a", 1, 3.0),
+        Waiting("b", 1, 6.0),
+        Waiting("c", 1, 5.0),
+        Waiting("big", 4, 8.0),
+        Waiting("d", 1, 9.0),
+    )
+    assert longest_first([a, b, c, big, d], set()) == [b, c, a, big, d]
+    assert longest_first([a, b, c, big, d], {"a"}) == [a, b, c, big, d]
+    assert longest_first([a, b, c, big, d], {"a", "c"}) == [c, a, b, big, d]
+    assert longest_first([a, b, c, d], set()) == [a, b, c, d]  # nothing larger waits: no drain to shorten
+    assert longest_first([big, a, b], set()) == [big, a, b]
+    assert longest_first([a, replace(b, seconds=None), c, big], set()) == [a, replace(b, seconds=None), c, big]
+    two = Waiting("two", 2, 4.0)
+    assert longest_first([a, two, b, big], set()) == [a, two, b, big]  # the 2-worker one is the larger: a alone ahead
+    assert longest_first([two, a, b, big], set()) == [b, two, a, big]
 
 
 def test_a_larger_trial_whose_slots_free_as_soon_as_the_heads_takes_the_heads_reservation():
@@ -207,3 +240,20 @@ def test_nothing_starts_beside_unless_every_trial_started_ahead_is_one_nodes_and
     assert starts_beside(6.0, warm, 5.0, slots, [big, two_nodes], queue, shape_of) is None  # C is free then
     assert starts_beside(6.0, warm, 5.0, slots, [big, head], [Waiting("big", 4, 5.0)], shape_of) is None  # B and C
     assert starts_beside(6.0, warm | {2}, 5.0, slots, [big, head], [Waiting("two", 2, 5.0)], shape_of) is not None
+
+
+def test_beside_a_trial_started_ahead_onto_free_slots_the_decision_is_taken_now_not_at_time_zero():
+    """The head was started ahead onto B, where a slot is free now: their slots free now, and the
+    trial beside it is judged at this moment. A 9-second trial would end after the 4-worker
+    reservation at 13 and waits; a 3-second one is backfilled. (When the room was reckoned from
+    time 0, every trial "ended" before any reservation: driver.log said `free in ~-1796156219 s`.)"""
+    slots, shape_of = cluster(A=2, B=2)
+    warm = frozenset({1, 4})
+    running = Holding("r1", {"A": 2}, 10.0)
+    head = Holding("s0", {"B": 1}, 13.0, placed=False, takes_at=6.0)
+    queue = [Waiting("big", 4, 5.0), Waiting("long", 1, 9.0)]
+    assert starts_beside(6.0, warm, 5.0, slots, [running, head], queue, shape_of) is None
+    decision, nodes, at = starts_beside(
+        6.0, warm, 5.0, slots, [running, head], [queue[0], Waiting("short", 1, 3.0)], shape_of
+    )
+    assert decision.start == "short" and decision.backfilled and nodes == {"B": 1} and at == 6.0
