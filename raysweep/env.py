@@ -36,6 +36,8 @@ CUDA_VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
 PENDING_TRIALS = "TUNE_MAX_PENDING_TRIALS_PG"
 TRAIN_POLL = "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S"
 WORKER_NICENESS = "RAY_worker_niceness"
+PG_RETRY_MIN = "RAY_gcs_create_placement_group_retry_min_interval_ms"
+PG_RETRY_MAX = "RAY_gcs_create_placement_group_retry_max_interval_ms"
 PYTHONPATH = "PYTHONPATH"
 WANDB_API_KEY = "WANDB_API_KEY"
 WANDB_DIR = "WANDB_DIR"
@@ -98,6 +100,13 @@ VARIABLES = (
         "set",
         "0: the sweep's Ray workers, and so its trials, run at nice 0, as torchrun's (Ray: 15; unless set)",
     ),
+    Variable(
+        PG_RETRY_MIN,
+        "set",
+        "10 ms, and the next 50 ms: the GCS of a Ray raysweep starts (embedded, `raysweep slurm`) retries a "
+        "waiting placement group soon after a trial's slots free (Ray: up to 1 s; unless set)",
+    ),
+    Variable(PG_RETRY_MAX, "set", "50 ms (the same)"),
     Variable(PYTHONPATH, "set", "every Ray worker's, with the driver's working directory first (where loops live)"),
     # what a program: script gets, as under torchrun and wandb agent (docs/train-loops.md)
     Variable("RANK", "script", "the script's rank, as torchrun sets it"),

@@ -4,7 +4,7 @@ nothing is set on import."""
 
 import os
 
-from raysweep.env import PENDING_TRIALS, TRAIN_POLL, WORKER_NICENESS
+from raysweep.env import PENDING_TRIALS, PG_RETRY_MAX, PG_RETRY_MIN, TRAIN_POLL, WORKER_NICENESS
 
 # In the driver and every worker; a value already in the driver's environment wins.
 DEFAULTS = {
@@ -38,9 +38,18 @@ DRIVER = {
 }
 
 
+# In the GCS of a Ray that raysweep starts (the embedded one, which inherits the driver's
+# environment, and each node of `raysweep slurm`'s); a value already set wins. Ray retries a
+# waiting placement group after a back-off of up to a second, so a trial started ahead of its
+# slots (trial/slots.py) took them up to a second after they freed, every slot idle meanwhile:
+# 0.55 s on average at each trial's start (docs/benchmarks.md). With these, the scheduler runs
+# that ``slots.release`` nudges grant it within ~0.1 s.
+GCS = {PG_RETRY_MIN: "10", PG_RETRY_MAX: "50"}
+
+
 def apply() -> dict[str, str]:
     """Set the settings in this, the driver's, process; returns the workers' share as set here."""
-    for key, value in DEFAULTS.items():
+    for key, value in (DEFAULTS | GCS).items():
         os.environ.setdefault(key, value)
     os.environ.update(DRIVER)
     return {key: os.environ[key] for key in DEFAULTS}

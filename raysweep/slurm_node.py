@@ -17,6 +17,8 @@ import socket
 import sys
 from contextlib import ExitStack
 
+from raysweep.ray_settings import GCS
+
 # The per-node ports `ray start` would otherwise take from a fixed default or leave to chance
 # among the node's own processes.
 NODE_PORTS = (
@@ -50,6 +52,8 @@ def main(argv: list[str]) -> None:
         print(" ".join(map(str, free_ports(int(argv[1])))))
         return
     ray, *args = argv
+    for key, value in GCS.items():  # the head's GCS reads them (``ray_settings.GCS``)
+        os.environ.setdefault(key, value)
     os.execv(ray, [ray, *start_args(args)])
 
 

@@ -9,13 +9,13 @@ import os
 import pytest
 
 from raysweep import ray_settings
-from raysweep.env import PENDING_TRIALS, TRAIN_POLL
+from raysweep.env import PENDING_TRIALS, PG_RETRY_MAX, PG_RETRY_MIN, TRAIN_POLL
 
 
 @pytest.fixture
 def environ(monkeypatch):
     """Whatever a test sets in ``os.environ`` is undone after it."""
-    for key in (*ray_settings.DEFAULTS, *ray_settings.DRIVER, PENDING_TRIALS):
+    for key in (*ray_settings.DEFAULTS, *ray_settings.DRIVER, *ray_settings.GCS, PENDING_TRIALS):
         monkeypatch.delenv(key, raising=False)
     return monkeypatch
 
@@ -27,6 +27,14 @@ def test_a_users_value_stands_and_the_workers_get_the_shared_settings_as_set(env
     assert share == ray_settings.DEFAULTS | {TRAIN_POLL: "2"}  # what every worker process gets
     assert os.environ["TUNE_DISABLE_STRICT_METRIC_CHECKING"] == "1"  # the driver's own: always set
     assert not set(ray_settings.DRIVER) & set(share)
+
+
+def test_the_gcs_settings_are_in_the_drivers_environment_for_an_embedded_ray_and_a_users_value_stands(environ):
+    """The embedded Ray's GCS inherits the driver's environment at ``ray.init``; the workers need none of it."""
+    environ.setenv(PG_RETRY_MAX, "200")
+    share = ray_settings.apply()
+    assert os.environ[PG_RETRY_MIN] == "10" and os.environ[PG_RETRY_MAX] == "200"
+    assert not set(ray_settings.GCS) & set(share)
 
 
 @pytest.mark.skipif(PENDING_TRIALS in os.environ, reason="the user's own limit stands for every sweep")
