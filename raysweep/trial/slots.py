@@ -61,7 +61,7 @@ def _nudge() -> None:
     with every slot idle). Each group made here, of one byte of memory, runs it again."""
     for _ in range(NUDGES):
         time.sleep(NUDGE_EVERY_S)
-        remove_placement_group(placement_group([{"memory": 1}]))
+        remove_placement_group(placement_group([{"memory": 1}], name="raysweep-nudge"))
 
 
 def bundle_places(group: Any, indices: Iterable[int]) -> list[tuple[str, str, list[Any]]]:
