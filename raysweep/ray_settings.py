@@ -41,9 +41,9 @@ DRIVER = {
 # In the GCS of a Ray that raysweep starts (the embedded one, which inherits the driver's
 # environment, and each node of `raysweep slurm`'s); a value already set wins. Ray retries a
 # waiting placement group after a back-off of up to a second, so a trial started ahead of its
-# slots (trial/slots.py) took them up to a second after they freed, every slot idle meanwhile:
-# 0.55 s on average at each trial's start (docs/benchmarks.md). With these, the scheduler runs
-# that ``slots.release`` nudges grant it within ~0.1 s.
+# slots (trial/slots.py) took them up to a second after they freed, every slot idle meanwhile.
+# With these, the scheduler runs that ``slots.release`` nudges grant it in 0.09 s (median; 0.26 s
+# with the nudges alone, 0.28 s with neither: ``bench.handoff``, docs/benchmarks.md).
 GCS = {PG_RETRY_MIN: "10", PG_RETRY_MAX: "50"}
 
 
