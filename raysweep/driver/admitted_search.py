@@ -66,7 +66,13 @@ class AdmittedSearch(SearchAlgorithm):
         self.inner.on_trial_complete(trial_id, result=result, error=error)
 
     def is_finished(self) -> bool:
-        return self.held is None and self.inner.is_finished()
+        """Not while the admission holds trials back (PAUSED, so not staged): Tune keeps an ended
+        trial's actor for the next trial only while the search goes on or a trial is staged, and
+        the admission stages one at a time. Once the last trial was made, each later one waited
+        for a new actor (4-5 s on 2 cores) and took its slots late (docs/benchmarks.md). The
+        admission counts its waiting trials at every step of Tune's, so this ends with them."""
+        holding = self.admission is not None and self.admission.waiting > 0
+        return self.held is None and self.inner.is_finished() and not holding
 
     def set_finished(self) -> None:
         self.inner.set_finished()

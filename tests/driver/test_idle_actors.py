@@ -1,6 +1,7 @@
 """With start-ahead, the admission lets Tune keep idle trial actors (``Admission._keep_actors``),
 checked with Tune's own actor cache and no Ray: as many of a node's token shape as the node hosts
-workers, fewer when a node is lost, and none past the sweep's end."""
+workers, fewer when a node is lost, and none past the sweep's end; and the search is not over to
+Tune while the admission holds trials back (else Tune keeps no actor for them)."""
 
 from __future__ import annotations
 
@@ -38,3 +39,21 @@ def test_tune_keeps_as_many_idle_actors_per_node_as_the_node_hosts_workers_and_d
     admission._keep_actors(controller)  # nothing changed: nothing more is let go
     assert not list(cache.flush_cached_objects())
     assert len(list(cache.flush_cached_objects(force_all=True))) == 2  # the sweep's end
+
+
+def test_the_search_is_not_over_to_tune_while_the_admission_holds_trials_back():
+    """Tune keeps an ended trial's actor for the next trial only while the search goes on or a
+    trial is staged (``TuneController._maybe_cache_trial_actor``), and the admission stages one at
+    a time: once the last trial was made, each later one waited for a new actor. So the search
+    ends for Tune only when no trial waits; the admission counts them at each of Tune's steps."""
+    from raysweep.driver.admitted_search import AdmittedSearch
+
+    made_all = SimpleNamespace(is_finished=lambda: True, next_trial=lambda: None)
+    capacity = Capacity((Node("a", "10.0.0.1", 2, 2.0),), use_gpu=False, cpus_per_worker=1.0, managed_slots=True)
+    admission = Admission(None, capacity, None, holdings=None, board=Board(), queue=4)
+    search = AdmittedSearch(made_all, admission=admission)
+    admission.waiting = 2  # held back, PAUSED (``Admission.choose``)
+    assert not search.is_finished() and search.next_trial() is None
+    admission.waiting = 0  # the last one has started
+    assert search.is_finished()
+    assert AdmittedSearch(made_all).is_finished()  # no admission: the inner search's word
