@@ -189,10 +189,15 @@ def longest_first(queue: list[Waiting], kept: set[str]) -> list[Waiting]:
     the slots drain at once (the drains were most of backfill's idle time, docs/benchmarks.md).
     Only with an estimate for each. The trials a later one has already gone ahead of (``kept``)
     stand first, so a stream of longer trials cannot keep a short one waiting."""
-    larger = next((i for i, t in enumerate(queue) if t.size > queue[0].size), None) if queue else None
+    larger = first_larger(queue)
     if larger is None or any(t.seconds is None for t in queue[:larger]):
         return queue
     return sorted(queue[:larger], key=lambda t: (t.trial_id not in kept, -t.seconds)) + queue[larger:]
+
+
+def first_larger(queue: list[Waiting]) -> int | None:
+    """Where in ``queue`` its first trial larger than the head stands (None: there is none)."""
+    return next((i for i, t in enumerate(queue) if t.size > queue[0].size), None) if queue else None
 
 
 def _ids(trials: list[Waiting]) -> tuple[str, ...]:

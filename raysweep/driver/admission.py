@@ -40,6 +40,7 @@ from raysweep.backfill import (
     Reservation,
     Waiting,
     decide,
+    first_larger,
     free_slots,
     largest_first,
     longest_first,
@@ -104,7 +105,7 @@ class Admission:
         self._first: dict[str, int] | None = None  # the trials waiting when the sweep started -> their turn
         self._made: list[str] = []  # the waiting trials in Tune's order (the first batch's turns), at the last step
         self._overtaken: set[str] = set()  # trials a later-made one started before (``backfill.longest_first``)
-        self._logged_order: str | None = None  # the larger trial driver.log last named (``_longest_first``)
+        self._logged_larger: str | None = None  # the larger trial driver.log last named (``_longest_first``)
 
     def room(self) -> bool:
         """Whether Tune may make another trial: fewer than ``queue`` wait."""
@@ -223,10 +224,10 @@ class Admission:
         order = longest_first(waits, self._overtaken)
         if order == waits:
             return order
-        ahead = next(i for i, w in enumerate(waits) if w.size > waits[0].size)
+        ahead = first_larger(waits)  # the order changed, so there is one
         larger = order[ahead]
-        if larger.trial_id != self._logged_order:
-            self._logged_order = larger.trial_id
+        if larger.trial_id != self._logged_larger:
+            self._logged_larger = larger.trial_id
             log.info(
                 "admission: the %d trials ahead of %s (%d workers) run longest first: %s",
                 ahead,
