@@ -124,6 +124,8 @@ class Admission:
         queue = [t for t in waiting if t.trial_id not in self.starting]
         self.waiting = len(waiting)
         if not queue:
+            if self._placing(trials):  # the last trials started ahead: their rows start when they hold their slots
+                self._read_holdings(trials)
             return None
         slots = self._slots()  # first: the sizes below are judged on the nodes alive now, as decide's are
         for trial in queue:  # a size that never fits starts at once and fails with its sentence
