@@ -190,6 +190,24 @@ def test_png_writes_every_figure(sweeps, tmp_path):
     assert (tmp_path / "b.html").exists()
 
 
+def test_png_a_render_that_fails_is_an_error(tmp_path, monkeypatch):
+    """kaleido returns a failed render's error and leaves no file; plotly's write_images dropped it
+    (CI 2026-12-01: `--png` exited 0 with no parallel.png). A render that cannot finish in time
+    now fails twice and is an error naming the figure."""
+    import plotly.graph_objects as go
+
+    from raysweep.errors import UserError
+    from raysweep.runs import figures as figures_module
+
+    chromium()
+    good, slow = go.Figure(go.Scatter(x=[1, 2], y=[3, 4])), go.Figure(go.Bar(x=[1, 2], y=[3, 4]))
+    assert [p.name for p in figures_module.write_pngs({"good": good}, tmp_path / "ok")] == ["good.png"]
+    monkeypatch.setattr(figures_module, "RENDER_TIMEOUT_S", 0.001)
+    with pytest.raises(UserError, match=r"could not export PNGs of slow with kaleido \(\w+"):
+        figures_module.write_pngs({"slow": slow}, tmp_path / "png")
+    assert not (tmp_path / "png" / "slow.png").exists()
+
+
 # --- no cluster: a run dir written by hand ----------------------------------------------------
 
 
