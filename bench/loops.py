@@ -32,8 +32,13 @@ def _rank_world() -> tuple[int, int]:
 def _log(path: str | None, kind: str, **fields: Any) -> None:
     if not path:
         return
+    import torch
+
     rank, world = _rank_world()
-    line = json.dumps({"t": time.time(), "kind": kind, "rank": rank, "world": world, "pid": os.getpid(), **fields})
+    threads = torch.get_num_threads()  # the intra-op threads this rank computes with now
+    line = json.dumps(
+        {"t": time.time(), "kind": kind, "rank": rank, "world": world, "pid": os.getpid(), "threads": threads, **fields}
+    )
     with open(path, "a") as f:  # one short write per line: appends from several processes stay whole
         f.write(line + "\n")
 

@@ -14,14 +14,13 @@ breaks the whole lease (its peers may be stuck in one), and the pool ends those 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import ray
 
 from raysweep.trial.metrics import mean_over_ranks
 from raysweep.trial.start_bound import StartBound, group_state
-from raysweep.trial.warm_rank import DONE, ERROR, SHARE, RankMessage, Threads
+from raysweep.trial.warm_rank import DONE, ERROR, SHARE, RankMessage
 from raysweep.trial.watchdog import ended_early_text
 
 if TYPE_CHECKING:
@@ -40,13 +39,10 @@ def run(
     call: RankCall,
     on_report: Callable[[dict[str, Any], str | None], None],
     bound: StartBound,
-    threads: Callable[[], int] | None = None,
 ) -> None:
     """Run one trial on the lease's workers (rank r on the r-th); ``on_report(mean over ranks,
     checkpoint dir)`` per report. Every worker answers by ``bound``'s deadline (a worker lent while
-    it starts answers once torch is imported), or the trial fails and the workers are ended.
-    ``threads()``: each CPU rank's threads now (a trial alone on its node uses the node's CPUs),
-    asked after every report and sent to the ranks when it changes."""
+    it starts answers once torch is imported), or the trial fails and the workers are ended."""
     workers, size = lease.workers, len(lease.workers)
     stopping = False
     try:
@@ -89,11 +85,8 @@ def run(
                 _stop(lease, runs)
                 raise
             reports += 1
-            now = threads() if threads is not None else call.threads
-            answer: Any = Threads(now) if now != call.threads else True
-            call = replace(call, threads=now)
             for w in workers:
-                w.answer.remote(answer)
+                w.answer.remote(True)
     except BaseException:
         if not stopping:  # a rank failed or died: its peers may be stuck in a collective
             lease.broken = True

@@ -11,6 +11,7 @@ from typing import Any
 import ray
 
 from raysweep.placement import RankPlace
+from raysweep.trial.cpu_threads import ThreadCount, ThreadShare
 
 POOL_RESTART_WAIT_S = 120.0
 
@@ -24,13 +25,15 @@ class Lease:
     workers: list[Any]
     group: Any  # the placement group that holds their slots
     broken: bool = False
+    threads: ThreadCount | None = None  # what its CPU ranks start with (None: GPU ranks)
 
 
-def borrow(pool: Any, places: list[RankPlace], group: Any) -> Lease:
-    """A worker for each rank at its place (``group``, the trial's placement group, holds their resources)."""
+def borrow(pool: Any, places: list[RankPlace], group: Any, share: ThreadShare | None = None) -> Lease:
+    """A worker for each rank at its place (``group``, the trial's placement group, holds their
+    resources), its CPU ranks with ``share`` of their node (``cpu_threads.py``)."""
     ranks = [(place.node_id, place.gpu) for place in places]
-    lease, workers = _ask(pool.lend, ranks, group.id.hex() if group else None)
-    return Lease(lease, workers, group)
+    lease, workers, threads = _ask(pool.lend, ranks, group.id.hex() if group else None, share)
+    return Lease(lease, workers, group, threads=threads)
 
 
 def give_back(pool: Any, lease: Lease) -> None:

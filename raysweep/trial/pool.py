@@ -33,6 +33,7 @@ from typing import Any, Generic, TypeVar
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from raysweep.trial.cpu_threads import ThreadCount, ThreadShare, threads_on_node
 from raysweep.trial.holdings import GROUPS, Holdings, on_driver_node
 from raysweep.trial.program import GRACE_S
 from raysweep.trial.warm_rank import DDPWorker
@@ -56,7 +57,10 @@ class Lending(Generic[W]):
             int, tuple[str | None, list[tuple[str, W]]]
         ] = {}  # lease -> (borrower's group, (node, worker)s)
         self.gpu: dict[W, str] = {}  # worker -> the one GPU it serves (workers that served one)
+        self.shares: dict[int, ThreadShare | None] = {}  # lease -> its CPU ranks' share (None: GPU ranks)
+        self.told: dict[W, int] = {}  # lent CPU worker -> the threads it was last told to compute with
         self._ids = itertools.count()
+        self._words = itertools.count(1)  # orders what the pool tells workers (ThreadCount.seq)
 
     def start(self, node_id: str, count: int, hosts: int | None = None) -> None:
         """Start workers on ``node_id`` until it has ``count``; it may have ``hosts`` (default ``count``)."""
@@ -68,15 +72,36 @@ class Lending(Generic[W]):
         lent = sum(1 for _, ranks in self.lent.values() for node, _ in ranks if node == node_id)
         return len(self.idle.get(node_id, [])) + lent
 
-    def lend(self, ranks: list[tuple[str, str | None]], group: str | None) -> tuple[int, list[W]]:
+    def lend(
+        self, ranks: list[tuple[str, str | None]], group: str | None, share: ThreadShare | None = None
+    ) -> tuple[int, list[W]]:
         """One worker per rank, rank r on node ``ranks[r][0]`` using GPU ``ranks[r][1]`` (None: the
-        CPU), for the trial holding placement group ``group``. A trial's placement group holds its
-        slots, so a lend never waits; the count of lent workers can lag behind a node's failure, so
-        extra workers are made now and ended on return."""
+        CPU), for the trial holding placement group ``group``, whose CPU ranks have ``share``. A
+        trial's placement group holds its slots, so a lend never waits; the count of lent workers
+        can lag behind a node's failure, so extra workers are made now and ended on return."""
         workers = [self.take(node_id, gpu) for node_id, gpu in ranks]
         lease = next(self._ids)
         self.lent[lease] = (group, [(node_id, w) for (node_id, _), w in zip(ranks, workers, strict=True)])
+        self.shares[lease] = share
+        for worker in workers:
+            self.told.pop(worker, None)
         return lease, workers
+
+    def share_threads(self, node_ids: Iterable[str]) -> dict[W, ThreadCount]:
+        """The lent CPU workers on ``node_ids`` whose threads changed (``cpu_threads.threads_on_node``),
+        each with its new count; a worker just lent is always among them."""
+        seq = next(self._words)
+        changed: dict[W, ThreadCount] = {}
+        for node_id in node_ids:
+            leases = [(lease, [w for node, w in ranks if node == node_id]) for lease, (_, ranks) in self.lent.items()]
+            leases = [(lease, workers) for lease, workers in leases if workers]
+            counts = threads_on_node([(self.shares.get(lease), len(workers)) for lease, workers in leases])
+            for (_, workers), count in zip(leases, counts, strict=True):
+                for worker in workers:
+                    if count is not None and self.told.get(worker) != count:
+                        self.told[worker] = count
+                        changed[worker] = ThreadCount(count, seq)
+        return changed
 
     def take(self, node_id: str, gpu: str | None) -> W:
         """An idle worker of ``node_id`` for a rank on ``gpu``: one that serves it, else one that
@@ -96,6 +121,7 @@ class Lending(Generic[W]):
 
     def forget(self, worker: W) -> W:
         self.gpu.pop(worker, None)
+        self.told.pop(worker, None)
         return worker
 
     def drop_dead(self, node_id: str, alive: list[W]) -> None:
@@ -105,20 +131,26 @@ class Lending(Generic[W]):
             self.forget(dead)
         idle[:] = [w for w in idle if w in set(alive)]
 
-    def give_back(self, lease: int, broken: bool, workers: list[W]) -> None:
+    def give_back(self, lease: int, broken: bool, workers: list[W]) -> list[str]:
         """The lease's ``workers`` come back; ``broken`` (or a node over its count) ends them instead,
-        and so does a lease the pool does not know (lent before the pool restarted)."""
+        and so does a lease the pool does not know (lent before the pool restarted). Returns the
+        nodes it computed on."""
         if lease not in self.lent:
             self._end([self.forget(w) for w in workers])
-            return
+            return []
         _, ranks = self.lent.pop(lease)
-        for node_id in dict.fromkeys(node for node, _ in ranks):
+        self.shares.pop(lease, None)
+        nodes = list(dict.fromkeys(node for node, _ in ranks))
+        for node_id in nodes:
             back = [w for node, w in ranks if node == node_id]
+            for worker in back:
+                self.told.pop(worker, None)
             over = self.have(node_id) + len(back) > self.slots.get(node_id, len(back))
             if broken or over:  # `over`: never more workers on a node than it hosts
                 self._end([self.forget(w) for w in back])
             else:  # first in line again, in rank order: a trial of the same size gets the same ranks
                 self.idle.setdefault(node_id, [])[:0] = back
+        return nodes
 
     def end_all(self) -> list[W]:
         """End every worker, idle and lent (the sweep is over); returns them."""
@@ -126,7 +158,9 @@ class Lending(Generic[W]):
         workers += [w for _, ranks in self.lent.values() for _, w in ranks]
         self.idle.clear()
         self.lent.clear()
+        self.shares.clear()
         self.gpu.clear()
+        self.told.clear()
         self._end(workers)
         return workers
 
@@ -134,6 +168,7 @@ class Lending(Generic[W]):
         """End the workers of trials whose placement group is ``gone`` (they ended without giving them back)."""
         gone = set(gone)
         for lease in [k for k, (group, _) in self.lent.items() if group in gone]:
+            self.shares.pop(lease, None)
             self._end([self.forget(w) for _, w in self.lent.pop(lease)[1]])
 
 
@@ -150,15 +185,23 @@ class WorkerPool(Holdings):
         hosts ``hosts`` (default ``count``), and more are started when trials need them."""
         self._lending.start(node_id, count, hosts)
 
-    def lend(self, ranks: list[tuple[str, str | None]], group: str | None) -> tuple[int, list[Any]]:
-        """Workers for a trial's ranks (``Lending.lend``), none that died while idle."""
+    def lend(
+        self, ranks: list[tuple[str, str | None]], group: str | None, share: ThreadShare | None = None
+    ) -> tuple[int, list[Any], ThreadCount | None]:
+        """Workers for a trial's ranks (``Lending.lend``), none that died while idle, and the threads
+        its CPU ranks start with. A trial already computing on those nodes is told its new count
+        now, before the new ranks compute (``cpu_threads.py``)."""
         self._end_abandoned()
-        for node_id in dict.fromkeys(node for node, _ in ranks):
+        nodes = list(dict.fromkeys(node for node, _ in ranks))
+        for node_id in nodes:
             self._lending.drop_dead(node_id, _alive(self._lending.idle.get(node_id, [])))
-        return self._lending.lend(ranks, group)
+        lease, workers = self._lending.lend(ranks, group, share)
+        changed = self._lending.share_threads(nodes)
+        _tell(w for w in changed.items() if w[0] not in workers)
+        return lease, workers, changed.get(workers[0])
 
     def give_back(self, lease: int, broken: bool, workers: list[Any]) -> None:
-        self._lending.give_back(lease, broken, workers)
+        _tell(self._lending.share_threads(self._lending.give_back(lease, broken, workers)).items())
 
     def end_all(self) -> int:
         """End every worker (each after its scripts: ``_end``); how many there were."""
@@ -170,6 +213,12 @@ class WorkerPool(Holdings):
             return
         table = ray.util.placement_group_table()
         self._lending.end_abandoned(g for g in groups if table.get(g, {}).get("state", "REMOVED") == "REMOVED")
+
+
+def _tell(changes: Iterable[tuple[Any, ThreadCount]]) -> None:
+    """Each worker its new thread count (it takes it in its rank's thread: ``cpu_threads.RankThreads``)."""
+    for worker, told in changes:
+        worker.use_threads.remote(told)
 
 
 def _alive(workers: list[Any]) -> list[Any]:

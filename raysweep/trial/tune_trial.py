@@ -33,6 +33,7 @@ from ray.util.queue import Queue
 from raysweep.placement import rank_places
 from raysweep.runs.files import read_explanation
 from raysweep.trial import gang, rank, slots, watchdog
+from raysweep.trial.cpu_threads import ThreadShare
 from raysweep.trial.job import Sweep, TrialJob
 from raysweep.trial.job_builder import InfeasibleTrial, build_job
 from raysweep.trial.lease import borrow, give_back
@@ -115,10 +116,9 @@ def run_warm(job: TrialJob, sweep: Sweep, worker_pool: Any, bound: StartBound, g
         tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(checkpoint_dir) if checkpoint_dir else None)
 
     restored = tune.get_checkpoint()
-    lease = borrow(worker_pool, places, group)
+    lease = borrow(worker_pool, places, group, thread_share(job))
     try:
         with restored.as_directory() if restored else contextlib.nullcontext() as checkpoint_dir:
-            threads = node_threads(job, sweep)
             call = RankCall(
                 fn=rank.on_warm_worker,
                 args=job,
@@ -126,51 +126,29 @@ def run_warm(job: TrialJob, sweep: Sweep, worker_pool: Any, bound: StartBound, g
                 checkpoint_dir=checkpoint_dir,
                 places=places,
                 use_gpu=capacity.use_gpu,
-                threads=threads,
+                threads=lease.threads,
                 group_timeout_s=job.group_timeout_s,
                 env=job.network_env(),
             )
-            gang.run(
-                lease, call, forward, bound, threads=_every(THREADS_EVERY_S, lambda: node_threads(job, sweep), threads)
-            )
+            gang.run(lease, call, forward, bound)
     finally:
         give_back(worker_pool, lease)
 
 
-THREADS_EVERY_S = 2.0  # how stale a rank's share of its node's CPUs may be (asked after reports)
-
-
-def _every(seconds: float, ask: Callable[[], int], first: int) -> Callable[[], int]:
-    """``ask``, asked again only once ``seconds`` have passed since it last was: the ranks wait
-    for the answer to every report, and the node's trials change far less often than that."""
-    last = {"at": time.monotonic(), "value": first}
-
-    def now() -> int:
-        if time.monotonic() - last["at"] >= seconds:
-            last.update(at=time.monotonic(), value=ask())
-        return last["value"]
-
-    return now
-
-
-def node_threads(job: TrialJob, sweep: Sweep) -> int:
-    """A CPU rank's threads: its share of the node's CPUs while its trial is the only one holding
-    slots there (a 1-worker trial alone then runs as a lone torchrun process does, on every core),
-    else ``cpus_per_worker``. Trials across nodes keep ``cpus_per_worker``."""
+def thread_share(job: TrialJob) -> ThreadShare | None:
+    """What the trial's CPU ranks may use (``cpu_threads.py``): ``cpus_per_worker`` threads each,
+    or, while the trial is alone on its node, the node's CPUs (a 1-worker trial alone then runs as
+    a lone torchrun process does, on every core). Trials across nodes keep ``cpus_per_worker``;
+    GPU ranks set no threads (None)."""
     capacity = job.capacity
+    if capacity.use_gpu:
+        return None
     own = max(1, int(capacity.cpus_per_worker))
-    if capacity.use_gpu or job.shape.nodes > 1 or sweep.holdings is None:
-        return own
     here = ray.get_runtime_context().get_node_id()
-    try:
-        held = ray.get(sweep.holdings.nodes.remote(), timeout=10)
-    except ray.exceptions.RayError:
-        return own
-    others = sum(nodes.get(here, 0) for trial_id, nodes in held.items() if trial_id != job.trial_id)
     node = next((n for n in capacity.nodes if n.id == here), None)
-    if others or node is None:
-        return own
-    return max(own, int(node.cpus // job.world_size))
+    if job.shape.nodes > 1 or node is None:
+        return ThreadShare(own)
+    return ThreadShare(own, int(node.cpus))
 
 
 def trial_nodes(job: TrialJob, bound: StartBound, group: Any) -> list[tuple[str, str, list[Any]]]:

@@ -20,6 +20,7 @@ import ray
 from raysweep.env import set_env
 from raysweep.placement import RankPlace
 from raysweep.trial import devices
+from raysweep.trial.cpu_threads import RankThreads, ThreadCount
 from raysweep.trial.ports import free_port
 from raysweep.trial.program import end_running_scripts
 
@@ -31,7 +32,8 @@ class RankCall:
     """What every warm rank of one trial runs: ``fn(args, link, master)``, in a process group of
     ``group_backend`` (None: no group) that waits ``group_timeout_s`` at most, with the
     checkpoint in ``checkpoint_dir``; rank r at ``places[r]`` (its node, its local rank, its GPU
-    when ``use_gpu``, else the CPU with ``threads`` threads), with ``env`` set while it runs."""
+    when ``use_gpu``, else the CPU with ``threads`` threads to start with: the pool's count,
+    ``cpu_threads.py``), with ``env`` set while it runs."""
 
     fn: Callable[..., None]
     args: Any
@@ -39,7 +41,7 @@ class RankCall:
     checkpoint_dir: str | None
     places: list[RankPlace]
     use_gpu: bool
-    threads: int
+    threads: ThreadCount | None
     group_timeout_s: float = GROUP_TIMEOUT.total_seconds()
     env: dict[str, str] = field(default_factory=dict)
 
@@ -58,13 +60,6 @@ class RankMessage:
 
 
 REPORT, SHARE, DONE, ERROR = "report", "share", "done", "error"
-
-
-@dataclass(frozen=True)
-class Threads:
-    """The trial's answer to a report: go on, with this many CPU threads (the node's share changed)."""
-
-    count: int
 
 
 class TrialStopped(BaseException):
@@ -86,10 +81,12 @@ class RankLink:
         checkpoint_dir: str | None,
         outbox: queue.Queue,
         inbox: queue.Queue,
+        threads: RankThreads,
     ):
         self.rank, self.world_size, self.place, self.device = rank, world_size, place, device
         self.checkpoint_dir = checkpoint_dir
         self.outbox, self.inbox = outbox, inbox
+        self.threads = threads
 
     @property
     def gpus(self) -> list[str] | None:
@@ -98,13 +95,9 @@ class RankLink:
 
     def report(self, metrics: dict[str, Any], checkpoint: str | os.PathLike | None) -> None:
         self.outbox.put(RankMessage(REPORT, metrics=metrics, checkpoint=os.fspath(checkpoint) if checkpoint else None))
-        answer = self.inbox.get()
-        if not answer:
+        if not self.inbox.get():
             raise TrialStopped
-        if isinstance(answer, Threads) and self.device == "cpu":
-            import torch
-
-            torch.set_num_threads(answer.count)
+        self.threads.apply(grow=True)  # the node's share, as the pool last told it
 
     def share(self, value: Any) -> Any:
         """Rank 0's ``value``, on every rank (a collective through the trial: every rank calls it
@@ -135,6 +128,7 @@ class DDPWorker:
 
     def __init__(self, imports: tuple[str, ...] = ()) -> None:
         import torch  # noqa: F401  (the import is most of a cold worker's start-up)
+        from torch.optim.optimizer import register_optimizer_step_pre_hook
 
         # ``imports`` (env.WARM_IMPORTS; torch._dynamo by default, which the first optimizer a loop
         # builds imports: seconds) are imported now, while the worker waits for its first trial
@@ -144,6 +138,8 @@ class DDPWorker:
         self._inbox: queue.Queue = queue.Queue()  # the trial's answers: go on or stop, or a shared value
         self._gpu: str | None = None  # the GPU this worker serves, from its first GPU trial on
         self._store: Any = None  # as rank 0: the trial's process-group store, bound by node()
+        self._threads = RankThreads()  # a CPU rank's threads, as the pool tells them (cpu_threads.py)
+        register_optimizer_step_pre_hook(self._threads.on_optimizer_step)
 
     def node(self, store_timeout_s: float | None = None) -> tuple[str, int]:
         """This worker's node address and a port on it; rank 0's become the group's master.
@@ -172,14 +168,16 @@ class DDPWorker:
         try:  # everything, device choice included: an error must reach the trial, never leave it waiting
             place = call.places[rank]
             gpu = place.gpu if call.use_gpu else None
+            self._threads.begin(None if gpu else call.threads)
             link = RankLink(
                 rank,
                 world_size,
                 place,
-                _use_device(gpu, call.threads, self._gpu),
+                _use_device(gpu, self._gpu),
                 call.checkpoint_dir,
                 self._outbox,
                 self._inbox,
+                self._threads,
             )
             self._gpu = gpu or self._gpu
             os.environ.update(call.env)
@@ -198,6 +196,7 @@ class DDPWorker:
             if dist.is_initialized():
                 dist.destroy_process_group()
             self._store = None
+            self._threads.end()
             if torch.cuda.is_initialized():
                 torch.cuda.empty_cache()  # the next trial may be another process's on this GPU
             set_env(before)
@@ -206,6 +205,11 @@ class DDPWorker:
         """End the ``program:`` script this worker runs, if any, before the pool ends the worker
         (its trial may be gone, and the rank left waiting for it)."""
         end_running_scripts()
+
+    def use_threads(self, told: ThreadCount) -> None:
+        """The pool's word: this rank's share of its node changed (another trial started or ended
+        beside it). The rank's thread takes it at its next optimizer step or report."""
+        self._threads.set(told)
 
     def ping(self) -> bool:
         """The pool's health check of an idle worker (an actor that died fails this at once)."""
@@ -250,13 +254,10 @@ def _portable(e: BaseException) -> BaseException:
         return RuntimeError(f"{type(e).__name__}: {e}")
 
 
-def _use_device(gpu: str | None, threads: int, pinned: str | None) -> str:
+def _use_device(gpu: str | None, pinned: str | None) -> str:
     """This rank's device for one trial: the GPU Ray named, as this worker's only CUDA device, or
-    the CPU with the trial's threads per worker."""
-    import torch
-
+    the CPU (its threads: ``RankThreads.begin``)."""
     if gpu is None:
-        torch.set_num_threads(threads)
         return "cpu"
     device = devices.pin(gpu, pinned)
     devices.check_usable(device)

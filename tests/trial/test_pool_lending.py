@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import itertools
 
+import pytest
+
+from raysweep.trial.cpu_threads import RankThreads, ThreadCount, ThreadShare, threads_on_node
 from raysweep.trial.pool import Lending
 
 
@@ -145,3 +148,84 @@ def test_every_runner_has_its_entry_and_the_driver_picks_one_per_size(monkeypatc
     assert runners(spec, pooled=False)[1] == Runner.TORCHTRAINER
     script = parse_spec({"program": "t.py", "method": "grid", "parameters": {"num_gpus": {"values": [1, 2]}}})
     assert runners(script, pooled=True) == {1: Runner.IN_PROCESS, 2: Runner.WARM}  # one script: the trial's own
+
+
+# --- threads: what each lent CPU worker computes with (``cpu_threads.py``) ----------------------
+
+LONE = ThreadShare(own=1, node_cpus=4)
+
+
+def told(changed: dict[str, ThreadCount]) -> dict[str, int]:
+    return {worker: count.count for worker, count in changed.items()}
+
+
+def test_a_lone_trial_shares_its_nodes_cpus_and_shrinks_the_moment_another_is_lent_beside_it():
+    lending, _ = pool(A=4)
+    first, _ = lending.lend([("A", None)], "g1", LONE)
+    assert told(lending.share_threads(["A"])) == {"A1": 4}  # alone: every core, as a lone torchrun
+    second, _ = lending.lend([("A", None), ("A", None)], "g2", LONE)
+    assert told(lending.share_threads(["A"])) == {"A1": 1, "A2": 1, "A3": 1}  # the first is told at once
+    lending.give_back(first, False, ["A1"])
+    assert told(lending.share_threads(["A"])) == {"A2": 2, "A3": 2}  # alone again: 4 CPUs over 2 ranks
+    assert told(lending.share_threads(["A"])) == {}  # nothing changed: nothing told
+
+
+def test_the_pools_words_are_ordered_so_a_late_one_cannot_undo_a_newer_one():
+    lending, _ = pool(A=2)
+    lending.lend([("A", None)], "g1", LONE)
+    alone = lending.share_threads(["A"])["A1"]
+    lending.lend([("A", None)], "g2", LONE)
+    beside = lending.share_threads(["A"])["A1"]
+    assert beside.seq > alone.seq
+    threads = RankThreads()
+    threads.set(beside)
+    threads.set(alone)  # the lend's count, reaching the worker after the later word
+    assert threads.wanted == 1
+
+
+def test_trials_across_nodes_and_gpu_trials_never_take_more_than_their_own_share():
+    lending, _ = pool(A=2, B=2)
+    lending.lend([("A", None), ("B", None)], "g1", ThreadShare(own=1))  # a trial across nodes
+    assert told(lending.share_threads(["A", "B"])) == {"A1": 1, "B1": 1}
+    lending.lend([("B", "0")], "g2", None)  # a GPU trial: no CPU threads to tell it
+    assert told(lending.share_threads(["B"])) == {}
+
+
+@pytest.mark.parametrize(
+    ("leases", "threads"),
+    [
+        ([(ThreadShare(1, 2), 1)], [2]),  # a lone 1-worker trial on 2 CPUs: both
+        ([(ThreadShare(1, 2), 2)], [1]),  # a lone 2-worker trial: one each
+        ([(ThreadShare(2, 2), 2)], [2]),  # never below its own cpus_per_worker
+        ([(ThreadShare(1, 8), 3)], [2]),  # 8 CPUs over 3 ranks, rounded down
+        ([(ThreadShare(1), 1)], [1]),  # across nodes: its own
+        ([(ThreadShare(1, 4), 1), (ThreadShare(1, 4), 1)], [1, 1]),  # two trials: each its own
+        ([(None, 1)], [None]),  # a GPU trial
+    ],
+)
+def test_threads_on_a_node(leases, threads):
+    assert threads_on_node(leases) == threads
+
+
+def test_a_rank_shrinks_at_any_step_and_grows_only_at_a_report():
+    import torch
+
+    before = torch.get_num_threads()
+    threads = RankThreads()
+    try:
+        threads.begin(ThreadCount(2, 1))
+        assert torch.get_num_threads() == 2
+        threads.set(ThreadCount(1, 2))
+        threads.on_optimizer_step(None, (), {})  # the next step takes a smaller count
+        assert torch.get_num_threads() == 1
+        threads.set(ThreadCount(2, 3))
+        threads.on_optimizer_step(None, (), {})  # not a larger one: a trial may start beside it soon
+        assert torch.get_num_threads() == 1
+        threads.apply(grow=True)  # the rank's next report does
+        assert torch.get_num_threads() == 2
+        threads.end()
+        threads.set(ThreadCount(1, 4))  # between trials nothing is applied
+        threads.on_optimizer_step(None, (), {})
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)

@@ -228,6 +228,7 @@ import threading
 from raysweep.trial import gang, warm_rank
 from raysweep.placement import RankPlace
 from raysweep.trial.warm_rank import RankCall
+from raysweep.trial.cpu_threads import ThreadCount
 from raysweep.trial.lease import Lease
 from raysweep.trial.start_bound import StartBound
 lease = Lease(0, [warm_rank.DDPWorker.options(num_cpus=0).remote()], None)
@@ -237,7 +238,7 @@ outcome = []
 def trial(gpu):
     try:
         call = RankCall(  # slice(args, link, master): a no-op loop
-            fn=slice, args=None, group_backend=None, checkpoint_dir=None, places=[place(gpu)], use_gpu=True, threads=1
+            fn=slice, args=None, group_backend=None, checkpoint_dir=None, places=[place(gpu)], use_gpu=True, threads=None
         )
         gang.run(lease, call, lambda metrics, ckpt: None, StartBound(600))
     except BaseException as e:
@@ -262,12 +263,12 @@ from raysweep.trial.pool import WorkerPool
 node = ray.get_runtime_context().get_node_id()
 pool = WorkerPool.remote()
 ray.get(pool.start.remote(node, 2))
-lease, workers = ray.get(pool.lend.remote([(node, None)] * 2, None))
+lease, workers, _ = ray.get(pool.lend.remote([(node, None)] * 2, None))
 ray.get([w.ping.remote() for w in workers], timeout=120)
 ray.get(pool.give_back.remote(lease, False, workers))
 ray.kill(workers[0])  # dies while idle in the pool
 time.sleep(1)
-_, again = ray.get(pool.lend.remote([(node, None)] * 2, None))
+_, again, _ = ray.get(pool.lend.remote([(node, None)] * 2, None))
 print("PINGS", ray.get([w.ping.remote() for w in again], timeout=120))
 """,
     )
@@ -285,6 +286,7 @@ import socket
 from raysweep.trial import gang, warm_rank
 from raysweep.placement import RankPlace
 from raysweep.trial.warm_rank import RankCall
+from raysweep.trial.cpu_threads import ThreadCount
 from raysweep.trial.lease import Lease
 from raysweep.trial.start_bound import StartBound
 workers = [warm_rank.DDPWorker.options(num_cpus=0).remote() for _ in range(2)]
@@ -299,7 +301,7 @@ def loop(args, link, master):
     import torch.distributed as dist
     link.report({"world": dist.get_world_size()}, None)
 places = [RankPlace("n", "127.0.0.1", 0, r, 2) for r in range(2)]
-call = RankCall(fn=loop, args=None, group_backend="gloo", checkpoint_dir=None, places=places, use_gpu=False, threads=1)
+call = RankCall(fn=loop, args=None, group_backend="gloo", checkpoint_dir=None, places=places, use_gpu=False, threads=ThreadCount(1, 0))
 reports = []
 gang.run(Lease(0, workers, None), call, lambda metrics, ckpt: reports.append(metrics), StartBound(600))
 print("REPORTS", reports)
@@ -307,6 +309,79 @@ print("REPORTS", reports)
     )
     assert "HELD True" in out.stdout, out.stdout + out.stderr
     assert "REPORTS [{'world': 2.0}]" in out.stdout or "REPORTS [{'world': 2}]" in out.stdout, out.stdout + out.stderr
+
+
+def test_a_lone_trial_gives_back_the_nodes_cores_at_its_next_step_when_a_trial_starts_beside_it(tmp_path, ray_cluster):
+    """A CPU trial alone on its node computes with the node's cores (``cpu_threads.py``). The moment
+    the pool lends workers to a second trial there, the first drops to its own share at its next
+    optimizer step, not at its next report, an epoch away: with 2 threads beside a busy rank on 2
+    cores, the first trial of the 16-trial sweep ran at 1/8 of its speed for its whole first epoch
+    (docs/benchmarks.md, 2026-12-05). When the second trial gives its workers back, the first grows
+    again, at its next report."""
+    out = driver_script(
+        ray_cluster,
+        f"""
+import threading
+from pathlib import Path
+from raysweep.placement import RankPlace
+from raysweep.trial import gang
+from raysweep.trial.cpu_threads import ThreadShare
+from raysweep.trial.lease import borrow, give_back
+from raysweep.trial.pool import end_pool, start_pool
+from raysweep.trial.start_bound import StartBound
+from raysweep.trial.warm_rank import RankCall
+here = Path({str(tmp_path)!r})
+
+def lone(args, link, master):  # steps until its threads drop (30 s at most), then reports
+    import torch
+    model = torch.nn.Linear(8, 8)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    seen = []
+    (here / "stepping").touch()
+    deadline = time.time() + 30
+    while time.time() < deadline and (not seen or seen[-1] > 1):
+        model(torch.randn(4, 8)).sum().backward()
+        optimizer.step()
+        seen.append(torch.get_num_threads())
+        time.sleep(0.01)
+    link.report({{"first_step": seen[0], "last_step": seen[-1]}}, None)
+    while not (here / "given_back").exists():
+        time.sleep(0.05)
+    link.report({{"before_report": torch.get_num_threads()}}, None)
+    link.report({{"after_report": torch.get_num_threads()}}, None)
+
+node = ray.get_runtime_context().get_node_id()
+pool = start_pool({{node: (2, 2)}}, ())
+place = [RankPlace(node, "127.0.0.1", 0, 0, 1)]
+first = borrow(pool, place, None, ThreadShare(1, 2))
+print("FIRST STARTS WITH", first.threads.count)
+call = RankCall(fn=lone, args=None, group_backend=None, checkpoint_dir=None, places=place, use_gpu=False, threads=first.threads)
+reports = []
+running = threading.Thread(target=gang.run, args=(first, call, lambda metrics, ckpt: reports.append(metrics), StartBound(600)))
+running.start()
+for _ in range(600):
+    if (here / "stepping").exists():
+        break
+    time.sleep(0.1)
+second = borrow(pool, place, None, ThreadShare(1, 2))
+print("SECOND STARTS WITH", second.threads.count)
+for _ in range(600):
+    if reports:
+        break
+    time.sleep(0.1)
+give_back(pool, second)
+(here / "given_back").touch()
+running.join(120)
+print("REPORTS", [{{k: int(v) for k, v in r.items()}} for r in reports])
+end_pool(pool)
+""",
+    )
+    assert "FIRST STARTS WITH 2" in out.stdout, out.stdout + out.stderr  # alone on 2 CPUs
+    assert "SECOND STARTS WITH 1" in out.stdout, out.stdout + out.stderr
+    # the first trial's steps dropped to 1 thread before its report; it grew back at the report after
+    assert "REPORTS [{'first_step': 2, 'last_step': 1}, {'before_report': 1}, {'after_report': 2}]" in out.stdout, (
+        out.stdout + out.stderr
+    )
 
 
 HOG = """
@@ -338,7 +413,7 @@ else:
 def test_a_warm_worker_that_does_not_answer_fails_its_trial_within_the_bound(tmp_path, ray_cluster):
     """A lent warm worker that never answers (here: stopped, as a process hung in its start would
     be) fails the trial with the sentence instead of leaving it waiting. The 1-worker trial that
-    runs first, alone on the node, gets the node's cores (``tune_trial.node_threads``)."""
+    runs first, alone on the node, gets the node's cores (``cpu_threads.threads_on_node``)."""
     spec = sweep(
         tmp_path,
         "w7",
