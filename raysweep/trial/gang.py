@@ -34,6 +34,12 @@ class RankReports(RuntimeError):
     """Ranks of one trial reported a different number of times."""
 
 
+class WorkerDied(RuntimeError):
+    """The process of a warm worker lent to the trial died (killed, out of memory, a crash in native
+    code, or a worker that could not start). Never Ray's ``RayActorError``: Tune's actor manager
+    takes one raised by a trial for the death of the trial's own actor, and drops that actor."""
+
+
 def run(
     lease: Lease,
     call: RankCall,
@@ -58,7 +64,10 @@ def run(
         # raises if a worker died while it waited; rank 0's node and port are the group's master
         store_timeout = call.group_timeout_s if call.group_backend else None  # rank 0 binds the group's store
         nodes = [w.node.remote(store_timeout if r == 0 else None) for r, w in enumerate(workers)]
-        master = bound.get(nodes, waited_for)[0]
+        try:
+            master = bound.get(nodes, waited_for)[0]
+        except ray.exceptions.RayActorError as e:
+            raise worker_died(e, "a warm worker of this trial, before its loop began,", call) from e
         runs = [w.run.remote(call, r, size, master) for r, w in enumerate(workers)]
         reports = 0
         while True:
@@ -102,15 +111,28 @@ def _next_messages(workers: list[Any], runs: list[Any]) -> list[RankMessage]:
     messages: list[RankMessage | None] = [None] * len(workers)
     while pending:
         ready, _ = ray.wait(list(pending) + list(watched), num_returns=1)
-        if ready[0] in watched:
-            del watched[ready[0]]
-            ray.get(ready[0])  # raises the rank's error; a run that ended has put its last message already
-            continue
-        rank = pending.pop(ready[0])
-        message = messages[rank] = ray.get(ready[0])  # raises if the rank's process died
+        rank = watched.pop(ready[0], None)
+        try:
+            if rank is not None:
+                ray.get(ready[0])  # raises the rank's error; a run that ended has put its last message already
+                continue
+            rank = pending.pop(ready[0])
+            message = messages[rank] = ray.get(ready[0])  # raises if the rank's process died
+        except ray.exceptions.RayActorError as e:
+            raise worker_died(e, f"the warm worker of rank {rank} of {len(workers)}") from e
         if message.kind == ERROR:
             raise rank_error(message.error, rank, len(workers), message.trace)
     return messages
+
+
+def worker_died(error: BaseException, who: str, call: RankCall | None = None) -> WorkerDied:
+    """The sentence for an actor of the trial whose process ended (``who``: which one)."""
+    where = f" on {', '.join(dict.fromkeys(p.address for p in call.places))}" if call else ""
+    first_line = str(error).splitlines()[0] if str(error) else ""
+    return WorkerDied(
+        f"{who} died{where} (its process was killed, ran out of memory, crashed in native code, or could not "
+        f"start): {type(error).__name__}: {first_line}"
+    )
 
 
 def rank_error(error: BaseException, rank: int, world_size: int, trace: str) -> BaseException:

@@ -303,6 +303,8 @@ def run_trial(flat_config: dict[str, Any], sweep: Sweep, worker_pool: Any) -> No
         if early and not isinstance(e, gang.RankReports):
             ranks, reports = early
             raise gang.RankReports(watchdog.ended_early_text(ranks, job.world_size, reports)) from e
+        if isinstance(e, ray.exceptions.RayActorError):  # Tune would take it for this trial's own actor's death
+            raise gang.worker_died(e, "an actor this trial used") from e
         raise
     finally:
         slots.release(group, own)

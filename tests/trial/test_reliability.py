@@ -103,6 +103,26 @@ def test_a_raising_loop_is_retried_up_to_max_failures_and_the_sweep_goes_on(tmp_
     assert (Path(row["trial_dir"]) / "smoke_failures").read_text() == "xx"  # 1 try + max_failures=1 retry
 
 
+def test_trials_whose_warm_worker_dies_fail_with_a_sentence_and_the_sweep_goes_on(tmp_path, ray_cluster):
+    """A warm worker whose process dies (here: SIGKILL, as from the OOM killer) fails its trial with
+    a sentence naming the rank, and the others run. Before, Ray's bare ``ActorDiedError`` left the
+    trial, and Tune takes one for the death of the trial's own actor (``gang.WorkerDied``)."""
+    spec = sweep(
+        tmp_path,
+        "wd",
+        train_loop="tests.support.dying_loop:train",
+        base_config={"epochs": 2},
+        parameters={"die": {"values": [True, False]}, "x": {"values": [0.2, 0.4]}},
+    )
+    out = run(spec, ray_cluster)
+    assert out.returncode == 0, out.stderr + out.stdout
+    trials = show(tmp_path / "runs" / "wd")["trials"]
+    assert sorted(t["status"] for t in trials) == ["done", "done", "failed", "failed"], trials
+    for trial in trials:
+        if trial["config"]["die"]:
+            assert "the warm worker of rank 0 of 1 died (its process was killed" in trial["error"], trial["error"]
+
+
 def test_a_nan_metric_fails_the_trial_and_optuna_records_it_failed(tmp_path, ray_cluster):
     """Guarantee: "A metric that is NaN or inf fails its trial with a sentence (`'score' is nan
     (the trial diverged)`); Optuna records the trial as failed and never sees the value; ASHA never
