@@ -71,6 +71,14 @@ class Holdings:
         return len(self._started.get(run, ()))
 
     @ray.method(concurrency_group=RECORD)
+    def nudge(self) -> None:
+        """Nudge Ray's scheduler after a trial removed its slots' group (``slots.release``), from
+        this actor, which outlives the trial's process."""
+        from raysweep.trial.slots import start_nudging
+
+        start_nudging()
+
+    @ray.method(concurrency_group=RECORD)
     def release(self, trial_id: str) -> list[Any]:
         """The trial ended (or will start again): forget what it held; returns its Ray Train groups."""
         self._nodes.pop(trial_id, None)

@@ -48,11 +48,21 @@ NUDGES = 20  # the waiting group is granted within ~0.1 s of the removal (docs/b
 NUDGE_EVERY_S = 0.025
 
 
-def release(group: Any, own: bool) -> None:
-    """Remove the group the trial made, and nudge Ray to grant the slots to a group waiting for them."""
+def release(group: Any, own: bool, holdings: Any = None) -> None:
+    """Remove the group the trial made, and nudge Ray to grant the slots to a group waiting for
+    them: from the sweep's ``holdings`` actor where there is one. This process may end first: Tune
+    ends a trial's actor at once when no trial is left to reuse it, and the sweep's last trial then
+    waited out Ray's 1-second tick for its slots (0.4-0.8 s, docs/benchmarks.md, 2026-12-05)."""
     if own:
         remove_placement_group(group)
-        threading.Thread(target=_nudge, name="raysweep-nudge", daemon=True).start()
+        if holdings is not None:
+            holdings.nudge.remote()
+        else:
+            start_nudging()
+
+
+def start_nudging() -> None:
+    threading.Thread(target=_nudge, name="raysweep-nudge", daemon=True).start()
 
 
 def _nudge() -> None:

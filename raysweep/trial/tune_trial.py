@@ -307,4 +307,4 @@ def run_trial(flat_config: dict[str, Any], sweep: Sweep, worker_pool: Any) -> No
             raise gang.worker_died(e, "an actor this trial used") from e
         raise
     finally:
-        slots.release(group, own)
+        slots.release(group, own, sweep.holdings)

@@ -104,9 +104,12 @@ def test_a_raising_loop_is_retried_up_to_max_failures_and_the_sweep_goes_on(tmp_
 
 
 def test_trials_whose_warm_worker_dies_fail_with_a_sentence_and_the_sweep_goes_on(tmp_path, ray_cluster):
-    """A warm worker whose process dies (here: SIGKILL, as from the OOM killer) fails its trial with
-    a sentence naming the rank, and the others run. Before, Ray's bare ``ActorDiedError`` left the
-    trial, and Tune takes one for the death of the trial's own actor (``gang.WorkerDied``)."""
+    """Guarantee: "A trial whose warm worker died, past its retries, fails with a sentence naming
+    the rank, and the sweep's other trials run."
+
+    Here the worker's process is SIGKILLed, as by the OOM killer. Before, Ray's bare
+    ``ActorDiedError`` left the trial, and Tune takes one for the death of the trial's own actor
+    (``gang.WorkerDied``)."""
     spec = sweep(
         tmp_path,
         "wd",

@@ -384,6 +384,47 @@ end_pool(pool)
     )
 
 
+def test_a_trials_removed_slots_are_nudged_from_the_sweeps_actor_after_its_process_ends(ray_cluster):
+    """Ray grants a waiting placement group at its next 1-second tick unless something runs its
+    scheduler sooner: a trial that removes its slots' group nudges it (``slots.release``, 20 tiny
+    groups in 0.5 s). The nudges come from the sweep's holdings actor: Tune ends a trial's actor at
+    once when no trial is left to reuse it, and the sweep's last trial then waited 0.4-0.8 s for
+    its slots (docs/benchmarks.md, 2026-12-05). Here the trial's actor is killed the moment it has
+    removed its group, as Tune ends it, and every nudge is still made."""
+    out = driver_script(
+        ray_cluster,
+        """
+from ray.util.placement_group import placement_group
+from raysweep.trial import slots
+from raysweep.trial.holdings import start_holdings
+
+def nudges():
+    return sum(1 for g in ray.util.placement_group_table().values() if g["name"] == "raysweep-nudge")
+
+@ray.remote(num_cpus=0)
+class Trial:
+    def end(self, holdings):
+        group = placement_group([{"CPU": 1}])
+        ray.get(group.ready())
+        slots.release(group, True, holdings)
+
+holdings = start_holdings()
+ray.get(holdings.nodes.remote())
+before = nudges()
+trial = Trial.remote()
+ray.get(trial.end.remote(holdings))
+ray.kill(trial)  # at once, as Tune ends an actor it has no trial for
+for _ in range(100):  # the nudges take 0.5 s
+    if nudges() - before >= slots.NUDGES:
+        break
+    time.sleep(0.1)
+time.sleep(1)
+print("NUDGES", nudges() - before)
+""",
+    )
+    assert "NUDGES 20" in out.stdout, out.stdout + out.stderr
+
+
 HOG = """
 @ray.remote(num_cpus=2)
 class Hog:  # another job's actor, holding both CPUs of the node outside the sweep's slots
