@@ -15,7 +15,7 @@ import os
 from typing import Any
 
 from bench import systems
-from bench.common import busy_worker_seconds, write_result
+from bench.common import busy_worker_seconds, median, write_result
 
 SIZES = {  # trial size: (train_size, val_size, epochs); a full trial is ~5 s of compute on one core
     "full": (3000, 500, 2),
@@ -35,6 +35,22 @@ def mixed_spec(n_seeds: int, quick: bool) -> dict[str, Any]:
     }
 
 
+def slowest_vs_median(events: list[dict[str, Any]]) -> dict[str, float]:
+    """Per trial size, the longest loop over the median one (rank 0's start to end). Utilisation
+    counts a crawling rank as busy: a trial that ran 5x slower than its peers (two ranks'
+    threads on one core) lifted it while the sweep took longer (docs/benchmarks.md, 2026-12-05)."""
+    starts: dict[int, float] = {}
+    loops: dict[int, list[float]] = {}
+    for e in sorted(events, key=lambda e: e["t"]):
+        if e.get("rank") != 0:
+            continue
+        if e["kind"] == "start":
+            starts[e["pid"]] = e["t"]
+        elif e["kind"] == "end" and e["pid"] in starts:
+            loops.setdefault(e["world"], []).append(e["t"] - starts.pop(e["pid"]))
+    return {f"{world}w": round(max(xs) / median(xs), 2) for world, xs in sorted(loops.items())}
+
+
 def summarise(r: dict[str, Any], slots: int) -> dict[str, Any]:
     starts = [s for s, _ in r["spans"]]
     ends = [e for _, e in r["spans"]]
@@ -46,6 +62,7 @@ def summarise(r: dict[str, Any], slots: int) -> dict[str, Any]:
         "busy_worker_s": round(busy, 1),
         "utilisation": round(busy / (slots * wall), 3) if ends else None,
         "trials_done": len(r["spans"]),
+        "slowest_loop_vs_median": slowest_vs_median(r["events"]),
         "failed": r["failed"],
         "driver_peak_rss_mib": r["driver_peak_rss_mib"],
         "children_peak_rss_mib": r["children_peak_rss_mib"],
