@@ -23,12 +23,15 @@ class AdmittedSearch(SearchAlgorithm):
         super().__init__()
         self.inner, self.ledger, self.admission = inner, ledger, admission
         self.held: Any = None  # the next trial, made by the inner search, not yet handed to Tune
+        self.stopped = False  # Tune ended the sweep (``set_finished``): no trial is made or waited for
         self.searcher = getattr(inner, "searcher", None)  # Tune looks for a ConcurrencyLimiter here
 
     def __getstate__(self) -> dict[str, Any]:
         return self.__dict__ | {"ledger": None, "admission": None}
 
     def next_trial(self) -> Any:
+        if self.stopped:
+            return None
         if self.held is None:
             if self.admission is not None and not self.admission.room():
                 return None  # enough trials wait: the search is asked again when one starts
@@ -70,11 +73,20 @@ class AdmittedSearch(SearchAlgorithm):
         trial's actor for the next trial only while the search goes on or a trial is staged, and
         the admission stages one at a time. Once the last trial was made, each later one waited
         for a new actor (4-5 s on 2 cores) and took its slots late (docs/benchmarks.md). The
-        admission counts its waiting trials at every step of Tune's, so this ends with them."""
+        admission counts its waiting trials at every step of Tune's, so this ends with them.
+
+        Once Tune has ended the sweep (a stopper: the first trials failed, a metric target, a spent
+        budget), it is over: Tune stops every trial then, the admission is not asked again, and its
+        count of waiting trials stayed as it was. Tune waited for a next trial forever (seen with
+        every warm worker failing to start, 16 trials on 2 slots; docs/benchmarks.md, 2026-12-05)."""
+        if self.stopped:
+            return True
         holding = self.admission is not None and self.admission.waiting > 0
         return self.held is None and self.inner.is_finished() and not holding
 
     def set_finished(self) -> None:
+        """Tune ends the sweep (``TuneController._stop_experiment_if_needed``)."""
+        self.stopped = True
         self.inner.set_finished()
 
     def has_checkpoint(self, dirpath: str) -> bool:

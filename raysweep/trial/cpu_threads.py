@@ -4,7 +4,7 @@ A rank computes with its trial's ``cpus_per_worker`` threads, except while its t
 one computing on its node: then the node's CPUs are shared among the trial's ranks there, so a
 lone 1-worker trial runs on every core, as a lone torchrun process does (``threads_on_node``).
 
-The pool decides (``pool.Lending.thread_changes``): it lends every warm worker, so it sees the
+The pool decides (``pool.Lending.share_threads``): it lends every warm worker, so it sees the
 moment a second trial starts beside a lone one. A rank whose share shrinks must shrink before the
 new trial's ranks compute: a 2-thread rank beside another busy rank on 2 cores crawled at 1/8 of
 its speed (OpenMP's threads wait for each other at every parallel region), and so did the trial

@@ -57,3 +57,22 @@ def test_the_search_is_not_over_to_tune_while_the_admission_holds_trials_back():
     admission.waiting = 0  # the last one has started
     assert search.is_finished()
     assert AdmittedSearch(made_all).is_finished()  # no admission: the inner search's word
+
+
+def test_a_search_tune_ended_is_over_though_the_admission_counted_trials_waiting():
+    """A stopper ends the sweep while the admission holds trials back: Tune stops them all and
+    calls ``set_finished``, and asks the admission nothing more, so its count of waiting trials
+    stays. The search must be over for Tune then; Tune waited for a next trial forever."""
+    from raysweep.driver.admitted_search import AdmittedSearch
+
+    ended: list[bool] = []
+    more = SimpleNamespace(
+        is_finished=lambda: bool(ended), next_trial=lambda: None, set_finished=lambda: ended.append(True)
+    )
+    capacity = Capacity((Node("a", "10.0.0.1", 2, 2.0),), use_gpu=False, cpus_per_worker=1.0, managed_slots=True)
+    admission = Admission(None, capacity, None, holdings=None, board=Board(), queue=4)
+    search = AdmittedSearch(more, admission=admission)
+    admission.waiting = 5  # held back when the stop came; no later step recounts them
+    assert not search.is_finished()
+    search.set_finished()
+    assert search.is_finished() and search.next_trial() is None and ended == [True]
