@@ -26,17 +26,23 @@ def read_events(path: str | os.PathLike) -> list[dict[str, Any]]:
     return [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
 
 
-def busy_worker_seconds(events: Iterable[dict[str, Any]]) -> float:
-    """Sum over worker processes of (loop end - loop start): the time the workers computed."""
-    starts: dict[tuple, float] = {}
-    busy = 0.0
+def loop_spans(events: Iterable[dict[str, Any]]) -> list[tuple[dict[str, Any], float]]:
+    """Each loop a worker process ran: its start event and its seconds (start to end)."""
+    starts: dict[tuple, dict[str, Any]] = {}
+    spans = []
     for e in events:
         key = (e["pid"], e.get("tag"))
         if e["kind"] == "start":
-            starts[key] = e["t"]
+            starts[key] = e
         elif e["kind"] == "end" and key in starts:
-            busy += e["t"] - starts.pop(key)
-    return busy
+            start = starts.pop(key)
+            spans.append((start, e["t"] - start["t"]))
+    return spans
+
+
+def busy_worker_seconds(events: Iterable[dict[str, Any]]) -> float:
+    """Sum over worker processes of (loop end - loop start): the time the workers computed."""
+    return sum(seconds for _, seconds in loop_spans(events))
 
 
 def median(xs: Iterable[float]) -> float:

@@ -15,7 +15,7 @@ import os
 from typing import Any
 
 from bench import systems
-from bench.common import busy_worker_seconds, median, write_result
+from bench.common import busy_worker_seconds, loop_spans, median, write_result
 
 SIZES = {  # trial size: (train_size, val_size, epochs); a full trial is ~5 s of compute on one core
     "full": (3000, 500, 2),
@@ -39,15 +39,10 @@ def slowest_vs_median(events: list[dict[str, Any]]) -> dict[str, float]:
     """Per trial size, the longest loop over the median one (rank 0's start to end). Utilisation
     counts a crawling rank as busy: a trial that ran 5x slower than its peers (two ranks'
     threads on one core) lifted it while the sweep took longer (docs/benchmarks.md, 2026-12-05)."""
-    starts: dict[int, float] = {}
     loops: dict[int, list[float]] = {}
-    for e in sorted(events, key=lambda e: e["t"]):
-        if e.get("rank") != 0:
-            continue
-        if e["kind"] == "start":
-            starts[e["pid"]] = e["t"]
-        elif e["kind"] == "end" and e["pid"] in starts:
-            loops.setdefault(e["world"], []).append(e["t"] - starts.pop(e["pid"]))
+    for start, seconds in loop_spans(events):
+        if start.get("rank") == 0:
+            loops.setdefault(start["world"], []).append(seconds)
     return {f"{world}w": round(max(xs) / median(xs), 2) for world, xs in sorted(loops.items())}
 
 

@@ -143,8 +143,6 @@ class Lending(Generic[W]):
         nodes = list(dict.fromkeys(node for node, _ in ranks))
         for node_id in nodes:
             back = [w for node, w in ranks if node == node_id]
-            for worker in back:
-                self.told.pop(worker, None)
             over = self.have(node_id) + len(back) > self.slots.get(node_id, len(back))
             if broken or over:  # `over`: never more workers on a node than it hosts
                 self._end([self.forget(w) for w in back])
