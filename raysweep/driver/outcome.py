@@ -61,6 +61,19 @@ def budget_spent(settings: RunSettings, run_dir: Path, monitor: SweepMonitor, se
     return 0
 
 
+def ended_counts(rows: list[TrialRow]) -> str:
+    """The trials' ends in words. A trial a stopper ended before its first report is stopped with
+    no result, never one of the finished (a sweep whose first trials all failed said "1 finished"
+    of the trial that was starting when it stopped)."""
+    unreported = sum(1 for r in rows if r.status == TrialStatus.STOPPED and not r.iterations)
+    finished = sum(1 for r in rows if r.finished) - unreported
+    failed = sum(1 for r in rows if r.status == TrialStatus.FAILED)
+    words = f"{finished} finished, {failed} failed"
+    if unreported:
+        words += f", {unreported} stopped before {'its' if unreported == 1 else 'their'} first report"
+    return words
+
+
 def finish(
     spec: SweepSpec,
     settings: RunSettings,
@@ -72,12 +85,11 @@ def finish(
     stopped: str | None = None,
 ) -> int:
     rows = list(monitor.rows.values())
-    failed = [r for r in rows if r.status == TrialStatus.FAILED]
     ok = [r for r in rows if r.finished]
     if not settings.quiet:
         print()
     ended = f"stopped ({stopped})" if stopped else "finished"
-    print(f"sweep {settings.name} {ended} in {wall_s:.0f} s: {len(ok)} finished, {len(failed)} failed")
+    print(f"sweep {settings.name} {ended} in {wall_s:.0f} s: {ended_counts(rows)}")
     best = monitor.best()
     if best:
         print(

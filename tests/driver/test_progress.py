@@ -13,6 +13,7 @@ from pathlib import Path
 from conftest import write_spec
 
 from raysweep.driver.monitor import SweepMonitor
+from raysweep.driver.outcome import ended_counts
 from raysweep.driver.result_log import ResultLog
 from raysweep.runs.files import read_trials
 from raysweep.spec import load_spec
@@ -178,3 +179,17 @@ def test_a_trial_started_ahead_of_its_slots_starts_and_is_accounted_from_when_it
     monitor.board.held_at[early.trial_id] = held + 60.0  # a later attempt's: a trial that reported keeps its start
     monitor.on_trial_result(0, trials, early, {"score": 1.0, "training_iteration": 2})
     assert read_trials(monitor.path)[0]["start"] == held
+
+
+def test_a_trial_a_stopper_ends_before_its_first_report_is_not_counted_finished(tmp_path):
+    """The sweep's last line said "1 finished, 5 failed" of a sweep whose first trials all failed:
+    the one finished was the trial starting when the stopper fired, which never reported."""
+    monitor, trials = monitor_and_trials(tmp_path, 4)
+    for t in trials:
+        monitor.on_trial_start(0, trials, t)
+    monitor.on_trial_result(0, trials, trials[0], {"score": 0.5, "training_iteration": 1})
+    monitor.on_trial_complete(0, trials, trials[0])
+    monitor.on_trial_error(0, trials, trials[1])
+    monitor.on_trial_result(0, trials, trials[2], {"score": 0.7, "training_iteration": 2})
+    monitor.sweep_stopped()  # trials 2 (reported) and 3 (not yet) were running
+    assert ended_counts(list(monitor.rows.values())) == "2 finished, 1 failed, 1 stopped before its first report"
