@@ -7,7 +7,9 @@ with the trial measured. The figure is the loop's own
 ``samples_per_sec`` (all ranks' samples over the slowest rank's epoch time), median over the
 epochs after the first. The machine's load moves these figures by more than the systems
 differ, so the two systems run in interleaved pairs (order alternating: a c, c a, a c) and
-the ratio (a)/(c) is taken pair by pair; the table shows medians over the pairs.
+the ratio (a)/(c) is taken pair by pair; the table shows medians over the pairs. With 1 worker,
+(e) runs the same loop in a plain Ray actor (no Tune, no pool) in the same rounds: (a)/(e) is
+what raysweep costs a lone trial, (e)/(c) what running inside Ray costs it.
 
     flock /tmp/raysweep-ray.lock .venv/bin/python -m bench.ddp_scaling [--quick]
 """
@@ -60,13 +62,16 @@ def median_of_pairs(xs: Iterable[float | None], digits: int) -> float | None:
 
 
 def interleaved_pairs(spec_doc: dict[str, Any], n: int) -> Iterator[dict[str, dict[str, Any]]]:
-    """``n`` pairs of one raysweep and one torchrun run of ``spec_doc``, order alternating; per
+    """``n`` rounds of one raysweep and one torchrun run of ``spec_doc`` (and a bare Ray actor's,
+    1-worker trials only), order alternating; per
     pair and system, samples/sec by workers (``samples_per_sec``) and its failed trials."""
     _, trials = systems.spec_trials(spec_doc)
     runners = {
         "a_raysweep": lambda: systems.run_raysweep(spec_doc, "transformer", max_concurrent=1),
         "c_torchrun": lambda: systems.run_torchrun_agent(trials, "transformer", "exact_accuracy", "max"),
     }
+    if all(t["workers"] == 1 for t in trials):
+        runners["e_bare_actor"] = lambda: systems.run_bare_actor(trials, "transformer")
     for i in range(n):
         runs = {key: runners[key]() for key in sorted(runners, reverse=i % 2 == 1)}
         yield {key: {"by_workers": samples_per_sec(r["events"]), "failed": r["failed"]} for key, r in runs.items()}
@@ -83,17 +88,19 @@ def main() -> None:
         pair: dict[str, Any] = {
             key: {
                 "1w": one[key]["by_workers"].get(1),
-                "2w": two[key]["by_workers"].get(2),
-                "failed": one[key]["failed"] + two[key]["failed"],
+                "2w": two[key]["by_workers"].get(2) if key in two else None,
+                "failed": one[key]["failed"] + (two[key]["failed"] if key in two else []),
             }
             for key in one
         }
         pair["a_over_c_1w"] = ratio(pair["a_raysweep"]["1w"], pair["c_torchrun"]["1w"])
         pair["a_over_c_2w"] = ratio(pair["a_raysweep"]["2w"], pair["c_torchrun"]["2w"])
+        pair["a_over_e_1w"] = ratio(pair["a_raysweep"]["1w"], pair["e_bare_actor"]["1w"])
+        pair["e_over_c_1w"] = ratio(pair["e_bare_actor"]["1w"], pair["c_torchrun"]["1w"])
         print(f"ddp pair {i}: {pair}", flush=True)
         pairs.append(pair)
     out: dict[str, Any] = {}
-    for key in ("a_raysweep", "c_torchrun"):
+    for key in ("a_raysweep", "c_torchrun", "e_bare_actor"):
         one = median_of_pairs((p[key]["1w"] for p in pairs), 1)
         two = median_of_pairs((p[key]["2w"] for p in pairs), 1)
         out[key] = {
@@ -102,7 +109,10 @@ def main() -> None:
             "speedup_2w": ratio(two, one),
             "failed": [e for p in pairs for e in p[key]["failed"]],
         }
-    ratios = {f"a_over_c_{w}": median_of_pairs((p[f"a_over_c_{w}"] for p in pairs), 3) for w in ("1w", "2w")}
+    ratios = {
+        key: median_of_pairs((p[key] for p in pairs), 3)
+        for key in ("a_over_c_1w", "a_over_c_2w", "a_over_e_1w", "e_over_c_1w")
+    }
     print(f"ddp: {out} {ratios}", flush=True)
     print(
         write_result(

@@ -115,8 +115,14 @@ def tables(r: dict[str, Any]) -> tuple[list[str], list[tuple[str, str, str]]]:
         "| system | 1 worker | 2 workers | speed-up |",
         "|---|---|---|---|",
     ]
-    for key, name in (("a_raysweep", "(a) raysweep"), ("c_torchrun", "(c) torchrun")):
+    for key, name in (
+        ("a_raysweep", "(a) raysweep"),
+        ("c_torchrun", "(c) torchrun"),
+        ("e_bare_actor", "(e) bare Ray actor"),
+    ):
         x = d.get(key, {})
+        if not x and key == "e_bare_actor":  # results from before (e) ran
+            continue
         lines.append(
             f"| {name} | {_f(x.get('samples_per_sec_1w'), '{:.0f}')} | {_f(x.get('samples_per_sec_2w'), '{:.0f}')} | {_f(x.get('speedup_2w'))} |"
         )
@@ -125,6 +131,11 @@ def tables(r: dict[str, Any]) -> tuple[list[str], list[tuple[str, str, str]]]:
         lines.append(
             f"\n(a)/(c) pair by pair ({len(ddp['pairs'])} interleaved pairs), median: 1 worker "
             f"{_f(ddp.get('a_over_c_1w'))}, 2 workers {_f(ddp.get('a_over_c_2w'))} (2 workers per pair: {per_pair})"
+        )
+    if ddp.get("a_over_e_1w"):
+        lines.append(
+            f"1 worker, (a)/(e) raysweep over a bare Ray actor: {_f(ddp.get('a_over_e_1w'))}; "
+            f"(e)/(c) the bare actor over torchrun: {_f(ddp.get('e_over_c_1w'))}"
         )
     a_c = ddp.get("a_over_c_2w")
     targets.append(("DDP 2 workers, (a)/(c) samples/s >= 0.97", _f(a_c), _check(None if a_c is None else a_c >= 0.97)))

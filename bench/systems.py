@@ -1,9 +1,10 @@
-"""The four ways of running the same list of trials that the benchmark compares.
+"""The five ways of running the same list of trials that the benchmark compares.
 
 (a) raysweep (``run_sweep`` on a spec), (b) the pattern of Ray's docs (a Tune function
 trainable that builds a ``TorchTrainer`` with ``TuneReportCallback``, ``OptunaSearch`` and
 ``ASHAScheduler``), (c) the "seeds' way" (one sequential agent: Optuna asks, ``torchrun``
-runs the trial), (d) a plain Tune function trainable with no Train (1 worker only: the floor).
+runs the trial), (d) a plain Tune function trainable with no Train (1 worker only: the floor),
+(e) a plain Ray actor per trial, no Tune (1 worker only: what Ray itself costs a lone trial).
 
 Every runner takes the same trials (worker count + the nested config the loop receives) and
 returns spans (start, end) per trial, the wall time, peak memory and the loop's event log.
@@ -245,6 +246,62 @@ def run_plain_tune(
         events,
         workdir,
     )
+
+
+class _BareRank:
+    """(e)'s actor: the loop as a lone raysweep rank runs it, on every core of the node."""
+
+    def run(self, loop: str, config: dict[str, Any]) -> None:
+        import torch
+
+        from bench import loops
+        from raysweep import trial
+
+        torch.set_num_threads(os.cpu_count() or 1)  # Ray set OMP_NUM_THREADS=1 for a 1-CPU actor
+        trial.run_local(getattr(loops, loop), config)
+
+
+def run_bare_actor(trials: list[dict[str, Any]], loop: str) -> dict[str, Any]:
+    """(e): each 1-worker trial in a plain Ray actor on a Ray started as raysweep's embedded one
+    (dashboard on, workers at nice 0), no Tune, no pool: what running inside Ray costs a lone
+    trial, so that raysweep's own cost is (a)/(e) and Ray's is (e)/(c)."""
+    import ray
+
+    from raysweep.env import WORKER_NICENESS
+
+    if any(t["workers"] != 1 for t in trials):
+        raise ValueError("the bare actor runs 1-worker trials only")
+    workdir = Path(tempfile.mkdtemp(prefix="raysweep_bench_e_"))
+    events = str(workdir / "events.jsonl")
+    spans, failed = [], []
+    started = time.time()
+    saved = os.environ.get(WORKER_NICENESS)
+    os.environ[WORKER_NICENESS] = "0"
+    with RssSampler() as rss:
+        ray.init(
+            address="local",
+            num_cpus=os.cpu_count() or 1,
+            include_dashboard=True,
+            log_to_driver=False,
+            runtime_env={"env_vars": {"PYTHONPATH": str(REPO)}},
+        )
+        try:
+            rank = ray.remote(num_cpus=1)(_BareRank)
+            for t in _with_events(trials, events):
+                t0, actor = time.time(), rank.remote()
+                try:
+                    ray.get(actor.run.remote(loop, t["config"]))
+                except ray.exceptions.RayError as e:
+                    failed.append(str(e)[-500:])
+                spans.append((t0, time.time()))
+                ray.kill(actor)
+        finally:
+            ray.shutdown()
+            if saved is None:
+                os.environ.pop(WORKER_NICENESS, None)
+            else:
+                os.environ[WORKER_NICENESS] = saved
+    return _finish(started, spans, events, rss, {"failed": failed})
 
 
 # torchrun as a module: a venv made beside a node's own torch has no torchrun script of its own.

@@ -17,14 +17,17 @@ from typing import Any
 from bench import systems
 from bench.common import busy_worker_seconds, loop_spans, median, write_result
 
-SIZES = {  # trial size: (train_size, val_size, epochs); a full trial is ~5 s of compute on one core
+SIZES = {  # trial size: (train_size, val_size, epochs); a full 1-worker trial: 2.4-2.8 s on 2 cores (2026-12)
     "full": (3000, 500, 2),
     "quick": (400, 100, 1),
 }
 
 
-def mixed_spec(n_seeds: int, quick: bool) -> dict[str, Any]:
-    train_size, val_size, epochs = SIZES["quick" if quick else "full"]
+def mixed_spec(n_seeds: int, quick: bool, epochs: int | None = None) -> dict[str, Any]:
+    """``epochs`` (default: the size's) lengthens each trial, the handoffs between them staying as
+    they are: utilisation against trial length."""
+    train_size, val_size, size_epochs = SIZES["quick" if quick else "full"]
+    epochs = epochs or size_epochs
     return {
         "name": "bench-throughput",
         "method": "grid",
@@ -65,8 +68,8 @@ def summarise(r: dict[str, Any], slots: int) -> dict[str, Any]:
     }
 
 
-def run(system: str, quick: bool) -> dict[str, Any]:
-    spec_doc = mixed_spec(2 if quick else 8, quick)
+def run(system: str, quick: bool, epochs: int | None = None) -> dict[str, Any]:
+    spec_doc = mixed_spec(2 if quick else 8, quick, epochs)
     _, trials = systems.spec_trials(spec_doc)
     metric, mode = "exact_accuracy", "max"
     if system == "a":
@@ -84,10 +87,12 @@ def main() -> None:
     p = argparse.ArgumentParser(description="16-trial mixed sweep: wall time, utilisation, memory")
     p.add_argument("--system", choices=("a", "b", "c"), required=True)
     p.add_argument("--quick", action="store_true")
+    p.add_argument("--epochs", type=int, help="epochs per trial (default 2; 1 with --quick)")
     args = p.parse_args()
-    out = run(args.system, args.quick)
+    out = run(args.system, args.quick, args.epochs)
     print(f"throughput {args.system}: {out}", flush=True)
-    print(write_result(f"throughput_{args.system}", {"system": args.system, **out}, args.quick))
+    name = f"throughput_{args.system}" + (f"_{args.epochs}epochs" if args.epochs else "")
+    print(write_result(name, {"system": args.system, "epochs": args.epochs, **out}, args.quick))
 
 
 if __name__ == "__main__":
