@@ -17,7 +17,7 @@ from typing import Any
 from bench import systems
 from bench.common import busy_worker_seconds, loop_spans, median, write_result
 
-SIZES = {  # trial size: (train_size, val_size, epochs); a full 1-worker trial: 2.4-2.8 s on 2 cores (2026-12)
+SIZES = {  # trial size: (train_size, val_size, epochs); a full 1-worker trial: 2.4-2.8 s on 2 cores (2026-12-05)
     "full": (3000, 500, 2),
     "quick": (400, 100, 1),
 }
