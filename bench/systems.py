@@ -24,6 +24,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import yaml
 
@@ -142,6 +143,20 @@ def ray_defaults() -> Iterator[None]:
             os.environ[TRAIN_POLL] = saved
 
 
+def start_local_ray(dashboard: bool) -> None:
+    """A Ray of its own on this machine's cores ("local": a bare ray.init() joins any cluster
+    `ray start` left on this machine)."""
+    import ray
+
+    ray.init(
+        address="local",
+        num_cpus=os.cpu_count() or 1,
+        include_dashboard=dashboard,
+        log_to_driver=False,
+        runtime_env={"env_vars": {"PYTHONPATH": str(REPO)}},
+    )
+
+
 def _tune_run(
     fn: Any,
     resources: dict[str, float],
@@ -192,14 +207,7 @@ def _tune_run(
     started = time.time()
     errors: list[str] = []
     with RssSampler() as rss, ray_defaults():
-        # "local": a Ray of its own; a bare ray.init() joins any cluster `ray start` left on this machine.
-        ray.init(
-            address="local",
-            num_cpus=os.cpu_count() or 1,
-            include_dashboard=False,
-            log_to_driver=False,
-            runtime_env={"env_vars": {"PYTHONPATH": str(REPO)}},
-        )
+        start_local_ray(dashboard=False)
         try:
             grid = tune.Tuner(
                 trainable,
@@ -275,16 +283,8 @@ def run_bare_actor(trials: list[dict[str, Any]], loop: str) -> dict[str, Any]:
     events = str(workdir / "events.jsonl")
     spans, failed = [], []
     started = time.time()
-    saved = os.environ.get(WORKER_NICENESS)
-    os.environ[WORKER_NICENESS] = "0"
-    with RssSampler() as rss:
-        ray.init(
-            address="local",
-            num_cpus=os.cpu_count() or 1,
-            include_dashboard=True,
-            log_to_driver=False,
-            runtime_env={"env_vars": {"PYTHONPATH": str(REPO)}},
-        )
+    with RssSampler() as rss, mock.patch.dict(os.environ, {WORKER_NICENESS: "0"}):
+        start_local_ray(dashboard=True)
         try:
             rank = ray.remote(num_cpus=1)(_BareRank)
             for t in _with_events(trials, events):
@@ -297,10 +297,6 @@ def run_bare_actor(trials: list[dict[str, Any]], loop: str) -> dict[str, Any]:
                 ray.kill(actor)
         finally:
             ray.shutdown()
-            if saved is None:
-                os.environ.pop(WORKER_NICENESS, None)
-            else:
-                os.environ[WORKER_NICENESS] = saved
     return _finish(started, spans, events, rss, {"failed": failed})
 
 
