@@ -65,6 +65,7 @@ class SweepMonitor(Callback):
         self.started = time.time()
         self.last_print = 0.0
         self.first_error: str | None = None
+        self.stopped_at: float | None = None  # when Tune stopped every trial (on_experiment_end)
         self.ended: list[str] = [r.status for r in self.rows.values() if r.ended]
         self.ended_before = len(self.ended)  # by an earlier driver of this sweep: not in this one's ETA
         self.finished_before = {k for k, r in self.rows.items() if r.finished}
@@ -119,19 +120,24 @@ class SweepMonitor(Callback):
         for trial in trials:  # a trial Tune made that never started (it waited for room): pending
             if trial.trial_id not in self.rows:
                 self._row(trial, started=False, status=TrialStatus.PENDING)  # it starts when it runs
+        self.stopped_at = time.time()
         for key, row in self.rows.items():
             if row.status == TrialStatus.RUNNING:
                 self.rows[key] = self._account(row, running=False)
         self.compact()
 
     def sweep_stopped(self) -> None:
-        """A stopper ended the sweep: trials still running then were stopped with it, and trials Tune
+        """A stopper ended the sweep: trials still running then were stopped with it (and ended
+        when Tune stopped them: their rows have an end, as every ended trial's), and trials Tune
         made that never started are no trials of it."""
+        end = self.stopped_at or time.time()
         for key, row in list(self.rows.items()):
             if row.status == TrialStatus.PENDING and row.start is None:
                 del self.rows[key]
             elif row.status == TrialStatus.RUNNING:
-                self.rows[key] = replace(self._account(row, running=False), status=TrialStatus.STOPPED)
+                wall_s = round(end - row.start, 2) if row.start is not None else None
+                row = replace(self._account(row, running=False), status=TrialStatus.STOPPED, end=end, wall_s=wall_s)
+                self.rows[key] = row
         self.compact()
 
     def interrupted(self) -> list[TrialRow]:

@@ -183,7 +183,8 @@ def test_a_trial_started_ahead_of_its_slots_starts_and_is_accounted_from_when_it
 
 def test_a_trial_a_stopper_ends_before_its_first_report_is_not_counted_finished(tmp_path):
     """The sweep's last line said "1 finished, 5 failed" of a sweep whose first trials all failed:
-    the one finished was the trial starting when the stopper fired, which never reported."""
+    the one finished was the trial starting when the stopper fired, which never reported. And the
+    trials a stopper ended had no end in trials.jsonl (show: no wall_s)."""
     monitor, trials = monitor_and_trials(tmp_path, 4)
     for t in trials:
         monitor.on_trial_start(0, trials, t)
@@ -191,5 +192,10 @@ def test_a_trial_a_stopper_ends_before_its_first_report_is_not_counted_finished(
     monitor.on_trial_complete(0, trials, trials[0])
     monitor.on_trial_error(0, trials, trials[1])
     monitor.on_trial_result(0, trials, trials[2], {"score": 0.7, "training_iteration": 2})
+    monitor.on_experiment_end(trials)
     monitor.sweep_stopped()  # trials 2 (reported) and 3 (not yet) were running
     assert ended_counts(list(monitor.rows.values())) == "2 finished, 1 failed, 1 stopped before its first report"
+    # the stopped trials ended when Tune stopped them, as the run dir says
+    stopped = [r for r in read_trials(tmp_path / "run" / "trials.jsonl") if r["status"] == "stopped"]
+    assert [r["trial_id"] for r in stopped] == ["t2", "t3"]
+    assert all(r["end"] >= r["start"] and r["wall_s"] == round(r["end"] - r["start"], 2) for r in stopped), stopped
