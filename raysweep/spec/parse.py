@@ -254,7 +254,9 @@ def _parse_blocks(doc: dict, own: dict, problems: list[str]) -> tuple[Resources,
             problems,
         )
     wandb = WandbSettings(project=doc.get("project"), entity=doc.get("entity"))
-    if "wandb" in own:
+    if isinstance(own.get("wandb"), str):  # the mode alone, as --wandb takes it: `wandb: disabled`
+        wandb = replace(wandb, mode=choice(own["wandb"], WANDB_MODES, "raysweep.wandb", problems))
+    elif "wandb" in own:
         block = parse_block(
             own["wandb"],
             "raysweep.wandb",

@@ -38,6 +38,12 @@ def problems_of(doc: dict, strict: bool = False) -> list[str]:
 # --- valid specs ---------------------------------------------------------------------------
 
 
+def test_the_wandb_block_may_be_the_mode_alone():
+    """`wandb: disabled` was refused as "must be a mapping": the mode alone, as --wandb takes it."""
+    spec = parse_spec(BASE | {"project": "p", "parameters": {"x": {"value": 1}}, "raysweep": {"wandb": "disabled"}})
+    assert (spec.wandb.mode, spec.wandb.project) == ("disabled", "p")
+
+
 @pytest.mark.parametrize(
     "entry, distribution, fields",
     [
@@ -204,6 +210,10 @@ INVALID = [
     (
         {"wandb": {"mode": "offlin"}},
         r"wandb.mode: must be one of offline, online, disabled, got 'offlin' \(did you mean 'offline'\?\)",
+    ),
+    (
+        {"wandb": "offlin"},
+        r"raysweep.wandb: must be one of offline, online, disabled, got 'offlin' \(did you mean 'offline'\?\)",
     ),
     (
         {"scheduler": {"type": "asha", "grace_period": 5, "max_t": 2}},
