@@ -63,8 +63,8 @@ def median_of_pairs(xs: Iterable[float | None], digits: int) -> float | None:
 
 def interleaved_pairs(spec_doc: dict[str, Any], n: int) -> Iterator[dict[str, dict[str, Any]]]:
     """``n`` rounds of one raysweep and one torchrun run of ``spec_doc`` (and a bare Ray actor's,
-    1-worker trials only), order alternating; per
-    pair and system, samples/sec by workers (``samples_per_sec``) and its failed trials."""
+    1-worker trials only), order alternating; per round and system, samples/sec by workers
+    (``samples_per_sec``) and its failed trials."""
     _, trials = systems.spec_trials(spec_doc)
     runners = {
         "a_raysweep": lambda: systems.run_raysweep(spec_doc, "transformer", max_concurrent=1),

@@ -135,9 +135,7 @@ class SweepMonitor(Callback):
             if row.status == TrialStatus.PENDING and row.start is None:
                 del self.rows[key]
             elif row.status == TrialStatus.RUNNING:
-                wall_s = round(end - row.start, 2) if row.start is not None else None
-                row = replace(self._account(row, running=False), status=TrialStatus.STOPPED, end=end, wall_s=wall_s)
-                self.rows[key] = row
+                self.rows[key] = self._account(row, running=False).end_at(TrialStatus.STOPPED, end)
         self.compact()
 
     def interrupted(self) -> list[TrialRow]:
@@ -196,7 +194,7 @@ class SweepMonitor(Callback):
     def _end(self, trials: list, trial: Any, status: str, error: str | None = None) -> None:
         row = self._account(self._row(trial), running=False)
         end = time.time()
-        row = replace(row, status=status, end=end, wall_s=round(end - row.start, 2), error=error or row.error)
+        row = replace(row.end_at(status, end), error=error or row.error)
         self.rows[row.trial_id] = row
         self.ended.append(status)
         if error:

@@ -74,6 +74,10 @@ class TrialRow:
     def finished(self) -> bool:
         return self.status in FINISHED
 
+    def end_at(self, status: TrialStatus, end: float) -> TrialRow:
+        """This trial, ended at ``end`` with ``status`` (a started trial: its wall time is from its start)."""
+        return replace(self, status=status, end=end, wall_s=round(end - self.start, 2))
+
     @property
     def cost_hours(self) -> float:
         """What it cost: its workers x the time it ran."""
