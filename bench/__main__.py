@@ -25,6 +25,7 @@ PARTS = {
     "throughput_b": ["bench.throughput", "--system", "b"],
     "throughput_c": ["bench.throughput", "--system", "c"],
     "ddp_scaling": ["bench.ddp_scaling"],
+    "ray_background": ["bench.ray_background"],  # part 4's control: Ray's other processes stopped for a window
     "search_bayes": ["bench.search", "--method", "bayes"],
     "search_random": ["bench.search", "--method", "random"],
     "search_grid": ["bench.search", "--method", "grid"],

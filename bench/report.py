@@ -137,6 +137,13 @@ def tables(r: dict[str, Any]) -> tuple[list[str], list[tuple[str, str, str]]]:
             f"1 worker, (a)/(e) raysweep over a bare Ray actor: {_f(ddp.get('a_over_e_1w'))}; "
             f"(e)/(c) the bare actor over torchrun: {_f(ddp.get('e_over_c_1w'))}"
         )
+    bg = r.get("ray_background")
+    if bg:
+        lines.append(
+            f"(e) with Ray's other processes stopped for a window (`bench.ray_background`, {len(bg['rounds'])} rounds): "
+            f"those epochs over the rest {_f(bg.get('stopped_over_running'), '{:.3f}')}, over torchrun "
+            f"{_f(bg.get('stopped_over_torchrun'), '{:.3f}')} (the rest over torchrun {_f(bg.get('running_over_torchrun'), '{:.3f}')})"
+        )
     a_c = ddp.get("a_over_c_2w")
     targets.append(("DDP 2 workers, (a)/(c) samples/s >= 0.97", _f(a_c), _check(None if a_c is None else a_c >= 0.97)))
 

@@ -268,6 +268,16 @@ class _BareRank:
         torch.set_num_threads(os.cpu_count() or 1)  # Ray set OMP_NUM_THREADS=1 for a 1-CPU actor
         trial.run_local(getattr(loops, loop), config)
 
+    def pid(self) -> int:
+        return os.getpid()
+
+
+def start_bare_rank() -> Any:
+    """(e)'s actor, on the Ray this process started: a 1-CPU actor that runs a loop as a lone rank."""
+    import ray
+
+    return ray.remote(num_cpus=1)(_BareRank).remote()
+
 
 def run_bare_actor(trials: list[dict[str, Any]], loop: str) -> dict[str, Any]:
     """(e): each 1-worker trial in a plain Ray actor on a Ray started as raysweep's embedded one
@@ -286,9 +296,8 @@ def run_bare_actor(trials: list[dict[str, Any]], loop: str) -> dict[str, Any]:
     with RssSampler() as rss, mock.patch.dict(os.environ, {WORKER_NICENESS: "0"}):
         start_local_ray(dashboard=True)
         try:
-            rank = ray.remote(num_cpus=1)(_BareRank)
             for t in _with_events(trials, events):
-                t0, actor = time.time(), rank.remote()
+                t0, actor = time.time(), start_bare_rank()
                 try:
                     ray.get(actor.run.remote(loop, t["config"]))
                 except ray.exceptions.RayError as e:
