@@ -37,7 +37,7 @@ import psutil
 import yaml
 
 from bench.common import RAW, REPO, write_result
-from raysweep.ray_settings import GCS
+from raysweep.ray_settings import STARTED_RAY
 
 RAY = str(Path(sys.executable).with_name("ray"))
 NODES = ("127.0.0.2", "127.0.0.3")
@@ -50,8 +50,8 @@ def free_port() -> int:
 
 
 def env() -> dict[str, str]:
-    """The bench's clusters start as `raysweep slurm`'s nodes do: with ``ray_settings.GCS``."""
-    return GCS | os.environ | {"PYTHONPATH": str(REPO), "RAY_AUTH_MODE": "token", "WANDB_SILENT": "true"}
+    """The bench's clusters start as `raysweep slurm`'s nodes do: with ``ray_settings.STARTED_RAY``."""
+    return STARTED_RAY | os.environ | {"PYTHONPATH": str(REPO), "RAY_AUTH_MODE": "token", "WANDB_SILENT": "true"}
 
 
 @contextlib.contextmanager

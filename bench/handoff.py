@@ -5,9 +5,11 @@ Three ways side by side, each on its own embedded Ray of 2 CPUs, ``--rounds`` ha
 waiting group has waited 1-2 s, as a trial started ahead does):
 
 * ``ray_default``: remove the group, nothing else;
-* ``nudge``: ``slots.release`` (the removal, then its nudges), Ray's GCS settings as they are;
-* ``nudge_gcs``: the same on a GCS started with ``ray_settings.GCS`` (raysweep's embedded Ray and
-  `raysweep slurm`'s nodes).
+* ``nudge``: ``slots.release`` (the removal, then its nudges), Ray's settings as they are;
+* ``nudge_gcs``: the same on a GCS started with ``ray_settings.STARTED_RAY``'s placement-group
+  retries (10-50 ms);
+* ``nudge_report``: the same with all of ``ray_settings.STARTED_RAY``, the raylet's resource
+  report every 20 ms too (raysweep's embedded Ray and `raysweep slurm`'s nodes).
 
     flock /tmp/raysweep-ray.lock .venv/bin/python -m bench.handoff [--rounds N]
 """
@@ -24,9 +26,10 @@ import sys
 import time
 
 from bench.common import REPO, write_result
-from raysweep.ray_settings import GCS
+from raysweep.env import PG_RETRY_MAX, PG_RETRY_MIN
+from raysweep.ray_settings import STARTED_RAY
 
-MODES = ("ray_default", "nudge", "nudge_gcs")
+MODES = ("ray_default", "nudge", "nudge_gcs", "nudge_report")
 
 
 def handoffs(mode: str, rounds: int) -> list[float]:
@@ -58,9 +61,11 @@ def handoffs(mode: str, rounds: int) -> list[float]:
 
 def run(mode: str, rounds: int) -> list[float]:
     """``handoffs`` in a process of its own: the GCS reads its settings as it starts."""
-    env = {k: v for k, v in os.environ.items() if k not in GCS} | {"PYTHONPATH": str(REPO)}
+    env = {k: v for k, v in os.environ.items() if k not in STARTED_RAY} | {"PYTHONPATH": str(REPO)}
     if mode == "nudge_gcs":
-        env |= GCS
+        env |= {key: STARTED_RAY[key] for key in (PG_RETRY_MIN, PG_RETRY_MAX)}
+    elif mode == "nudge_report":
+        env |= STARTED_RAY
     code = f"import json; from bench.handoff import handoffs; print(json.dumps(handoffs({mode!r}, {rounds})))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])

@@ -38,6 +38,7 @@ TRAIN_POLL = "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S"
 WORKER_NICENESS = "RAY_worker_niceness"
 PG_RETRY_MIN = "RAY_gcs_create_placement_group_retry_min_interval_ms"
 PG_RETRY_MAX = "RAY_gcs_create_placement_group_retry_max_interval_ms"
+RESOURCE_REPORT = "RAY_raylet_report_resources_period_milliseconds"
 PYTHONPATH = "PYTHONPATH"
 WANDB_API_KEY = "WANDB_API_KEY"
 WANDB_DIR = "WANDB_DIR"
@@ -107,6 +108,12 @@ VARIABLES = (
         "waiting placement group soon after a trial's slots free (Ray: up to 1 s; unless set)",
     ),
     Variable(PG_RETRY_MAX, "set", "50 ms (the same)"),
+    Variable(
+        RESOURCE_REPORT,
+        "set",
+        "20 ms: each raylet of a Ray raysweep starts tells the GCS soon that a trial's slots are free, and the "
+        "next trial gets them ~55 ms sooner (Ray: 100 ms; unless set)",
+    ),
     Variable(PYTHONPATH, "set", "every Ray worker's, with the driver's working directory first (where loops live)"),
     # what a program: script gets, as under torchrun and wandb agent (docs/train-loops.md)
     Variable("RANK", "script", "the script's rank, as torchrun sets it"),

@@ -4,7 +4,7 @@ nothing is set on import."""
 
 import os
 
-from raysweep.env import PENDING_TRIALS, PG_RETRY_MAX, PG_RETRY_MIN, TRAIN_POLL, WORKER_NICENESS
+from raysweep.env import PENDING_TRIALS, PG_RETRY_MAX, PG_RETRY_MIN, RESOURCE_REPORT, TRAIN_POLL, WORKER_NICENESS
 
 # In the driver and every worker; a value already in the driver's environment wins.
 DEFAULTS = {
@@ -38,18 +38,21 @@ DRIVER = {
 }
 
 
-# In the GCS of a Ray that raysweep starts (the embedded one, which inherits the driver's
-# environment, and each node of `raysweep slurm`'s); a value already set wins. Ray retries a
-# waiting placement group after a back-off of up to a second, so a trial started ahead of its
-# slots (trial/slots.py) took them up to a second after they freed, every slot idle meanwhile.
-# With these, the scheduler runs that ``slots.release`` nudges grant it in 0.09 s (median; 0.26 s
-# with the nudges alone, 0.28 s with neither: ``bench.handoff``, docs/benchmarks.md).
-GCS = {PG_RETRY_MIN: "10", PG_RETRY_MAX: "50"}
+# In the GCS and raylets of a Ray that raysweep starts (the embedded one, which inherits the
+# driver's environment, and each node of `raysweep slurm`'s); a value already set wins. Ray
+# retries a waiting placement group after a back-off of up to a second, so a trial started ahead
+# of its slots (trial/slots.py) took them up to a second after they freed, every slot idle
+# meanwhile. With the retry settings, the scheduler runs that ``slots.release`` nudges grant it in
+# 0.09 s (median; 0.26 s with the nudges alone, 0.28 s with neither). The GCS learns that the slots
+# are free from the raylet's next resource report, every 100 ms by Ray's default: at 20 ms the
+# grant takes 0.03 s (``bench.handoff``, docs/benchmarks.md). A raylet sends only what changed, but
+# its and the GCS's timers wake more often: ~45 wakes a second more of an idle embedded Ray's ~910.
+STARTED_RAY = {PG_RETRY_MIN: "10", PG_RETRY_MAX: "50", RESOURCE_REPORT: "20"}
 
 
 def apply() -> dict[str, str]:
     """Set the settings in this, the driver's, process; returns the workers' share as set here."""
-    for key, value in (DEFAULTS | GCS).items():
+    for key, value in (DEFAULTS | STARTED_RAY).items():
         os.environ.setdefault(key, value)
     os.environ.update(DRIVER)
     return {key: os.environ[key] for key in DEFAULTS}

@@ -17,7 +17,7 @@ import socket
 import sys
 from contextlib import ExitStack
 
-from raysweep.ray_settings import GCS
+from raysweep.ray_settings import STARTED_RAY
 
 # The per-node ports `ray start` would otherwise take from a fixed default or leave to chance
 # among the node's own processes.
@@ -52,7 +52,7 @@ def main(argv: list[str]) -> None:
         print(" ".join(map(str, free_ports(int(argv[1])))))
         return
     ray, *args = argv
-    for key, value in GCS.items():  # the head's GCS reads them (``ray_settings.GCS``)
+    for key, value in STARTED_RAY.items():  # its GCS and raylet read them (``ray_settings.STARTED_RAY``)
         os.environ.setdefault(key, value)
     os.execv(ray, [ray, *start_args(args)])
 

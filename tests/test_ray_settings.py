@@ -15,7 +15,7 @@ from raysweep.env import PENDING_TRIALS, PG_RETRY_MAX, PG_RETRY_MIN, TRAIN_POLL
 @pytest.fixture
 def environ(monkeypatch):
     """Whatever a test sets in ``os.environ`` is undone after it."""
-    for key in (*ray_settings.DEFAULTS, *ray_settings.DRIVER, *ray_settings.GCS, PENDING_TRIALS):
+    for key in (*ray_settings.DEFAULTS, *ray_settings.DRIVER, *ray_settings.STARTED_RAY, PENDING_TRIALS):
         monkeypatch.delenv(key, raising=False)
     return monkeypatch
 
@@ -34,7 +34,7 @@ def test_the_gcs_settings_are_in_the_drivers_environment_for_an_embedded_ray_and
     environ.setenv(PG_RETRY_MAX, "200")
     share = ray_settings.apply()
     assert os.environ[PG_RETRY_MIN] == "10" and os.environ[PG_RETRY_MAX] == "200"
-    assert not set(ray_settings.GCS) & set(share)
+    assert not set(ray_settings.STARTED_RAY) & set(share)
 
 
 @pytest.mark.skipif(PENDING_TRIALS in os.environ, reason="the user's own limit stands for every sweep")

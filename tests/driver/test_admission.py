@@ -23,6 +23,8 @@ import psutil
 import pytest
 from conftest import ROOT, cli_env, write_spec
 
+from raysweep.env import RESOURCE_REPORT
+from raysweep.ray_settings import STARTED_RAY
 from raysweep.runs.files import TRIALS_FILE, read_trials
 
 pytestmark = pytest.mark.ray
@@ -82,6 +84,16 @@ def test_a_trial_that_never_fits_fails_naming_the_cpus_and_a_growing_cluster_wai
     workers = ray_workers(driver.pid)
     assert any(name.startswith("ray::DDPWorker") for name, _ in workers.values()), workers
     assert {nice for _, nice in workers.values()} == {0}, workers
+    # Its GCS and raylet started with raysweep's settings: a waiting trial gets freed slots soon.
+    control = {
+        p.name(): p.environ()
+        for p in psutil.Process(driver.pid).children(recursive=True)
+        if p.name() in ("raylet", "gcs_server")
+    }
+    assert set(control) == {"raylet", "gcs_server"}, control.keys()
+    for name, environ in control.items():
+        assert {k: environ.get(k) for k in STARTED_RAY} == STARTED_RAY, name
+    assert control["raylet"][RESOURCE_REPORT] == "20"  # it tells the GCS of freed slots within 20 ms
     driver.send_signal(signal.SIGINT)
     out, err = driver.communicate(timeout=120)
     assert driver.returncode == 130, out + err
