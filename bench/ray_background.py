@@ -15,7 +15,6 @@ inside the window against those outside it, in the same run, and torchrun's in t
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import tempfile
 import threading
@@ -96,21 +95,14 @@ def run_stopped_window(trial: dict[str, Any], quick: bool) -> dict[str, Any]:
     processes stopped for a window in the middle."""
     import ray
 
-    from raysweep.env import WORKER_NICENESS
-
     size = "quick" if quick else "full"
     events = str(Path(tempfile.mkdtemp(prefix="raysweep_bench_bg_")) / "events.jsonl")
     config = {**trial["config"], "bench_events": events}
-    os.environ[WORKER_NICENESS] = "0"
-    systems.start_local_ray(dashboard=True)
-    try:
+    with systems.bare_ray():
         actor = systems.start_bare_rank()
         rank_pid = ray.get(actor.pid.remote())
         with Window(events, rank_pid, STOP_AFTER_S[size], STOP_FOR_S[size]) as window:
             ray.get(actor.run.remote("transformer", config))
-    finally:
-        ray.shutdown()
-        os.environ.pop(WORKER_NICENESS, None)
     inside, outside = split_epochs(read_events(events), window.start, window.end)
     return {
         "stopped_processes": window.stopped,

@@ -272,8 +272,23 @@ class _BareRank:
         return os.getpid()
 
 
+@contextlib.contextmanager
+def bare_ray() -> Iterator[None]:
+    """(e)'s Ray, started as raysweep's embedded one (dashboard on, workers at nice 0), shut down after."""
+    import ray
+
+    from raysweep.env import WORKER_NICENESS
+
+    with mock.patch.dict(os.environ, {WORKER_NICENESS: "0"}):
+        start_local_ray(dashboard=True)
+        try:
+            yield
+        finally:
+            ray.shutdown()
+
+
 def start_bare_rank() -> Any:
-    """(e)'s actor, on the Ray this process started: a 1-CPU actor that runs a loop as a lone rank."""
+    """(e)'s actor, on ``bare_ray``: a 1-CPU actor that runs a loop as a lone rank."""
     import ray
 
     return ray.remote(num_cpus=1)(_BareRank).remote()
@@ -285,27 +300,21 @@ def run_bare_actor(trials: list[dict[str, Any]], loop: str) -> dict[str, Any]:
     trial, so that raysweep's own cost is (a)/(e) and Ray's is (e)/(c)."""
     import ray
 
-    from raysweep.env import WORKER_NICENESS
-
     if any(t["workers"] != 1 for t in trials):
         raise ValueError("the bare actor runs 1-worker trials only")
     workdir = Path(tempfile.mkdtemp(prefix="raysweep_bench_e_"))
     events = str(workdir / "events.jsonl")
     spans, failed = [], []
     started = time.time()
-    with RssSampler() as rss, mock.patch.dict(os.environ, {WORKER_NICENESS: "0"}):
-        start_local_ray(dashboard=True)
-        try:
-            for t in _with_events(trials, events):
-                t0, actor = time.time(), start_bare_rank()
-                try:
-                    ray.get(actor.run.remote(loop, t["config"]))
-                except ray.exceptions.RayError as e:
-                    failed.append(str(e)[-500:])
-                spans.append((t0, time.time()))
-                ray.kill(actor)
-        finally:
-            ray.shutdown()
+    with RssSampler() as rss, bare_ray():
+        for t in _with_events(trials, events):
+            t0, actor = time.time(), start_bare_rank()
+            try:
+                ray.get(actor.run.remote(loop, t["config"]))
+            except ray.exceptions.RayError as e:
+                failed.append(str(e)[-500:])
+            spans.append((t0, time.time()))
+            ray.kill(actor)
     return _finish(started, spans, events, rss, {"failed": failed})
 
 
