@@ -38,7 +38,7 @@ def write_run_dir(root: Path, trials: int, epochs: int = 10, seed: int = 0) -> P
             loss *= 0.8 + 0.15 * rng.random()
             history.append(
                 {
-                    spec.metric.name: 1 - loss / 3,
+                    spec.objectives.single.name: 1 - loss / 3,
                     "val_loss": loss,
                     "samples_per_s": 900 + 100 * rng.random(),
                     "training_iteration": epoch,

@@ -18,12 +18,16 @@ from raysweep.values import safe_name
 
 
 def _validate(args: argparse.Namespace) -> int:
+    from raysweep.search.wandb_optimizer import checked
     from raysweep.spec import load_spec, trial_config
     from raysweep.spec.space import wandb_config
     from raysweep.spec.summary import summary_json, summary_text
 
     spec = load_spec(args.spec, _with_epoch_seconds(args), strict=args.strict)
     _print_notes(spec)
+    spec, said = checked(spec)  # what W&B's sweep scheduler refuses at start, refused now (exit 2)
+    for line in said:
+        print(f"warning: W&B's sweep scheduler: {line}", file=sys.stderr)
     if args.plan:
         return _plan(spec, args)
     if args.sample:

@@ -35,6 +35,7 @@ RAY_AUTH_MODE = "RAY_AUTH_MODE"
 CUDA_VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
 PENDING_TRIALS = "TUNE_MAX_PENDING_TRIALS_PG"
 TRAIN_POLL = "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S"
+TRAIN_START_TIMEOUT = "RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S"
 WORKER_NICENESS = "RAY_worker_niceness"
 PG_RETRY_MIN = "RAY_gcs_create_placement_group_retry_min_interval_ms"
 PG_RETRY_MAX = "RAY_gcs_create_placement_group_retry_max_interval_ms"
@@ -96,6 +97,12 @@ VARIABLES = (
     Variable("RAY_AIR_NEW_OUTPUT", "set", "0: Tune's console tables off, the monitor prints instead (unless set)"),
     Variable("RAY_TRAIN_V2_ENABLED", "set", "1: Ray Train V2 (unless set)"),
     Variable(TRAIN_POLL, "set", "0.1 s: Ray Train polls its workers often (unless set)"),
+    Variable(
+        TRAIN_START_TIMEOUT,
+        "set",
+        "in a TorchTrainer trial's process: what is left of its `worker_start_timeout_s`, Ray Train's bound on "
+        "starting its worker group (its controller then gives up and removes the group)",
+    ),
     Variable(
         WORKER_NICENESS,
         "set",

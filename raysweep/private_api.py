@@ -6,6 +6,11 @@ one fails there by name, not deep inside a sweep.
 
 * Tune: ``Tuner.restore`` keeps the original ``RunConfig``; a resumed driver attaches its own
   callbacks and stoppers, and reads the restored scheduler (``restored_config``).
+* Tune's checkpoints: a resumed trial goes on from the newest checkpoint on storage, which Tune's
+  saved state may not name (``restart_from``; ``driver/checkpoints.py`` says why).
+* Ray's placement groups: a group an actor made (Ray Train's controller makes its workers') is
+  removed only once its job has ended too; the GCS's record says whose it is and whether that
+  actor died (``actor_groups``), which ``ray.util.placement_group_table`` leaves out.
 * Tune's queue: a scheduler that holds a waiting trial back sets it PAUSED, as Tune lets
   schedulers do (its ``TuneController`` hands them ``_set_trial_status``, as Ray's PBT uses it):
   no placement group is staged for it until the scheduler chooses it (``set_trial_status``).
@@ -27,6 +32,10 @@ one fails there by name, not deep inside a sweep.
 * W&B runs: what a ``program:`` script or a W&B-style function logs reaches its trial through
   wandb's run classes (``WANDB_RUN_CLASSES``, patched in the script's process by
   ``trial/program_hook/sitecustomize.py``, and for a function by ``teed_wandb_log``).
+* W&B's sweep scheduler (wandb 0.31, experimental): ``wandb sweep-scheduler`` builds its optimizer
+  from ``wandb.sdk.sweeps.scheduler`` (``optuna``, ``ax``, ``optimizer``) and ``SweepInfo``, none of
+  which wandb exports from a public module. The engine sweeps run that same code
+  (``search/wandb_engine.py``), reached through ``wandb_scheduler``.
 * ``wandb agent``'s command and config file: a script's argv and its ``wandb.init`` config are
   made by the functions the agent uses (``sweep_command_args``, ``sweep_command``,
   ``save_config_file``), so values are spelled as under ``wandb agent``.
@@ -48,6 +57,49 @@ def restored_config(tuner: Any) -> tuple[Any, Any]:
     """A restored ``Tuner``'s ``RunConfig`` (to set this driver's callbacks and stop on) and ``TuneConfig``."""
     local = tuner._local_tuner  # noqa: SLF001
     return local._run_config, local._tune_config  # noqa: SLF001
+
+
+def restart_from(trial: Any, checkpoint_path: str | None, report: dict[str, Any]) -> None:
+    """A restored trial goes on from ``checkpoint_path`` (``report``: the one that saved it, whose
+    ``training_iteration`` Tune counts on from), or starts over (None): its checkpoint manager's
+    latest checkpoint, and the kept ones that are gone dropped."""
+    import os
+
+    from ray import tune
+    from ray.train._internal.session import _TrainingResult
+
+    manager = trial.run_metadata.checkpoint_manager
+    kept = [r for r in manager._checkpoint_results if os.path.isdir(r.checkpoint.path)]  # noqa: SLF001
+    latest = None if checkpoint_path is None else _TrainingResult(tune.Checkpoint(checkpoint_path), report)
+    if latest is not None and all(r.checkpoint.path != checkpoint_path for r in kept):
+        kept.append(latest)
+    manager._checkpoint_results = kept  # noqa: SLF001
+    manager._latest_checkpoint_result = latest  # noqa: SLF001
+
+
+# --- Ray's placement groups --------------------------------------------------------------------
+
+
+def actor_groups(job_id: str) -> list[tuple[Any, bool]]:
+    """The placement groups the actors of the job ``job_id`` (hex) made, not yet removed, each with
+    whether its creator actor has died. Ray removes such a group only once both its job and its
+    creator actor are dead, so one a dead actor made (Ray Train's controller, a trial's process)
+    holds its resources for as long as the sweep's driver runs; and one still pending then is not
+    removed even after (Ray 2.60, #62753): it is granted later, and kept."""
+    import ray
+    from ray._private.state import state
+    from ray.core.generated import gcs_pb2
+    from ray.util.placement_group import PlacementGroup
+
+    found = []
+    for raw in state._connect_and_get_accessor().get_placement_group_table():  # noqa: SLF001
+        data = gcs_pb2.PlacementGroupTableData.FromString(raw)
+        if data.state == gcs_pb2.PlacementGroupTableData.REMOVED or data.is_detached:
+            continue
+        made_by_actor = bool(data.creator_actor_id) and not ray.ActorID(data.creator_actor_id).is_nil()
+        if data.creator_job_id.hex() == job_id and made_by_actor:
+            found.append((PlacementGroup(ray.PlacementGroupID(data.placement_group_id)), data.creator_actor_dead))
+    return found
 
 
 # --- Tune's queue ------------------------------------------------------------------------------
@@ -193,3 +245,42 @@ def save_config_file(path: str, config: dict[str, Any]) -> None:
     from wandb.sdk.lib import config_util
 
     config_util.save_config_file_from_dict(path, config)
+
+
+# --- W&B's sweep scheduler ---------------------------------------------------------------------
+
+
+class WandbScheduler:
+    """The names of wandb's sweep scheduler raysweep calls, as ``wandb sweep-scheduler`` calls them;
+    the engine modules are imported when first used (W&B's ax module imports Ax: seconds)."""
+
+    def __init__(self) -> None:
+        import wandb
+        from wandb.sdk.sweeps import RunState, SweepInfo
+        from wandb.sdk.sweeps.scheduler.optimizer import Run, RunConfig, RunWithMetrics
+
+        self.wandb = wandb
+        self.RunState, self.SweepInfo = RunState, SweepInfo
+        self.Run, self.RunConfig, self.RunWithMetrics = Run, RunConfig, RunWithMetrics
+
+    @property
+    def optuna(self) -> Any:
+        """``build_optuna_optimizer``, ``make_optimizer``, ``OptunaOptions``, ``sweep_directions``,
+        ``load_trial_constructor``, ``search_space_from_sweep_config``."""
+        return importlib.import_module("wandb.sdk.sweeps.scheduler.optuna")
+
+    @property
+    def ax(self) -> Any:
+        """``build_ax_optimizer``, ``AxOptimizer``, ``sweep_config_to_search_space``, ``configure_sweep_objective``."""
+        return importlib.import_module("wandb.sdk.sweeps.scheduler.ax")
+
+
+_wandb_scheduler: WandbScheduler | None = None
+
+
+def wandb_scheduler() -> WandbScheduler:
+    """wandb's sweep scheduler names (``WandbScheduler``), imported once per process."""
+    global _wandb_scheduler
+    if _wandb_scheduler is None:
+        _wandb_scheduler = WandbScheduler()
+    return _wandb_scheduler

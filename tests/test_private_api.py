@@ -4,6 +4,7 @@ the installed versions: a Ray, Optuna or wandb that renames or reshapes one fail
 from __future__ import annotations
 
 import ast
+import time
 from pathlib import Path
 
 import optuna
@@ -188,6 +189,83 @@ def test_wandbs_sweep_functions_take_what_its_cli_passes():
     assert list(inspect.signature(_sweep_with_runs).parameters)[:3] == ["api", "sweep", "specs"]
 
 
+def test_wandbs_sweep_scheduler_builds_and_asks_as_raysweep_calls_it(tmp_path: Path):
+    """wandb 0.31's scheduler (experimental): the names raysweep calls, with the signatures it calls."""
+    import inspect
+
+    w = private_api.wandb_scheduler()
+    assert list(inspect.signature(w.optuna.make_optimizer).parameters) == ["sweep", "options"]
+    assert {"study", "distributions", "search_space", "terminator"} <= set(
+        inspect.signature(w.optuna.OptunaOptions).parameters
+    )
+    assert list(inspect.signature(w.optuna.build_optuna_optimizer).parameters) == ["sweep"]
+    assert list(inspect.signature(w.ax.build_ax_optimizer).parameters) == ["sweep"]
+    assert list(inspect.signature(w.ax.AxOptimizer).parameters)[:3] == ["client", "sweep", "terminator"]
+    config = {
+        "metric": {"name": "loss"},
+        "parameters": {"x": {"min": 0.0, "max": 1.0}},
+        "scheduler": {"engine": "optuna"},
+    }
+    info = w.SweepInfo(id="s", name="s", entity="e", project="p", config=config, controller_run_name="")
+    study = optuna.create_study(directions=w.optuna.sweep_directions(config))
+    distributions = w.optuna.search_space_from_sweep_config(config["parameters"])
+    optimizer = w.optuna.make_optimizer(info, w.optuna.OptunaOptions(study=study, distributions=distributions))
+    (asked,) = optimizer.ask_n_runs(1)
+    run = w.RunWithMetrics(asked.config, w.RunState("finished"), "", {"loss": 0.5}, [{"_step": 1, "loss": 0.5}])
+    optimizer.tell_run(asked.run_id, run)
+    assert study.trials[0].value == 0.5 and not optimizer.has_terminator()
+    optimizer.tell_existing_finished_run(run)
+    assert optimizer.tell_existing_active_run(w.Run(asked.config, w.RunState("running"), "")) is not None
+
+
+def test_a_trials_checkpoints_are_where_restart_from_sets_them():
+    import inspect
+
+    from ray.train._internal.checkpoint_manager import _CheckpointManager
+    from ray.train._internal.session import _TrainingResult
+    from ray.tune.experiment.trial import Trial
+
+    assert list(inspect.signature(_TrainingResult).parameters) == ["checkpoint", "metrics"]
+    manager = _CheckpointManager(None)
+    assert manager._latest_checkpoint_result is None and manager._checkpoint_results == []
+    assert "self.run_metadata.checkpoint_manager.latest_checkpoint_result" in inspect.getsource(Trial)
+
+
+def test_the_gcs_record_of_a_placement_group_says_its_job_and_creator():
+    """``actor_groups`` reads each group's job, creator actor and whether it died from the GCS."""
+
+    ray.init(address="local", num_cpus=1, include_dashboard=False)
+    try:
+        _groups_of_a_job_and_its_actor()
+    finally:
+        ray.shutdown()
+
+
+def _groups_of_a_job_and_its_actor() -> None:
+    from ray.util.placement_group import placement_group, remove_placement_group
+
+    @ray.remote(num_cpus=0)
+    class Maker:
+        def make(self):
+            return placement_group([{"CPU": 0.01}])
+
+    maker = Maker.remote()
+    group = ray.get(maker.make.remote())
+    job = ray.get_runtime_context().get_job_id()
+    assert [(g.id, dead) for g, dead in private_api.actor_groups(job)] == [(group.id, False)]
+    driver_made = placement_group([{"CPU": 0.01}])  # not an actor's: never listed
+    ray.kill(maker)
+    for _ in range(50):
+        if private_api.actor_groups(job) == [] or private_api.actor_groups(job)[0][1]:
+            break
+        time.sleep(0.1)
+    assert [(g.id, dead) for g, dead in private_api.actor_groups(job)] == [(group.id, True)]
+    assert private_api.actor_groups("ffffffff") == []
+    remove_placement_group(group)
+    remove_placement_group(driver_made)
+    assert private_api.actor_groups(job) == []
+
+
 @pytest.mark.parametrize(
     "name",
     [
@@ -203,6 +281,9 @@ def test_wandbs_sweep_functions_take_what_its_cli_passes():
         "sweep_command_args",
         "sweep_command",
         "save_config_file",
+        "wandb_scheduler",
+        "restart_from",
+        "actor_groups",
     ],
 )
 def test_private_api_names_its_uses(name: str):

@@ -20,6 +20,7 @@ from raysweep.driver import interrupt
 from raysweep.driver.admission import Admission, Board, mixes_sizes
 from raysweep.driver.admitted_search import AdmittedSearch
 from raysweep.driver.budget import BudgetStopper, Ledger
+from raysweep.driver.checkpoints import StoredCheckpoints
 from raysweep.driver.cluster import start_or_connect
 from raysweep.driver.estimates import Estimates
 from raysweep.driver.monitor import SweepMonitor, journal_rows
@@ -32,13 +33,16 @@ from raysweep.env import BACKFILL, START_AHEAD, warm_imports
 from raysweep.errors import UserError
 from raysweep.placement import GIB, Capacity, concurrency_limit, never_placed, warm_workers
 from raysweep.private_api import restored_config
+from raysweep.runs.rows import read_rows
 from raysweep.runs.run_settings import RunSettings, write_settings
 from raysweep.search.plan import Plan, cheapest_trial_hours, plan
 from raysweep.search.schedulers import build_scheduler
-from raysweep.search.searchers import build_search
+from raysweep.search.searchers import build_search, innermost
 from raysweep.search.stoppers import InitialFailureStopper, SweepStoppers, TargetStopper
+from raysweep.search.wandb_engine import EngineSearch, ended_rows
 from raysweep.search.warm_start import start_from
 from raysweep.spec import SweepSpec
+from raysweep.spec.engine import searches
 from raysweep.trial.entries import kind_of
 from raysweep.trial.holdings import start_holdings
 from raysweep.trial.job import Sweep
@@ -109,6 +113,7 @@ class Experiment:
     output: TrialOutput
     settings: RunSettings
     pool: Any = None
+    search: Any = None  # the searcher (its ``end``: why it proposed fewer trials than the budget)
 
 
 def start(
@@ -138,9 +143,10 @@ def start(
     settings, limit, planned = _admit(spec, settings, capacity, restore)
     write_settings(run_dir, settings)
     _print_banner(spec, settings, run_dir, capacity, dashboard=dashboard, limit=limit, on_wandb=on_wandb)
-    told = None
+    told = ended_rows(read_rows(run_dir)) if tried is not None and searches(spec.engine) else None  # a joiner
     if settings.warm_start and not restore:
-        warm, told, tried = start_from(spec, settings.warm_start, tried)
+        warm, priors, tried = start_from(spec, settings.warm_start, tried)
+        told = (told or []) + (priors or []) if priors is not None or told is not None else None
         if not settings.quiet:
             print(warm.sentence())
     if not settings.quiet and (settings.budget_gpu_hours or spec.budget.epoch_seconds):
@@ -189,6 +195,10 @@ def start(
     )
     stoppers = _stoppers(spec, monitor, ledger)
     callbacks = [interrupt.TuneListens(signals), monitor, ResultLog()] + _callbacks(spec, settings, restore, on_wandb)
+    if (
+        restore
+    ):  # each trial goes on from the newest checkpoint on storage (a killed driver's state may name a gone one)
+        callbacks.insert(0, StoredCheckpoints())
     callbacks.append(ReleaseHoldings(holdings))
     admits = {"ledger": ledger, "admission": admission}
     if restored is not None:
@@ -208,7 +218,12 @@ def start(
             told=told,
             **admits,
         )
-    return Experiment(tuner=tuner, monitor=monitor, stoppers=stoppers, output=output, settings=settings, pool=pool)
+    search = innermost(restored_config(tuner)[1].search_alg)
+    if isinstance(search, EngineSearch) and hasattr(scheduler, "watch_engine"):  # its pruner stops trials via Tune
+        scheduler.watch_engine(search)
+    return Experiment(
+        tuner=tuner, monitor=monitor, stoppers=stoppers, output=output, settings=settings, pool=pool, search=search
+    )
 
 
 def _admission(
@@ -285,8 +300,8 @@ def _stoppers(spec: SweepSpec, monitor: SweepMonitor, ledger: Ledger | None) -> 
             functools.partial(monitor.initial_failures, spec.max_initial_failures), spec.max_initial_failures
         )
     ]
-    if spec.metric and spec.metric.target is not None:
-        stoppers.append(TargetStopper(spec.metric))
+    if spec.objectives.target is not None:
+        stoppers.append(TargetStopper(spec.objectives.target))
     if ledger is not None:
         stoppers.append(BudgetStopper(ledger))
     return stoppers
@@ -395,8 +410,9 @@ def _new_tuner(
         trainable,
         param_space=param_space,
         tune_config=tune.TuneConfig(
-            metric=spec.metric.name if spec.metric else None,
-            mode=spec.metric.mode if spec.metric else None,
+            # Tune's own metric (its ResultGrid, a scheduler without one of its own): the one metric, if any
+            metric=spec.objectives.single.name if spec.objectives.single else None,
+            mode=spec.objectives.single.mode if spec.objectives.single else None,
             search_alg=search,
             scheduler=scheduler,
             num_samples=budget,

@@ -161,9 +161,10 @@ class SweepMonitor(Callback):
             metrics={k: plain(v) for k, v in result.items() if not isinstance(v, dict)},
         )
         row = self._account(replace(row, wall_s=round(time.time() - row.start, 2)))
-        if self.spec.metric and self.spec.metric.name not in result:
+        missing = self.spec.objectives.missing(result)
+        if missing:
             row = replace(row, metric_logged=False)
-            self._metric_not_logged(row)
+            self._metric_not_logged(row, missing)
         self.rows[row.trial_id] = row
         self._save(row)
         self._print(trials)
@@ -177,7 +178,7 @@ class SweepMonitor(Callback):
         since = held if row.since is not None and row.since < held else row.since
         self.rows[trial_id] = replace(row, start=held, since=since)
 
-    def _metric_not_logged(self, row: TrialRow) -> None:
+    def _metric_not_logged(self, row: TrialRow, missing: tuple[str, ...]) -> None:
         """A W&B-style function or script ended without logging the metric: done, with no value (as
         its W&B run is), marked in the row (``metric_logged``); said once a sweep."""
         if self.warned_metric:
@@ -186,7 +187,7 @@ class SweepMonitor(Callback):
         logged = ", ".join(sorted(k for k in row.metrics if k not in TUNE_KEYS)) or "nothing"
         print(
             f"\nwarning: trial {row.trial_id} ended without logging the sweep's metric "
-            f"{self.spec.metric.name!r} (metric.name); it logged: {logged}. As under wandb.agent, such a trial "
+            f"{', '.join(map(repr, missing))} (metric.name); it logged: {logged}. As under wandb.agent, such a trial "
             "is done with no value (show: not logged); bayes leaves it out of its model, and no scheduler stops it.",
             file=sys.stderr,
         )
@@ -239,7 +240,8 @@ class SweepMonitor(Callback):
 
     # --- the view ---
     def best(self) -> TrialRow | None:
-        metric = self.spec.metric
+        """The best trial by its last report: under one metric (none under several: a front, or none)."""
+        metric = self.spec.objectives.single
         if metric is None:
             return None
         best = min(self.rows.values(), key=lambda r: metric.best_first(r.metric(metric.name)), default=None)
@@ -268,7 +270,8 @@ class SweepMonitor(Callback):
             parts.append(f"spent {self.ledger.spent_s() / HOUR:.3g}/{self.ledger.limit_s / HOUR:g} {self.ledger.unit}")
         best = self.best()
         if best:  # each trial ranked by its last report, as show, the report and W&B's summary rank it
-            parts.append(f"| best {self.spec.metric.name}={short(best.metric(self.spec.metric.name))} (last report)")
+            name = self.spec.objectives.single.name
+            parts.append(f"| best {name}={short(best.metric(name))} (last report)")
             parts.append(f"({short_config(best.config)})")
         return " ".join(parts)
 

@@ -29,14 +29,17 @@ def pending_text(pending: list[TrialRow], budget: int) -> str:
     return f"{len(pending)} of its {budget} trials are pending: {shown}{more}.\n"
 
 
-def left_unfinished(results: Any, monitor: SweepMonitor, stoppers: list[Any], budget: int) -> bool:
+def left_unfinished(
+    results: Any, monitor: SweepMonitor, stoppers: list[Any], budget: int, search_end: str | None = None
+) -> bool:
     """Tune's first Ctrl-C ends ``fit()`` quietly, leaving trials for ``resume``: some are not
-    ended, or fewer than the budget were started without a stopper ending the sweep."""
+    ended, or fewer than the budget were started without a stopper, or the search itself (W&B's
+    optimizer: its terminator, a space it has used up), ending the sweep."""
     if len(results) > results.num_terminated + results.num_errors:
         return True
     if any(not r.ended for r in monitor.rows.values()):
         return True
-    return len(results) < budget and stopped_by(stoppers) is None
+    return len(results) < budget and stopped_by(stoppers) is None and search_end is None
 
 
 def stopped_by(stoppers: list[Any]) -> Any:
@@ -74,6 +77,19 @@ def ended_counts(rows: list[TrialRow]) -> str:
     return words
 
 
+def best_line(spec: SweepSpec, monitor: SweepMonitor, run_dir: Path) -> str | None:
+    """What the sweep found, where a metric would be named: the best trial of one metric, where the
+    Pareto front of several is shown, or that there is no metric."""
+    objectives = spec.objectives
+    best = monitor.best()
+    if best is not None:
+        name = objectives.single.name
+        return f"best {name} = {best.metric(name):.6g} from trial {best.trial_id}: {best.config}"
+    if objectives.several:
+        return f"objectives {objectives.describe()}: {hints.command('show', run_dir)} marks the Pareto front"
+    return None if objectives else objectives.describe()
+
+
 def finish(
     spec: SweepSpec,
     settings: RunSettings,
@@ -83,18 +99,17 @@ def finish(
     wall_s: float,
     on_wandb: wandb_sweep.WandbSweep | None,
     stopped: str | None = None,
+    search_end: str | None = None,
 ) -> int:
     rows = list(monitor.rows.values())
     ok = [r for r in rows if r.finished]
     if not settings.quiet:
         print()
-    ended = f"stopped ({stopped})" if stopped else "finished"
+    ended = f"stopped ({stopped})" if stopped else f"finished ({search_end})" if search_end else "finished"
     print(f"sweep {settings.name} {ended} in {wall_s:.0f} s: {ended_counts(rows)}")
-    best = monitor.best()
-    if best:
-        print(
-            f"best {spec.metric.name} = {best.metric(spec.metric.name):.6g} from trial {best.trial_id}: {best.config}"
-        )
+    found = best_line(spec, monitor, run_dir)
+    if found:
+        print(found)
     print(f"results: {hints.command('show', run_dir)}")
     if on_wandb:
         print(f"W&B sweep: {on_wandb.url}")

@@ -38,8 +38,7 @@ from raysweep.runs.files import (
 from raysweep.runs.rows import read_rows
 from raysweep.runs.run_settings import RunSettings, check_format, read_settings, write_settings
 from raysweep.runs.show import resolve_run_dir
-from raysweep.search.ax_engine import check_ax
-from raysweep.search.custom import sample_sizes, user_function
+from raysweep.search.wandb_optimizer import checked
 from raysweep.spec import SweepSpec
 from raysweep.spec.model import draw_seed
 from raysweep.trial.entries import kind_of
@@ -78,17 +77,15 @@ def new_run_dir(storage: str | os.PathLike, name: str) -> Path:
     return run_dir
 
 
-def _check_entry_point(spec: SweepSpec) -> None:
-    """A typo in the loop or script name is the user's, and should not cost a cluster start; so
-    is a function the engine's ``source`` does not define."""
-    engine = spec.engine
-    if engine is not None and engine.source:
-        for key in ("optimizer", "search_space"):
-            if getattr(engine, key):
-                user_function(engine.source, getattr(engine, key), key)
-    if engine is not None and engine.kind == "ax":
-        check_ax(spec)
+def _check_entry_point(spec: SweepSpec) -> SweepSpec:
+    """A typo in the loop or script name is the user's, and should not cost a cluster start; so is
+    what W&B's sweep scheduler refuses at start (``wandb_engine.checked``), with W&B's warnings said.
+    Returns the spec with a define-by-run space's sizes sampled."""
+    spec, said = checked(spec)
+    for line in said:
+        print(f"warning: W&B's sweep scheduler: {line}", file=sys.stderr)
     kind_of(spec).check(spec)
+    return spec
 
 
 def _setup_logging(run_dir: Path) -> None:
@@ -145,8 +142,10 @@ def _run(
         return outcome.budget_spent(settings, run_dir, monitor, budget.reason, on_wandb)
     stopper = outcome.stopped_by(stoppers)  # a stop, not an interrupt
     stopped = stopper.reason if stopper else None
+    search_end = getattr(run.search, "end", None)  # the search proposed no more: a used-up grid, a terminator
     segment = settings.segment_budget or settings.budget  # this Tune experiment's trials
-    if signals.received or (stopped is None and outcome.left_unfinished(results, monitor, stoppers, segment)):
+    unfinished = outcome.left_unfinished(results, monitor, stoppers, segment, search_end)
+    if signals.received or (stopped is None and unfinished):
         pending = monitor.interrupted()
         if on_wandb:
             wandb_sweep.set_state(on_wandb, wandb_sweep.PAUSED)
@@ -162,7 +161,14 @@ def _run(
     if on_wandb:
         wandb_sweep.set_state(on_wandb, wandb_sweep.FINISHED)
     return outcome.finish(
-        spec, settings, run_dir, monitor, wall_s=time.time() - started, on_wandb=on_wandb, stopped=stopped
+        spec,
+        settings,
+        run_dir,
+        monitor,
+        wall_s=time.time() - started,
+        on_wandb=on_wandb,
+        stopped=stopped,
+        search_end=search_end,
     )
 
 
@@ -170,9 +176,7 @@ def run_sweep(spec: SweepSpec, request: RunRequest, function: Callable | None = 
     """Run a validated spec as ``request`` asks; returns the process exit code (0 ok, 1 every
     trial failed, 130 interrupted). ``function``: raysweep.run's (``spec.function`` says its style).
     """
-    _check_entry_point(spec)
-    if spec.defines_by_run:  # its sizes come from a function: sampled now, kept in spec.json
-        spec = replace(spec, sampled_sizes=sample_sizes(spec))
+    spec = _check_entry_point(spec)  # a define-by-run space's sizes sampled now, kept in spec.json
     if request.seed is not None:
         spec = replace(spec, seed=request.seed)
     seed_drawn = spec.seed is None

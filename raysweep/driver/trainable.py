@@ -9,13 +9,14 @@ import os
 from typing import Any
 
 from ray import tune
+from ray.tune.trainable import wrap_function
 
 from raysweep.env import ONE_WORKER_TORCHTRAINER
 from raysweep.placement import trial_bundles
 from raysweep.spec import SweepSpec
 from raysweep.trial.entries import kind_of
 from raysweep.trial.job import Sweep
-from raysweep.trial.tune_trial import run_trial
+from raysweep.trial.tune_trial import run_trial, stop_trainers
 from raysweep.words import Runner
 
 
@@ -41,4 +42,21 @@ def make_trainable(sweep: Sweep, worker_pool: Any) -> Any:
         bundles, strategy = trial_bundles(world_size, sweep.capacity, holds_workers=runner != Runner.TORCHTRAINER)
         return tune.PlacementGroupFactory(bundles, strategy=strategy)
 
-    return tune.with_resources(tune.with_parameters(run_trial, sweep=sweep, worker_pool=worker_pool), resources)
+    trial = tune.with_resources(tune.with_parameters(run_trial, sweep=sweep, worker_pool=worker_pool), resources)
+    return _stopping_ranks(trial)
+
+
+def _stopping_ranks(function: Any) -> type:
+    """Tune's function trainable of ``function``, whose stop lets a TorchTrainer run's ranks end at
+    their next report (``tune_trial.stop_trainers``) before Tune ends the trial's process. It keeps
+    Tune's class name (``ImplicitFunc``: what the dashboard and process titles call a trial), and
+    the resources ``tune.with_resources`` gave the function."""
+    base = wrap_function(function)
+
+    def cleanup(self: Any) -> None:
+        try:
+            base.cleanup(self)
+        finally:
+            stop_trainers()
+
+    return type(base.__name__, (base,), {"cleanup": cleanup, "__doc__": _stopping_ranks.__doc__})

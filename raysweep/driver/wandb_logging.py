@@ -17,7 +17,7 @@ import os
 import queue
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +25,8 @@ from ray.tune.logger import LoggerCallback
 from ray.tune.utils import flatten_dict
 
 from raysweep.env import WANDB_SILENT
-from raysweep.runs.pareto import front, objective_values, on_front
-from raysweep.spec.model import Metric
+from raysweep.runs.pareto import front, on_front
+from raysweep.spec.objectives import Objectives
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ class WandbRuns(LoggerCallback):
         mode: str,
         resuming: bool,
         sweep_id: str | None = None,
-        goals: Sequence[Metric] = (),
+        goals: Objectives | None = None,
         world_size: Callable[[dict[str, Any]], int] | None = None,
     ):
         self.init_kwargs: dict[str, Any] = {"project": project, "group": group, "mode": mode}
@@ -83,7 +83,7 @@ class WandbRuns(LoggerCallback):
         self._thread: threading.Thread | None = None
         self._open: set[str] = set()  # trials whose run is started and not yet ended
         self._started: set[str] = set()  # every trial that has had a run in this driver
-        self.goals = tuple(goals)
+        self.goals = goals if goals and goals.several else Objectives()  # a front to mark only among several
         self.world_size = world_size
         self._points: dict[str, tuple[float, ...] | None] = {}  # the ended trials' objectives
         self._marked: dict[str, bool] = {}  # the front membership each run's summary holds
@@ -154,7 +154,7 @@ class WandbRuns(LoggerCallback):
 
     def _objectives(self, trial: Any) -> tuple[float, ...] | None:
         size = self.world_size(trial.config) if self.world_size else 1
-        return objective_values(trial.last_result or {}, size, self.goals)
+        return self.goals.values(trial.last_result or {}, size)
 
     def _mark(self, trial_id: str, on_front: bool, reopen: dict[str, Any] | None = None) -> None:
         """The run's summary and tag say ``on_front``; a run already ended is opened with ``reopen``."""

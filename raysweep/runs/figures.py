@@ -249,7 +249,7 @@ def curves_figure(sweep: SweepRecord) -> tuple[Any, str]:
 def best_so_far_figure(sweep: SweepRecord) -> tuple[Any, str]:
     import plotly.graph_objects as go
 
-    metric, goal = sweep.metric, sweep.spec.metric
+    metric, goal = sweep.metric, sweep.spec.objectives.single
     starts = [r.start for r in sweep.rows.values() if finite_number(r.start)]
     if not metric or not starts:
         return None, "No trial has reported the metric yet."
@@ -342,7 +342,7 @@ def pareto_figure(sweep: SweepRecord) -> tuple[Any, str]:
     import plotly.graph_objects as go
 
     goals = sweep.spec.objectives
-    if len(goals) < 2:
+    if not goals.several:
         return None, "Skipped: the sweep has one objective (metrics: lists several)."
     points = [t for t in sweep.trials if (t.objectives or {}).get(goals[0].name) is not None]
     points = [t for t in points if t.objectives.get(goals[1].name) is not None]

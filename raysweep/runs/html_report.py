@@ -72,7 +72,7 @@ def summary_html(sweep: SweepRecord) -> str:
     ends = [r.end or r.start + (r.wall_s or 0) for r in sweep.rows.values() if finite_number(r.start)]
     items = [
         ("sweep", f"{sweep.name} ({spec.method})"),
-        ("metric", f"{sweep.metric} ({sweep.goal})" if sweep.metric else "none"),
+        ("metric", sweep.described),
         ("trials", f"{len(trials)}: {status}"),
         ("scheduler", _scheduler_text(spec)),
     ]
@@ -130,9 +130,8 @@ def rung_cost_html(sweep: SweepRecord) -> str:
 def table_html(sweep: SweepRecord) -> str:
     top = [t for t in sweep.trials if finite_number(t.metric)][:TOP]
     if not top:
-        return (
-            '<section id="best"><h2>Best trials</h2><p class="note">No trial has reported the metric yet.</p></section>'
-        )
+        why = sweep.spec.objectives.without_best()
+        return f'<section id="best"><h2>Best trials</h2><p class="note">{html.escape(why)}</p></section>'
     params = list(dict.fromkeys(k for t in top for k in t.config))
     header = ["#", "trial", "status", *params, sweep.metric, "iterations", "workers", "wall s"]
     rows = []

@@ -2,33 +2,15 @@
 trial beats on every objective at once. Pure, no Ray: ``show``, the DataFrame and the report
 mark its members.
 
-A trial's objectives are its last report's values, as W&B reads a run's summary; ``cost_hours``
-(raysweep's measured GPU-hours, an objective a sweep may name) is its workers x the seconds
-Tune counted it running (``time_total_s``, kept across restarts). A trial without every
-objective is on no front.
+A trial's objectives are its last report's values, as W&B reads a run's summary
+(``Objectives.values``: ``cost_hours`` measured); a trial without every objective is on no front.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
 
-from raysweep.spec.engine import COST
 from raysweep.spec.model import Metric
-from raysweep.values import HOUR, finite_number
-
-
-def objective_values(metrics: dict[str, Any], world_size: int, goals: Sequence[Metric]) -> tuple[float, ...] | None:
-    """Each goal's value in a trial's last report (``cost_hours`` measured), or None if one is missing."""
-    values = []
-    for goal in goals:
-        value = metrics.get(goal.name)
-        if goal.name == COST and value is None and finite_number(metrics.get("time_total_s")):
-            value = world_size * metrics["time_total_s"] / HOUR
-        if not finite_number(value):
-            return None
-        values.append(float(value))
-    return tuple(values)
 
 
 def dominates(a: Sequence[float], b: Sequence[float], goals: Sequence[Metric]) -> bool:

@@ -15,9 +15,8 @@ from typing import Any
 
 from raysweep.errors import UserError
 from raysweep.runs.files import SPEC_FILE
-from raysweep.runs.pareto import objective_values
 from raysweep.runs.rows import read_rows
-from raysweep.spec.model import Metric
+from raysweep.spec.objectives import Objectives
 from raysweep.words import TrialStatus
 
 
@@ -55,7 +54,7 @@ class WarmStart:
         )
 
 
-def read_priors(run_dirs: list[str | os.PathLike], goals: tuple[Metric, ...]) -> WarmStart:
+def read_priors(run_dirs: list[str | os.PathLike], goals: Objectives) -> WarmStart:
     """The finished trials of ``run_dirs`` (each a sweep's run dir) with every goal's value."""
     found = WarmStart(run_dirs=[str(d) for d in run_dirs])
     for run_dir in run_dirs:
@@ -65,7 +64,7 @@ def read_priors(run_dirs: list[str | os.PathLike], goals: tuple[Metric, ...]) ->
             if row.status != TrialStatus.DONE:
                 found.leave_out(f"not done ({row.status})")
                 continue
-            values = objective_values(row.metrics, row.world_size, goals)
+            values = goals.values(row.metrics, row.world_size)
             if values is None:
                 found.leave_out(f"without {' and '.join(g.name for g in goals)} in its last report")
                 continue

@@ -17,8 +17,9 @@ class SweepRecord:
     run_dir: Path
     name: str  # the sweep's, its run dir's name
     spec: SweepSpec
-    metric: str | None  # the spec's metric.name
+    metric: str | None  # the one metric's name (None for several, or none)
     goal: str  # minimize or maximize
+    described: str  # the objectives in words, where a metric is named
     trials: tuple[RankedTrial, ...]  # best first
     best: RankedTrial | None
     rows: dict[str, TrialRow]  # trial id -> its trials.jsonl row (start, end, trial_dir, ...)
@@ -35,6 +36,7 @@ class SweepRecord:
             spec=read_spec(run_dir),
             metric=results.metric,
             goal=results.goal,
+            described=results.described,
             trials=results.trials,
             best=results.best,
             rows=rows,

@@ -28,11 +28,12 @@ def resolve_run_dir(run: str | os.PathLike, storage: str | os.PathLike = "rayswe
 def _columns(results: SweepResults) -> tuple[list[str], list[list[str]]]:
     params = list(dict.fromkeys(k for t in results.trials for k in t.config))
     goals = [g.name for g in results.objectives]
+    metric = [results.metric] if results.metric else []  # a sweep with no metric has no metric column
     header = [
         "trial_id",
         "status",
         *params,
-        *(goals + ["pareto"] if goals else [results.metric or "metric"]),
+        *(goals + ["pareto"] if goals else metric),
         "iterations",
         "num_workers",
         "wall_s",
@@ -47,6 +48,8 @@ def _columns(results: SweepResults) -> tuple[list[str], list[list[str]]]:
                 [short((t.objectives or {}).get(g)) for g in goals] + ["*" if t.pareto else ""]
                 if goals
                 else ["not logged" if not t.row.metric_logged else short(t.metric)]
+                if metric
+                else []
             ),
             short(t.iterations),
             short(t.num_workers),
@@ -67,8 +70,10 @@ def render_table(results: SweepResults, of: int | None = None) -> str:
         said = ", ".join(f"{g.name} ({g.goal})" for g in results.objectives)
         on = sum(1 for t in results.trials if t.pareto)
         lines = [f"sweep {results.name}: {count}, objectives {said}; the Pareto front (*, {on} trials) first"]
+    elif results.metric:
+        lines = [f"sweep {results.name}: {count}, {results.described}, best first"]
     else:
-        lines = [f"sweep {results.name}: {count}, {results.metric} ({results.goal}), best first"]
+        lines = [f"sweep {results.name}: {count}, {results.described}"]
     lines.append("  ".join(h.ljust(w) for h, w in zip(header, widths)))
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
     cost = results.cost

@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from raysweep.runs.files import read_spec
-from raysweep.runs.pareto import front, objective_values
+from raysweep.runs.pareto import front
 from raysweep.runs.rows import TrialRow, read_rows
 from raysweep.runs.run_settings import read_settings
-from raysweep.spec.model import Metric
+from raysweep.spec.objectives import Objectives
+from raysweep.values import finite_number
 
 
 @dataclass(frozen=True)
@@ -97,11 +98,12 @@ class Admitted:
 @dataclass(frozen=True)
 class SweepResults:
     name: str  # the run dir's
-    metric: str | None  # the spec's metric.name (None under several objectives)
+    metric: str | None  # the one metric's name (None under several objectives, or none)
     goal: str
-    objectives: tuple[Metric, ...]  # W&B's ``metrics:``; () for one metric
-    trials: tuple[RankedTrial, ...]  # best first (under several objectives: the front first)
-    best: RankedTrial | None  # the best trial with a finite metric (none under several objectives)
+    objectives: Objectives  # several (W&B's ``metrics:``); () for one metric or none
+    described: str  # the objectives in words, where a metric is named (``Objectives.describe``)
+    trials: tuple[RankedTrial, ...]  # best first (under several objectives: the front first; none: creation order)
+    best: RankedTrial | None  # the best trial with a finite metric (none under several objectives, or none)
     cost: Cost
     admitted: Admitted
 
@@ -124,33 +126,35 @@ class SweepResults:
 
 
 def load_results(run_dir: Path) -> SweepResults:
-    """The run dir's results: its trials ranked, and the best."""
-    spec = read_spec(run_dir)
-    metric = spec.metric.name if spec.metric else None
+    """The run dir's results: its trials ranked by the sweep's objectives (``Objectives.sort_key``:
+    by its one metric, the Pareto front first, or in creation order without one), and the best."""
+    objectives = read_spec(run_dir).objectives
     rows = read_rows(run_dir)
-    several = spec.objectives
-    if several:
-        points = [objective_values(r.metrics, r.world_size, several) for r in rows]
-        trials = [
-            RankedTrial(r, r.metric(metric), _by_name(several, values), on)
-            for r, values, on in zip(rows, points, front(points, several), strict=True)
-        ]
-    else:
-        trials = [RankedTrial(r, r.metric(metric)) for r in rows]
+    points = [objectives.values(r.metrics, r.world_size) for r in rows]
+    fronts = front(points, objectives) if objectives.several else [False] * len(rows)
+    single = objectives.single
+    trials = [
+        RankedTrial(
+            r,
+            r.metric(single.name) if single else None,
+            _by_name(objectives, values) if objectives.several else None,
+            on,
+        )
+        for r, values, on in zip(rows, points, fronts, strict=True)
+    ]
 
-    def rank(t: RankedTrial) -> tuple:
-        if several:  # the front first, then by the first objective
-            return (not t.pareto, *several[0].best_first((t.objectives or {}).get(several[0].name)))
-        return spec.metric.best_first(t.metric)
+    def first(t: RankedTrial) -> Any:
+        return t.metric if single else (t.objectives or {}).get(objectives[0].name) if objectives else None
 
-    trials.sort(key=rank)
+    trials.sort(key=lambda t: objectives.sort_key(first(t), t.pareto, t.row.created))
     return SweepResults(
         name=run_dir.name,
-        metric=metric,
-        goal=spec.metric.goal if spec.metric else "minimize",
-        objectives=several,
+        metric=single.name if single else None,
+        goal=single.goal if single else "minimize",
+        objectives=objectives if objectives.several else Objectives(),
+        described=objectives.describe(),
         trials=tuple(trials),
-        best=None if several else next((t for t in trials if rank(t)[0] is False), None),
+        best=next((t for t in trials if finite_number(t.metric)), None) if single else None,
         cost=_cost(run_dir, trials),
         admitted=Admitted(
             reserved=sum(1 for t in trials if t.row.reserved_at is not None),
@@ -160,7 +164,7 @@ def load_results(run_dir: Path) -> SweepResults:
     )
 
 
-def _by_name(goals: tuple[Metric, ...], values: tuple[float, ...] | None) -> dict[str, float | None]:
+def _by_name(goals: Objectives, values: tuple[float, ...] | None) -> dict[str, float | None]:
     return {g.name: (values[i] if values else None) for i, g in enumerate(goals)}
 
 

@@ -2,8 +2,10 @@
 
 ``validate --sample N --seed S`` prints these, so the preview is the sweep ``run --seed S``
 starts: the same Tune variant generator (random), the same grid order (grid), the same
-seeded Optuna sampler (bayes). Bayes is shown only for its random start-up trials: after
-them, each proposal depends on the results of the trials before it.
+seeded Optuna sampler (bayes), W&B's optimizer with the same seed (engine optuna or ax: the
+config each run gets, a define-by-run space's returned dict). Bayes is shown only for its random
+start-up trials: after them, each proposal depends on the results of the trials before it; an
+engine's optimizer is asked as ``run`` first asks it, before any result.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from ray.tune.search import BasicVariantGenerator
 
 from raysweep.errors import UserError
 from raysweep.search.searchers import build_search
+from raysweep.search.wandb_optimizer import first_configs as engine_first_configs
 from raysweep.spec import SweepSpec, grid_points
+from raysweep.spec.engine import searches
 from raysweep.values import plain
 
 
@@ -27,6 +31,8 @@ def first_configs(spec: SweepSpec, n: int, seed: int | None = None) -> list[dict
         spec = replace(spec, seed=seed)
     if spec.search_method.enumerates:
         return grid_points(spec, n)
+    if searches(spec.engine):  # W&B's optimizer, asked n times before any result, as run first asks it
+        return engine_first_configs(spec, n, seed)
     if spec.search_method.learns and n > spec.searcher.n_startup_trials:
         raise UserError(
             f"--sample {n}: a bayes sweep can show only its {spec.searcher.n_startup_trials} random start-up "
@@ -37,7 +43,7 @@ def first_configs(spec: SweepSpec, n: int, seed: int | None = None) -> list[dict
         if isinstance(search, BasicVariantGenerator):  # Tune's own variant generator, not a Searcher
             search.add_configurations({"preview": {"run": _no_trainable, "config": space, "num_samples": n}})
             return [{k: plain(v) for k, v in search.next_trial().config.items()} for _ in range(n)]
-        search.set_search_properties(spec.metric.name, spec.metric.mode, {})
+        search.set_search_properties(*spec.objectives.tune(), {})
         return [{k: plain(v) for k, v in search.suggest(f"preview_{i}").items()} for i in range(n)]
 
 

@@ -105,7 +105,27 @@ class RecordingHyperBand(PlacementGuard, StopRecorder, HyperBandScheduler):
 
 
 class GuardedFIFO(PlacementGuard, FIFOScheduler):
-    pass
+    """No early stopping of its own; a sweep searched by W&B's optimizer (engine optuna or ax) is
+    stopped where that optimizer prunes (a user's study with a pruner, an Ax client with an
+    early-stopping strategy), as ``wandb sweep-scheduler`` asks it at each poll."""
+
+    engine: Any = None  # search/wandb_engine.EngineSearch, this driver's (never pickled: watch_engine again)
+
+    def watch(self, spec: SweepSpec, capacity: Capacity, admission: Any = None) -> None:
+        super().watch(spec, capacity, admission)
+        self.stopped: set[str] = getattr(self, "stopped", set())  # the trials the engine pruned (show: stopped)
+
+    def watch_engine(self, engine: Any) -> None:
+        self.engine = engine
+
+    def __getstate__(self) -> dict[str, Any]:
+        return super().__getstate__() | {"engine": None}
+
+    def on_trial_result(self, tune_controller: Any, trial: Any, result: dict) -> str:
+        if self.engine is not None and self.engine.prune(trial.trial_id, result):
+            self.stopped.add(trial.trial_id)
+            return TrialScheduler.STOP
+        return super().on_trial_result(tune_controller, trial, result)
 
 
 class GuardedWandbHyperband(PlacementGuard, WandbHyperband):

@@ -36,6 +36,7 @@ class GridSearch(Searcher):
         self.spec, self.budget, self.next = spec, budget, 0
         self.given = 0
         self.tried = {_config_key(c) for c in tried or ()}  # an earlier driver's points (a joining agent)
+        self.end: str | None = None  # why it gave fewer trials than its budget (the sweep is finished)
 
     def suggest(self, trial_id: str) -> dict | None:
         while self.given < self.budget and self.next < (self.spec.grid_size or 0):
@@ -44,6 +45,8 @@ class GridSearch(Searcher):
             if _config_key(point) not in self.tried:
                 self.given += 1
                 return point
+        if self.given < self.budget:  # the points left were run before (a joined sweep, a warm start)
+            self.end = "the grid has no point left that an earlier run did not try"
         return Searcher.FINISHED
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
@@ -51,12 +54,13 @@ class GridSearch(Searcher):
 
     def save(self, checkpoint_path: str) -> None:
         with open(checkpoint_path, "wb") as f:
-            pickle.dump({"next": self.next, "given": self.given}, f)
+            pickle.dump({"next": self.next, "given": self.given, "end": self.end}, f)
 
     def restore(self, checkpoint_path: str) -> None:
         with open(checkpoint_path, "rb") as f:
             state = pickle.load(f)
         self.next, self.given = state["next"], state.get("given", state["next"])  # a run dir from before joins
+        self.end = state.get("end")
 
 
 def _config_key(config: dict) -> str:
@@ -177,8 +181,8 @@ def _bayes(
     storage = JournalStorage(JournalFileBackend(str(run_dir / OPTUNA_JOURNAL)))
     common = {
         "space": optuna_space(spec),
-        "metric": spec.metric.name,
-        "mode": spec.metric.mode,
+        "metric": spec.objectives.single.name,  # bayes needs W&B's metric: (spec/parse.py)
+        "mode": spec.objectives.single.mode,
         "sampler": sampler,
         "storage": storage,
         "study_name": spec.name or "raysweep",
@@ -200,9 +204,10 @@ def _custom(
     tried: list[dict] | None = None,
     told: list[Any] | None = None,
 ) -> tuple[Any, dict]:
-    from raysweep.search import custom  # it builds on this module's searchers
+    from raysweep.search.wandb_engine import EngineSearch  # W&B's own optimizer (imports wandb's scheduler)
 
-    return custom.build(spec, budget, run_dir, max_concurrent, told)
+    search: Any = EngineSearch(spec, seed=spec.seed, told=told)
+    return (ConcurrencyLimiter(search, max_concurrent=max_concurrent) if max_concurrent else search), {}
 
 
 SEARCHERS = {"grid": _grid, "random": _random, "bayes": _bayes, "custom": _custom}
@@ -222,3 +227,15 @@ def build_search(
     if spec.search_method.learns:
         return SEARCHERS[spec.method](spec, budget, run_dir, max_concurrent, tried, told)
     return SEARCHERS[spec.method](spec, budget, run_dir, max_concurrent, tried)
+
+
+def innermost(search: Any) -> Any:
+    """The searcher inside Tune's search algorithm, behind its wrappers (the admission's, Tune's
+    ``SearchGenerator``, a ``ConcurrencyLimiter``): its ``end`` says why it proposed fewer trials
+    than the sweep's budget (a grid used up, W&B's optimizer terminated), if it did."""
+    for _ in range(8):
+        inner = getattr(search, "searcher", None) or getattr(search, "inner", None)
+        if inner is None:
+            return search
+        search = inner
+    return search

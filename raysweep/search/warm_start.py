@@ -1,5 +1,7 @@
-"""Warm start for the searchers that learn (bayes, and engine optuna): the earlier sweeps' finished
-trials (``runs/priors.py``) that fit this sweep's space, as finished trials of its Optuna study.
+"""Warm start for the searchers that learn: bayes's Optuna study, and W&B's optimizer (engine
+optuna or ax, told as W&B's scheduler tells it: ``search/wandb_engine.told_priors``). For bayes,
+the earlier sweeps' finished trials (``runs/priors.py``) that fit this sweep's space become
+finished trials of its study.
 
 A prior fits when its config, replayed in this sweep's space, is the config it ran: its values
 are enqueued on a scratch study, the space is drawn on that trial (define-by-run spaces too: a
@@ -15,7 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from raysweep.runs.priors import Prior, WarmStart, read_priors
-from raysweep.spec import SweepSpec, grid_points
+from raysweep.spec import SweepSpec, grid_points, optuna_space
+from raysweep.spec.engine import searches
 from raysweep.values import plain
 
 GRID_POINTS = 100_000  # a grid's points a warm start compares earlier configs with, at most
@@ -77,15 +80,19 @@ def tell(study: Any, told: list[Told]) -> None:
 
 def start_from(
     spec: SweepSpec, run_dirs: tuple[str, ...], tried: list[dict[str, Any]] | None
-) -> tuple[WarmStart, list[Told] | None, list[dict[str, Any]] | None]:
-    """What this sweep's search starts from, of the earlier sweeps in ``run_dirs``: a search that
-    learns is told those that replay in its space; grid skips those that are its points (added to
-    ``tried``); random search learns nothing from them."""
-    from raysweep.search.custom import space_of
+) -> tuple[WarmStart, list[Any] | None, list[dict[str, Any]] | None]:
+    """What this sweep's search starts from, of the earlier sweeps in ``run_dirs``: W&B's optimizer
+    (engine optuna or ax) is told each as an existing finished run, as W&B's scheduler warm-starts
+    (``tell_existing_finished_run``: it keeps those that fit its space); bayes is told those that
+    replay in its space; grid skips those that are its points (added to ``tried``); random search
+    learns nothing from them."""
+    warm = read_priors(list(run_dirs), spec.objectives)
+    if searches(spec.engine):
+        from raysweep.search.wandb_engine import told_priors
 
-    warm = read_priors(list(run_dirs), spec.goals)
+        return warm, told_priors(spec, warm.priors), tried
     if spec.search_method.learns:
-        told = fitting(space_of(spec), warm.priors, len(spec.goals))
+        told = fitting(optuna_space(spec), warm.priors, len(spec.objectives))
         warm.told(len(told))
         return warm, told, tried
     if spec.search_method.enumerates:

@@ -1,19 +1,24 @@
-"""W&B's new sweep format (wandb/sweeps #135-#138, Aug 2026): several objectives (``metrics:``)
-and a custom scheduler (``scheduler: {engine, source, optimizer, search_space}``), checked with
-W&B's rules, one sentence per violation:
+"""W&B's new sweep format as wandb 0.31 released it: several objectives (``metrics:``) and a
+scheduler block (``scheduler: {engine, source, optimizer, search_space}``) that ``wandb
+sweep-scheduler`` runs, with W&B's verdicts:
 
-* ``metrics`` is a list of at least 2 metrics (name, goal: minimize by default, target); it
-  excludes ``metric`` and requires ``method: custom``.
-* ``scheduler.engine`` is optuna, ax or wandb; ``source`` is required when ``optimizer`` or
-  ``search_space`` is set; ``scheduler`` and ``early_terminate`` exclude each other; engine
-  wandb keeps W&B's grid, random and bayes (not ``custom``).
-* ``parameters`` is still required without a scheduler, or when the scheduler has no
-  ``search_space``.
+* W&B's schema (wandb/sweeps #135-#138, PyPI ``sweeps`` 0.3.0) flags, and ``wandb sweep`` creates
+  the sweep anyway: ``metric`` beside ``metrics``; ``metrics`` without ``method: custom``;
+  ``early_terminate`` or ``controller: local`` beside a ``scheduler``; engine optuna or ax with a
+  method other than custom, or none; no ``parameters`` and no ``search_space``. raysweep runs
+  what W&B then runs, with W&B's warning (``checks.SchemaViolation``; ``--strict`` refuses, as
+  W&B's local controller does).
+* What runs: a sweep whose engine is optuna or ax is searched by that engine's optimizer
+  whatever its ``method`` (W&B's service leaves such a sweep to its scheduler), on ``metrics``
+  when given, else ``metric``. Any other sweep is searched by W&B's own engine (raysweep's grid,
+  random and bayes), on ``metric``.
+* What is refused: what nothing runs (``method: custom`` without an engine that searches, or with
+  engine wandb; an unknown engine), and, when the sweep starts, what W&B's scheduler refuses
+  there (``search/wandb_engine.build_optimizer`` calls W&B's own code: a ``search_space`` that
+  returns no dict, an ``optimizer`` that returns no Study or Client, directions that disagree).
 
-Where W&B's service creates the sweep with a warning and its scheduler can still run it (a
-``metrics`` list of one; ``early_terminate`` beside a scheduler, which the scheduler ignores),
-raysweep runs it with the same warning (``checks.SchemaViolation``; ``--strict`` refuses).
-The rest leaves nothing to run, and is refused.
+The engine's own warnings (engine wandb ignores ``optimizer`` and ``search_space``, Ax ignores
+``search_space``) are warnings here too, not schema violations.
 """
 
 from __future__ import annotations
@@ -22,18 +27,24 @@ from pathlib import Path
 from typing import Any
 
 from raysweep.spec.checks import SchemaViolation, did_you_mean, mapping, text, unknown_keys
-from raysweep.spec.model import Engine, Metric
+from raysweep.spec.model import Engine
+from raysweep.spec.objectives import COST, Metric, Objectives  # noqa: F401 - COST: the measured objective
 
 ENGINES = ("optuna", "ax", "wandb")
+SEARCHING = ("optuna", "ax")  # engines whose own optimizer searches (W&B's scheduler), whatever `method` says
 ENGINE_KEYS = ("engine", "source", "optimizer", "search_space")
 WANDB_ENGINE_METHODS = ("grid", "random", "bayes")
-COST = "cost_hours"  # raysweep's measured cost, an objective a sweep may name (each trial's workers x hours held)
 
 
 def is_engine_block(value: Any) -> bool:
     """W&B's top-level ``scheduler:`` of its new format (anything but raysweep's early stopping
     written at the top level before the ``raysweep:`` block: a mapping without ``engine``)."""
     return value is not None and not (isinstance(value, dict) and "engine" not in value)
+
+
+def searches(engine: Engine | None) -> bool:
+    """The engine's own optimizer proposes the trials (optuna, ax), not W&B's grid, random or bayes."""
+    return engine is not None and engine.kind in SEARCHING
 
 
 def parse_objectives(value: Any, problems: list[str]) -> tuple[Metric, ...]:
@@ -69,22 +80,31 @@ def _prefix(problem: str, where: str) -> str:
     return SchemaViolation(said) if isinstance(problem, SchemaViolation) else said
 
 
-def parse_engine(value: Any, base_dir: Path, problems: list[str]) -> Engine | None:
-    """``scheduler:`` with an ``engine``: W&B's custom scheduler block."""
+def parse_engine(value: Any, base_dir: Path, problems: list[str], notes: list[str]) -> Engine | None:
+    """``scheduler:`` with an ``engine``: W&B's scheduler block."""
     if mapping(value, "scheduler", problems) is None:
         return None
     unknown_keys(value, ENGINE_KEYS, "scheduler", problems)
     kind = value.get("engine")
     if kind not in ENGINES:
         problems.append(
-            f"scheduler.engine: must be one of {', '.join(ENGINES)}, got {kind!r}{did_you_mean(str(kind), ENGINES)}"
+            f"scheduler.engine: must be one of {', '.join(ENGINES)}, got {kind!r}{did_you_mean(str(kind), ENGINES)} "
+            "(W&B's sweep scheduler stops at start on any other: 'Unsupported engine')"
         )
         return None
     fields = {
         k: text(value[k], f"scheduler.{k}", problems) for k in ("source", "optimizer", "search_space") if k in value
     }
+    if kind == "wandb":
+        for key in ("optimizer", "search_space"):
+            if key in fields:  # W&B's scheduler: "optimizer config is not supported by the wandb engine."
+                notes.append(f"warning: scheduler.{key}: engine wandb does not use it (W&B's scheduler ignores it too)")
+                fields.pop(key)
+    if kind == "ax" and "search_space" in fields:  # W&B's: "search_space config is not supported by the Ax engine."
+        notes.append("warning: scheduler.search_space: engine ax searches parameters:, as W&B's Ax engine does")
+        fields.pop("search_space")
     for key in ("optimizer", "search_space"):
-        if key in value and "source" not in value:
+        if key in fields and "source" not in value:
             problems.append(f"scheduler.{key}: needs scheduler.source, the Python file that defines {value[key]!r}")
     source = fields.get("source")
     if source:
@@ -96,41 +116,31 @@ def parse_engine(value: Any, base_dir: Path, problems: list[str]) -> Engine | No
         elif path.suffix != ".py":
             problems.append(f"scheduler.source: {source!r} must be a Python file (.py)")
         fields["source"] = str(path)
-    if kind == "wandb" and (fields.get("optimizer") or fields.get("search_space")):
-        problems.append(
-            "scheduler: engine wandb runs W&B's own grid, random and bayes; its optimizer and search_space are for "
-            "engine optuna (or ax): set engine: optuna to use them"
-        )
     return Engine(kind, fields.get("source"), fields.get("optimizer"), fields.get("search_space"))
 
 
-def check_rules(
-    doc: dict[str, Any], method: str | None, engine: Engine | None, objectives: tuple[Metric, ...], problems: list[str]
-) -> None:
-    """W&B's rules between ``method``, ``metric``/``metrics``, ``scheduler`` and ``early_terminate``."""
+def check_rules(doc: dict[str, Any], method: str | None, engine: Engine | None, problems: list[str]) -> str | None:
+    """W&B's rules between ``method``, ``metric``/``metrics``, ``scheduler``, ``controller`` and
+    ``early_terminate``; returns the method that searches (``custom`` when the engine does)."""
+    own = searches(engine)
     if "metric" in doc and "metrics" in doc:
-        problems.append("metric and metrics: cannot both be set: `metric` for one objective, `metrics` for several")
-    elif "metrics" in doc and method not in (None, "custom"):
-        problems.append(
-            f"metrics: several objectives need method: custom (got method: {method}), with a scheduler of engine "
-            "optuna: W&B's grid, random and bayes take one metric"
-        )
-    if method == "custom" and (engine is None or engine.kind == "wandb"):
-        problems.append(
-            "method: custom needs scheduler: {engine: optuna} (or ax), the engine that searches"
-            + ("; engine wandb keeps grid, random and bayes" if engine is not None else "")
-        )
-    if engine is not None and engine.kind in ("optuna", "ax") and method not in (None, "custom"):
+        reads = "its engine's optimizer reads metrics" if own else "its engine reads metric"
         problems.append(
             SchemaViolation(
-                f"scheduler.engine {engine.kind}: searches with method: custom, got method: {method}; W&B's service "
-                f"runs method {method} itself and creates the sweep with this warning, and so does raysweep (the "
-                "scheduler is not used)"
+                "metric and metrics: cannot both be set in W&B's schema (`metric` for one objective, `metrics` for "
+                f"several); W&B creates the sweep and {reads}, and so does raysweep"
             )
         )
-    if engine is not None and engine.kind == "wandb" and method not in (None, *WANDB_ENGINE_METHODS):
+    elif "metrics" in doc and method not in (None, "custom"):
         problems.append(
-            f"scheduler.engine wandb: method must be one of {', '.join(WANDB_ENGINE_METHODS)}, got {method!r}"
+            SchemaViolation(
+                f"metrics: W&B's schema wants method: custom (a scheduler of engine optuna or ax) for several "
+                f"objectives, got method: {method}; W&B's service runs method {method} anyway, and so does raysweep"
+            )
+        )
+    if engine is not None and isinstance(doc.get("controller"), dict) and doc["controller"].get("type") == "local":
+        problems.append(
+            SchemaViolation("controller: type local cannot be used together with scheduler (W&B's schema, #137)")
         )
     if engine is not None and "early_terminate" in doc:
         problems.append(
@@ -139,5 +149,52 @@ def check_rules(
                 "W&B's service creates the sweep and its scheduler ignores early_terminate, and so does raysweep"
             )
         )
+    if own:
+        if method != "custom":
+            problems.append(
+                SchemaViolation(
+                    f"scheduler.engine {engine.kind}: W&B's schema wants method: custom, got "
+                    f"{'no method' if method is None else f'method: {method}'}; W&B's sweep scheduler searches "
+                    f"with {engine.kind} whatever the method, and so does raysweep"
+                )
+            )
+        method = "custom"
+    elif method is None and "method" not in doc:
+        problems.append(
+            "method: required, one of grid, random, bayes (or custom, with scheduler.engine optuna or ax): "
+            "W&B's service cannot run a sweep without it"
+        )
+    elif method == "custom":
+        problems.append(
+            "method: custom needs scheduler: {engine: optuna} (or ax), the engine that searches"
+            + ("; engine wandb keeps grid, random and bayes" if engine is not None else "")
+            + " (W&B's engine: 'Invalid search type custom')"
+        )
     if "parameters" not in doc and not (engine is not None and engine.search_space):
-        problems.append("parameters: required, unless scheduler.search_space defines the space")
+        if own:
+            problems.append(
+                SchemaViolation(
+                    "parameters: W&B's schema requires it unless scheduler.search_space defines the space; W&B's "
+                    f"{engine.kind} engine then searches an empty space (every trial's config is empty), and so "
+                    "does raysweep"
+                )
+            )
+        else:
+            problems.append(
+                "parameters: required, unless scheduler.search_space defines the space (W&B's engine: "
+                "'Sweep config must contain parameters section')"
+            )
+    return method
+
+
+def objectives_of(doc: dict[str, Any], engine: Engine | None, method: str | None, problems: list[str]) -> Objectives:
+    """What the sweep optimizes, as what searches it reads: the engine's optimizer ``metrics``
+    (else ``metric``), W&B's grid, random and bayes ``metric`` (else ``metrics``, which W&B's
+    random and grid run beside; bayes cannot)."""
+    from raysweep.spec.wandb_keys import parse_metric
+
+    metric = parse_metric(doc["metric"], method, problems) if "metric" in doc else None
+    several = parse_objectives(doc["metrics"], problems) if "metrics" in doc else ()
+    if searches(engine):
+        return Objectives(several or ((metric,) if metric else ()))
+    return Objectives((metric,) if metric else several)

@@ -13,8 +13,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from raysweep.spec.objectives import Metric, Objectives  # noqa: F401 - Metric: what a sweep optimizes
 from raysweep.spec.param import Param
-from raysweep.values import finite_number
 from raysweep.words import DDP_WORKERS, Runner  # noqa: F401 - DDP_WORKERS: the spec's choices
 
 
@@ -61,38 +61,6 @@ USE_GPU = ("auto", True, False)
 WORKER_START_TIMEOUT_S = 300.0
 PROCESS_GROUP_TIMEOUT_S = 1800.0  # torch.distributed's own default: set-up and collectives
 SIZE = "num_gpus"  # the parameter (or raysweep key) that sizes a trial's DDP world
-
-
-@dataclass(frozen=True)
-class Metric:
-    name: str
-    goal: str = "minimize"
-    target: float | None = None
-
-    @property
-    def mode(self) -> str:
-        """Ray Tune's and Optuna's word for the goal."""
-        return "min" if self.goal == "minimize" else "max"
-
-    def better(self, value: float, than: float) -> bool:
-        return value > than if self.goal == "maximize" else value < than
-
-    def best_first(self, value: Any) -> tuple[bool, float]:
-        """The sort key that puts the best value first and values that are no finite number last:
-        the one ranking of trials (the progress line's best, ``show``, the report)."""
-        scored = finite_number(value)
-        return (not scored, self.rank(value) if scored else 0.0)
-
-    def rank(self, value: float) -> float:
-        """A sort key, best first: the value, negated when the goal is to maximize."""
-        return -value if self.goal == "maximize" else value
-
-    def reached_target(self, value: float) -> bool:
-        return self.target is not None and (value == self.target or self.better(value, self.target))
-
-    @property
-    def target_text(self) -> str:
-        return f"{self.name} {'>=' if self.goal == 'maximize' else '<='} {self.target:g}"
 
 
 @dataclass(frozen=True)
@@ -230,7 +198,8 @@ class WandbSettings:
 class SweepSpec:
     method: str
     parameters: tuple[Param, ...]
-    metric: Metric | None = None
+    # what it optimizes: no metric, W&B's `metric:`, or `metrics:` (several); the one notion every reader ranks by
+    objectives: Objectives = Objectives()
     scheduler: Scheduler | None = None
     name: str | None = None
     description: str | None = None
@@ -260,15 +229,9 @@ class SweepSpec:
     source: str | None = None
     wandb_document: dict = field(default_factory=dict)  # the file's W&B keys as read: a W&B sweep's config
     notes: tuple[str, ...] = ()  # one-line notes for the user (deprecated spellings, ignored keys)
-    objectives: tuple[Metric, ...] = ()  # W&B's `metrics:`: several objectives (then metric is None)
     engine: Engine | None = None  # W&B's `scheduler:` block: a custom engine (method custom)
     # the sizes a define-by-run space gave when the driver sampled it (its num_gpus comes from a function)
     sampled_sizes: tuple[int, ...] = ()
-
-    @property
-    def goals(self) -> tuple[Metric, ...]:
-        """What the sweep optimizes: its objectives, or its one metric."""
-        return self.objectives or ((self.metric,) if self.metric else ())
 
     @property
     def defines_by_run(self) -> bool:
@@ -343,6 +306,7 @@ class SweepSpec:
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
         out["parameters"] = {p.name: p.to_json() for p in self.parameters}
+        out["objectives"] = self.objectives.to_json()
         return out
 
     @classmethod
@@ -359,8 +323,9 @@ class SweepSpec:
             )
             for n, d in data.pop("parameters").items()
         )
+        data["objectives"] = Objectives.from_json(data)
+        data.pop("metric", None)  # a record from before objectives (one metric, or none)
         nested = {
-            "metric": Metric,
             "scheduler": Scheduler,
             "resources": Resources,
             "budget": Budget,
@@ -373,7 +338,6 @@ class SweepSpec:
         for key in ("command", "notes", "sampled_sizes"):
             if data.get(key) is not None:
                 data[key] = tuple(data[key])
-        data["objectives"] = tuple(Metric(**m) for m in data.get("objectives") or ())
         if data.get("engine") is not None:
             data["engine"] = Engine(**data["engine"])
         return cls(parameters=params, **data)

@@ -30,7 +30,7 @@ from raysweep.spec.checks import (
     walk_size,
 )
 from raysweep.spec.distributions import DISTRIBUTIONS
-from raysweep.spec.engine import check_rules, is_engine_block, parse_engine, parse_objectives
+from raysweep.spec.engine import check_rules, is_engine_block, objectives_of, parse_engine
 from raysweep.spec.model import (
     DDP_WORKERS,
     METHODS,
@@ -43,7 +43,7 @@ from raysweep.spec.model import (
     WANDB_MODES,
     WORKER_START_TIMEOUT_S,
     Budget,
-    Metric,
+    Objectives,
     Resources,
     Scheduler,
     Searcher,
@@ -60,7 +60,6 @@ from raysweep.spec.wandb_keys import (
     check_command,
     check_wandb_only_keys,
     parse_early_terminate,
-    parse_metric,
     split_raysweep_block,
 )
 from raysweep.values import finite_number
@@ -173,12 +172,15 @@ def _parse_entry_point(
 def _check_method_needs(
     method: str | None,
     params: list[Param],
-    metric: Metric | None,
+    objectives: Objectives,
     doc: dict,
     scheduler: Scheduler | None,
     problems: list[str],
-) -> None:
-    """Grid search needs discrete parameters; bayes and early termination need a metric."""
+    notes: list[str],
+) -> Scheduler | None:
+    """Grid search needs discrete parameters; bayes and raysweep's own early stopping need a metric;
+    W&B's ``early_terminate`` without one stops no run (W&B's hyperband needs ``metric``), and an
+    engine without one learns nothing. Returns the scheduler the sweep keeps."""
     needs = METHODS.get(method)
     if needs is not None and needs.enumerates:
         for p in params:
@@ -191,11 +193,35 @@ def _check_method_needs(
                 problems.append(
                     f"parameters.{p.name}: probabilities can't be used with grid search (W&B refuses them too)"
                 )
-    if metric is None and "metric" not in doc and "metrics" not in doc:
-        if needs is not None and needs.learns:
-            problems.append(f"metric: required for method {method} (Optuna needs a metric name and goal)")
-        if "early_terminate" in doc or scheduler is not None:
-            problems.append("metric: required for early termination (the scheduler compares trials on it)")
+    if method == "bayes" and "metric" not in doc:
+        problems.append(
+            "metric: required for method bayes (W&B's engine: 'Bayesian search requires \"metric\" section')"
+            + ("; metrics: is read by a scheduler of engine optuna or ax" if "metrics" in doc else "")
+        )
+    if method == "custom" and not objectives:
+        notes.append(
+            "warning: the sweep has no metric: W&B's optimizer is told no result of any trial (W&B's scheduler "
+            "fails each tell), so it searches blind; trials are shown in creation order"
+        )
+    if scheduler is None:
+        return None
+    if scheduler.type != "wandb_hyperband" and objectives.single is None:
+        problems.append(
+            "raysweep.scheduler: early stopping compares trials on one metric, and this sweep has "
+            + (
+                f"several objectives (metrics: {', '.join(objectives.names)}): Optuna's pruners take one objective, "
+                "as W&B's scheduler does; remove the scheduler, or optimize one metric"
+                if objectives
+                else "none: give metric.name, or remove the scheduler"
+            )
+        )
+    if scheduler.type == "wandb_hyperband" and "metric" not in doc:
+        notes.append(
+            "warning: early_terminate: W&B's hyperband compares runs on metric.name, and this sweep has no metric: "
+            "W&B's service stops no run, and neither does raysweep"
+        )
+        return None
+    return scheduler
 
 
 def _parse_size(params: list[Param], own: dict, problems: list[str]) -> tuple[Param | None, int | None, bool]:
@@ -337,27 +363,16 @@ def parse_spec(
     check_wandb_only_keys(doc, problems, notes)
 
     method = choice(doc.get("method"), METHODS, "method", problems) if "method" in doc else None
-    if "method" not in doc:
-        problems.append(f"method: required, one of {', '.join(METHODS)}")
-    engine = parse_engine(doc["scheduler"], base_dir, problems) if is_engine_block(doc.get("scheduler")) else None
-    objectives = parse_objectives(doc["metrics"], problems) if "metrics" in doc else ()
-    check_rules(doc, method, engine, objectives, problems)
-    if engine is not None and engine.kind != "wandb" and method != "custom":
-        engine = None  # W&B's service runs the method itself, with a warning (check_rules)
-    metric = parse_metric(doc["metric"], method, problems) if "metric" in doc else None
-    if len(objectives) == 1:  # a list of one (W&B's warning said so): that one is the metric
-        metric, objectives = objectives[0], ()
+    engine = (
+        parse_engine(doc["scheduler"], base_dir, problems, notes) if is_engine_block(doc.get("scheduler")) else None
+    )
+    method = check_rules(doc, method, engine, problems)  # custom where the engine's optimizer searches
+    objectives = objectives_of(doc, engine, method, problems)
     base_config = _parse_base_config(own.get("base_config", {}), base_dir, problems)
     non_finite(base_config, "raysweep.base_config", problems)
     params = parse_parameters(doc.get("parameters"), problems) if "parameters" in doc else []
     early = doc.get("early_terminate") if engine is None else None  # a custom scheduler stops runs itself
     scheduler = _parse_scheduler(early, own.get("scheduler"), problems)
-    if objectives and scheduler is not None:
-        problems.append(
-            "raysweep.scheduler: early stopping compares trials on one metric, and this sweep has several "
-            f"objectives (metrics: {', '.join(m.name for m in objectives)}): Optuna's pruners take one objective, "
-            "as W&B's scheduler does; remove the scheduler, or optimize one metric"
-        )
 
     train_loop, program, command = _parse_entry_point(doc, own, function, problems)
     if train_loop is None and function != "raysweep":
@@ -365,7 +380,7 @@ def parse_spec(
     else:
         check_paths(params, base_config, "base_config" in own, problems)
 
-    _check_method_needs(method, params, metric or (objectives[0] if objectives else None), doc, scheduler, problems)
+    scheduler = _check_method_needs(method, params, objectives, doc, scheduler, problems, notes)
 
     size_param, num_gpus, sizes_known = _parse_size(params, own, problems)
 
@@ -381,7 +396,7 @@ def parse_spec(
     return SweepSpec(
         method=method,
         parameters=tuple(params),
-        metric=metric,
+        objectives=objectives,
         scheduler=scheduler,
         name=doc.get("name"),
         description=doc.get("description"),
@@ -399,6 +414,5 @@ def parse_spec(
         source=source,
         wandb_document={key: value for key, value in doc.items() if key in WANDB_KEYS},
         notes=tuple(notes),
-        objectives=objectives,
         engine=engine,
     )

@@ -53,8 +53,10 @@ def trial_config(spec: SweepSpec, flat: dict[str, Any]) -> dict[str, Any]:
 
 
 def wandb_config(spec: SweepSpec, flat: dict[str, Any]) -> dict[str, Any]:
-    """A trial's values as W&B hands them to a ``program:`` script: names as written, and each
-    nested ``parameters:`` block as one mapping (``--optimizer={'lr': 0.01}``, ``wandb.config``)."""
+    """A trial's values as W&B hands them to a ``program:`` script or a W&B-style function's
+    ``wandb.config``: names as written, each nested ``parameters:`` block as one mapping
+    (``--optimizer={'lr': 0.01}``), and every key of a define-by-run space's returned dict as it
+    returned it (W&B's scheduler makes that dict the run's config)."""
     out: dict[str, Any] = {}
     for p in spec.parameters:
         if p.name not in flat:
@@ -63,6 +65,8 @@ def wandb_config(spec: SweepSpec, flat: dict[str, Any]) -> dict[str, Any]:
         for key in p.nest:
             node = node.setdefault(key, {})
         node[p.name[len(".".join(p.nest)) + 1 :] if p.nest else p.name] = plain(flat[p.name])
+    named = {p.name for p in spec.parameters}
+    out |= {k: plain(v) for k, v in flat.items() if k not in named}  # the engine's own keys
     return out
 
 

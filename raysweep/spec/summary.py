@@ -13,8 +13,10 @@ def summary_json(spec: SweepSpec, count: int | None = None) -> dict[str, Any]:
     sched = spec.scheduler
     return {
         "method": spec.method,
-        "metric": {"name": spec.metric.name, "goal": spec.metric.goal} if spec.metric else None,
-        **({"metrics": [{"name": m.name, "goal": m.goal} for m in spec.objectives]} if spec.objectives else {}),
+        # `metric`: the one metric (None for none or several); `metrics`: several; `objectives`: every one
+        "metric": {"name": one.name, "goal": one.goal} if (one := spec.objectives.single) else None,
+        **({"metrics": [{"name": m.name, "goal": m.goal} for m in spec.objectives]} if spec.objectives.several else {}),
+        "objectives": [{"name": m.name, "goal": m.goal} for m in spec.objectives],
         **({"engine": {k: v for k, v in spec.engine.__dict__.items() if v is not None}} if spec.engine else {}),
         "parameters": {p.name: p.to_json() for p in spec.parameters},
         "grid_size": spec.grid_size,
@@ -49,11 +51,10 @@ def _searcher(spec: SweepSpec) -> str:
     return ""
 
 
-def _goals(data: dict[str, Any]) -> str:
-    if data.get("metrics"):
-        return "metrics   " + ", ".join(f"{m['name']} ({m['goal']})" for m in data["metrics"]) + " (the Pareto front)"
-    metric = data["metric"]
-    return f"metric    {metric['name']} ({metric['goal']})" if metric else "metric    none"
+def _goals(spec: SweepSpec) -> str:
+    if spec.objectives.several:
+        return f"metrics   {spec.objectives.describe()} (the Pareto front)"
+    return f"metric    {spec.objectives.describe()}"
 
 
 def summary_text(spec: SweepSpec, count: int | None = None) -> str:
@@ -62,7 +63,7 @@ def summary_text(spec: SweepSpec, count: int | None = None) -> str:
         f"sweep     {spec.name or '(unnamed)'}" + (f" — {spec.description.strip()}" if spec.description else ""),
         f"runs      {spec.train_loop or (f'a {spec.function}-style Python function' if spec.function else spec.program)}",
         f"method    {spec.method}" + _searcher(spec),
-        _goals(data),
+        _goals(spec),
         "parameters"
         + (f" (and those of {spec.engine.search_space}() in {spec.engine.source})" if spec.defines_by_run else ""),
     ]

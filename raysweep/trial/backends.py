@@ -16,7 +16,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -174,10 +174,12 @@ class TrainBackend(Backend):
         metric: str | None = None,
         restored: str | None = None,
         place: RankPlace | None = None,
+        stopping: Callable[[], bool] | None = None,
     ):
         super().__init__(trial_dir, metric)
         self.restored = restored  # the Ray Train checkpoint Tune restored the trial from (TrialJob.restored_checkpoint)
         self.place = place  # found by node id (rank.on_train_worker); None: Ray Train's local rank
+        self.stopping = stopping  # asked on rank 0 after each report: Tune stopped the trial
 
     def context(self) -> TrialContext:
         import ray.train
@@ -194,6 +196,14 @@ class TrainBackend(Backend):
         import ray.train
 
         ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(checkpoint) if checkpoint else None)
+        if (
+            self.stopping is not None
+        ):  # every rank stops at the same report, as warm ranks do: none left in a collective
+            rank = ray.train.get_context().get_world_rank()
+            if self.share(self.stopping() if rank == 0 else None):
+                from raysweep.trial.warm_rank import TrialStopped
+
+                raise TrialStopped
 
     def share(self, value: Any) -> Any:
         from ray.train.collective import broadcast_from_rank_zero

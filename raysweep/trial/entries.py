@@ -29,11 +29,12 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from raysweep import trial
+from raysweep.env import env_set
 from raysweep.errors import UserError
 from raysweep.placement import RankPlace
 from raysweep.spec import SweepSpec, trial_config
 from raysweep.spec.space import wandb_config
-from raysweep.trial import devices, output_marks, wandb_function, watchdog
+from raysweep.trial import devices, output_marks, torchrun_env, wandb_function, watchdog
 from raysweep.trial.backends import Backend
 from raysweep.trial.job import ProgramLaunch, Sweep, TrialJob, WandbSetup
 from raysweep.trial.ports import free_port
@@ -83,7 +84,8 @@ class Entry:
             if job.capacity.use_gpu:  # a rank that cannot use its GPU fails with a sentence, before the loop
                 devices.check_usable(str(backend.context().device))
             body = self.load(job, rank)
-            with output_marks.shown(job.trial_id, job.trial_dir, rank):  # rank 0's prints on the user's console
+            rank_env = torchrun_env.variables(rank, job.world_size, place, master)  # put back when the rank ends
+            with env_set(rank_env), output_marks.shown(job.trial_id, job.trial_dir, rank):  # rank 0's prints shown
                 body()
         finally:
             if guard is not None:

@@ -5,7 +5,8 @@ made for its workers.
 * Each trial tells it its nodes when it starts (``tune_trial.run_trial``): the driver's admission
   (``driver/admission.py``) reads them to see which slots free when a trial ends.
 * Each Ray Train worker tells it when it enters the trial's loop (``rank.on_train_worker``): the
-  trial counts its started ranks against ``worker_start_timeout_s`` (``start_bound.py``).
+  trial counts its started ranks against ``worker_start_timeout_s`` (``start_bound.py``). A trial
+  Tune stopped says so here, and its Ray Train ranks stop at their next report (``TrainBackend``).
 * A warm trial that places its own slots (``slots.py``) tells it its group, and when it holds them:
   the driver counts the trial's time from then (``monitor.py``).
 * The driver frees a trial's Ray Train groups (and its own) when the trial ends (``driver/trial_ends.py``):
@@ -38,11 +39,13 @@ class Holdings:
         self._started: dict[str, set[int]] = {}  # Train run name -> ranks that entered the loop
         self._groups: dict[str, dict[str, Any]] = {}  # trial id -> placement group id (hex) -> group
         self._since: dict[str, float] = {}  # trial id -> when it began to hold its nodes
+        self._stopping: set[str] = set()  # trials Tune stopped whose Ray Train ranks stop at their next report
 
     @ray.method(concurrency_group=RECORD)
     def hold(self, trial_id: str, nodes: dict[str, int]) -> None:
         self._nodes[trial_id] = nodes
         self._since[trial_id] = time.time()
+        self._stopping.discard(trial_id)  # a retried trial starts afresh
 
     @ray.method(concurrency_group=RECORD)
     def nodes(self) -> dict[str, dict[str, int]]:
@@ -69,6 +72,16 @@ class Holdings:
     def count(self, run: str) -> int:
         """How many ranks of the Train run ``run`` have started."""
         return len(self._started.get(run, ()))
+
+    @ray.method(concurrency_group=RECORD)
+    def stop(self, trial_id: str) -> None:
+        """Tune stopped the trial: its Ray Train ranks stop at their next report, as warm ranks do
+        at theirs (a W&B-style function's run is then finished and written, not killed)."""
+        self._stopping.add(trial_id)
+
+    @ray.method(concurrency_group=RECORD)
+    def stopping(self, trial_id: str) -> bool:
+        return trial_id in self._stopping
 
     @ray.method(concurrency_group=RECORD)
     def nudge(self) -> None:

@@ -33,7 +33,7 @@ def build_job(sweep: Sweep, flat_config: dict[str, Any], trial_id: str, staging_
         "world_size": world_size,
         "shape": where,
         "runner": sweep.runners[world_size],
-        "metric": spec.metric.name if spec.metric else None,
+        "metric": spec.objectives.reported,
         "report_timeout_s": spec.report_timeout_s,
         "group_timeout_s": spec.process_group_timeout_s,
         "start_timeout_s": spec.worker_start_timeout_s,

@@ -33,6 +33,7 @@ from typing import Any
 from raysweep import private_api
 from raysweep.env import METRIC, METRICS_FILE
 from raysweep.placement import RankPlace
+from raysweep.trial import torchrun_env
 from raysweep.trial.job import ProgramLaunch, TrialJob, WandbSetup
 from raysweep.trial.metrics import check_metric
 from raysweep.trial.output_marks import ended as console_ended
@@ -115,16 +116,8 @@ def script_env(
     pythonpath = os.pathsep.join(p for p in (hook, os.environ.get("PYTHONPATH")) if p)
     env = (
         dict(os.environ)
+        | torchrun_env.variables(rank, world_size, place, master)
         | {
-            "RANK": str(rank),
-            "LOCAL_RANK": str(place.local_rank),
-            "WORLD_SIZE": str(world_size),
-            "LOCAL_WORLD_SIZE": str(place.local_world_size),
-            "GROUP_RANK": str(place.node_rank),
-            "NODE_RANK": str(place.node_rank),
-            "GROUP_WORLD_SIZE": str(world_size // place.local_world_size),
-            "MASTER_ADDR": master[0],
-            "MASTER_PORT": str(master[1]),
             "PYTHONPATH": pythonpath,
             "PYTHONUNBUFFERED": "1",
             METRICS_FILE: str(metrics_file(trial_dir, job.attempt, rank)),

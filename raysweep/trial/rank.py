@@ -14,6 +14,7 @@ from raysweep.placement import RankPlace
 from raysweep.trial.backends import TrainBackend, TuneBackend, WarmBackend
 from raysweep.trial.job import TrialJob
 from raysweep.trial.ports import free_port
+from raysweep.trial.warm_rank import TrialStopped
 
 if TYPE_CHECKING:
     from raysweep.trial.warm_rank import RankLink
@@ -71,5 +72,10 @@ def on_train_worker(job: TrialJob) -> None:
     if job.holdings is not None:  # the trial counts its started ranks; the driver frees the group after
         group = ray.util.get_current_placement_group()
         job.holdings.started.remote(job.trial_id, ctx.get_experiment_name(), rank, group)
-    backend = TrainBackend(job.trial_dir, job.metric, job.restored_checkpoint, place)
-    job.entry.run(job, backend, rank, place, master=master)
+    holdings = job.holdings
+    stopping = None if holdings is None else lambda: ray.get(holdings.stopping.remote(job.trial_id))
+    backend = TrainBackend(job.trial_dir, job.metric, job.restored_checkpoint, place, stopping)
+    try:
+        job.entry.run(job, backend, rank, place, master=master)
+    except TrialStopped:  # Tune stopped the trial: its ranks end at that report, their W&B runs finished
+        return

@@ -30,6 +30,7 @@ from ray import tune
 from ray.train import UserCallback
 from ray.util.queue import Queue
 
+from raysweep.env import TRAIN_START_TIMEOUT
 from raysweep.placement import rank_places
 from raysweep.runs.files import read_explanation
 from raysweep.trial import gang, rank, slots, watchdog
@@ -220,7 +221,11 @@ def run_torchtrainer(job: TrialJob, sweep: Sweep, worker_pool: Any, bound: Start
             name=run_name,
             storage_path=f"{sweep.run_dir}/train_runs",
             callbacks=[RankMeanReports(reports)],
-            failure_config=FailureConfig(max_failures=job.max_failures),
+            # Ray Train gives up on a worker group that cannot start (controller_failure_limit=0), at
+            # the trial's own bound (TRAIN_START_TIMEOUT, below), and removes its group: retried
+            # without end, its controller outlived the failed trial and left a pending group that was
+            # granted later and kept (Ray 2.60, #62753)
+            failure_config=FailureConfig(max_failures=job.max_failures, **_NO_CONTROLLER_RETRY),
             **({"worker_runtime_env": {"env_vars": job.network_env()}} if job.network_env() else {}),
         ),
     )
@@ -235,16 +240,70 @@ def run_torchtrainer(job: TrialJob, sweep: Sweep, worker_pool: Any, bound: Start
             reports.put((_FIT_ENDED, None))
 
     fitting = threading.Thread(target=fit, name="raysweep-torchtrainer-fit", daemon=True)
+    os.environ[TRAIN_START_TIMEOUT] = f"{max(1.0, bound.left()):.1f}"  # Ray Train's controller reads it as it starts
     fitting.start()
     _wait_started(job, run_name, per_worker, bound, fitting)
-    while (item := reports.get())[0] != _FIT_ENDED:  # reports reach Tune from this, the trial's own thread
-        _report_to_tune(*item)
+    _fitting[job.trial_id] = (job, fitting)
+    try:
+        while (item := reports.get())[0] != _FIT_ENDED:  # reports reach Tune from this, the trial's own thread
+            _report_to_tune(*item)
+    except BaseException:  # Tune stopped the trial (or refused a report): take the ranks' last reports
+        _drain(reports, fitting)
+        raise
+    finally:
+        _fitting.pop(job.trial_id, None)
     if failure:
         raise failure[0]
 
 
+_fitting: dict[str, tuple[TrialJob, threading.Thread]] = {}  # this process's TorchTrainer runs, by trial id
+TRAIN_GIVES_UP_S = 30.0  # after the bound: its controller's start came later, and its group's removal
+
+
+def _no_controller_retry() -> dict[str, int]:
+    """``controller_failure_limit=0`` where Ray Train has it (2.60 does; the field is a DeveloperAPI)."""
+    from ray.train import FailureConfig
+
+    return (
+        {"controller_failure_limit": 0}
+        if "controller_failure_limit" in getattr(FailureConfig, "__dataclass_fields__", {})
+        else {}
+    )
+
+
+_NO_CONTROLLER_RETRY = _no_controller_retry()
+
+
+def stop_trainers() -> None:
+    """Tune stops this process's trial (``driver/trainable.py``: its ``cleanup``, before the process
+    ends): the ranks of its Ray Train run stop at their next report (``TrainBackend.report``), as warm
+    ranks stop at theirs, so a W&B-style function's run is finished and written before its worker
+    ends. Waits until the run has ended, ``gang.STOP_GRACE_S`` at most (a rank in a long epoch: its
+    process then ends with the trial's)."""
+    deadline = time.monotonic() + gang.STOP_GRACE_S
+    for job, _ in list(_fitting.values()):
+        if job.holdings is not None:
+            job.holdings.stop.remote(job.trial_id)
+    for _, fitting in list(_fitting.values()):
+        fitting.join(timeout=max(0.0, deadline - time.monotonic()))
+
+
+def _drain(reports: Queue, fitting: threading.Thread) -> None:
+    """Take the stopped run's reports until it ends (one waits in the queue, and Ray Train's
+    controller waits to put the next), ``gang.STOP_GRACE_S`` at most."""
+    deadline = time.monotonic() + gang.STOP_GRACE_S
+    while fitting.is_alive() and time.monotonic() < deadline:
+        with contextlib.suppress(Exception):  # Empty after the timeout; the queue's actor ending with the run
+            if reports.get(timeout=0.5)[0] == _FIT_ENDED:
+                return
+
+
 def _wait_started(
-    job: TrialJob, run_name: str, per_worker: dict[str, float], bound: StartBound, fitting: threading.Thread
+    job: TrialJob,
+    run_name: str,
+    per_worker: dict[str, float],
+    bound: StartBound,
+    fitting: threading.Thread,
 ) -> None:
     """Until every worker of the Ray Train run has entered the loop (or the run has ended: its
     error is the trial's). Ray Train itself retries a worker group that cannot start without end."""
@@ -254,6 +313,7 @@ def _wait_started(
         if started >= job.world_size:
             return
         if bound.expired():
+            fitting.join(timeout=TRAIN_GIVES_UP_S)  # Ray Train gives up too, and removes its workers' group
             addresses = {n["NodeID"]: n["NodeManagerAddress"] for n in ray.nodes()}
             group = ray.util.get_current_placement_group()  # Tune's: a TorchTrainer trial places no slots itself
             where = ", ".join(addresses.get(n, n[:8]) for n in bundle_nodes(job, group))

@@ -319,8 +319,8 @@ class InOrder(optuna.samplers.RandomSampler):
         return (0.9, 0.3)[trial.number % 2]
 
 
-def make():
-    return InOrder(seed=0)
+def make(sweep_info):
+    return optuna.create_study(directions=["minimize", "minimize"], sampler=InOrder(seed=0))
 """
 
 
@@ -521,6 +521,55 @@ def test_make_run_again_continues_the_sweep_and_printed_hints_run_as_printed(tmp
     assert [t["status"] for t in show(tmp_path / "runs" / "m")["trials"]] == ["done", "done"]
 
 
+def test_a_program_on_a_conditional_space_runs_several_objectives_and_show_marks_the_front(tmp_path, ray_cluster):
+    """W&B's new format as its release runs it: a ``program:`` script (W&B's style: ``wandb.init``,
+    ``wandb.config``) on a conditional define-by-run space whose branch chooses num_gpus, and two
+    objectives. Every rank of every trial gets the dict the space returned as its ``wandb.config``;
+    ``show --json`` marks the Pareto front (tests/support/specs/scheduler/optuna_conditional.yaml)."""
+    source = ROOT / "tests" / "support" / "specs" / "scheduler"
+    doc = yaml.safe_load((source / "optuna_conditional.yaml").read_text())
+    doc["program"] = str(source / "train.py")
+    doc["scheduler"]["source"] = str(source / "objectives.py")
+    spec = write_spec(tmp_path / "pareto.yaml", **doc, name="pareto", run_cap=4)
+    out = run(spec, ray_cluster, "--wandb", "disabled", "--quiet")
+    assert out.returncode == 0, out.stdout + out.stderr
+    shown = show(tmp_path / "runs" / "pareto")
+    assert [o["name"] for o in shown["objectives"]] == ["loss", "accuracy"]
+    trials = shown["trials"]
+    assert len(trials) == 4 and {t["status"] for t in trials} == {"done"}
+    assert any(t["pareto"] for t in trials) and trials[0]["pareto"]  # the front first
+    for t in trials:
+        assert t["num_workers"] == t["config"]["num_gpus"]
+        row = next(r for r in read_trials(tmp_path / "runs" / "pareto" / TRIALS_FILE) if r["trial_id"] == t["trial_id"])
+        seen = [json.loads(p.read_text()) for p in sorted(Path(row["trial_dir"]).glob("seen.*.json"))]
+        assert len(seen) == t["num_workers"] and all(s["config"] == t["config"] for s in seen), (t, seen)
+        own = "width" if t["config"]["model"] == "small" else "depth"
+        assert own in t["config"]
+
+
+def test_an_optimizers_terminator_ends_the_sweep_finished_and_named(tmp_path, ray_cluster):
+    """``optimizer(sweep_info)`` returning a study and a terminator (W&B's release): once it fires
+    (three trials complete), no trial is proposed, and the sweep ends finished, exit 0, its last line
+    naming the terminator."""
+    source = ROOT / "tests" / "support" / "specs" / "conditional" / "space.py"
+    spec = sweep(
+        tmp_path,
+        "term",
+        method="custom",
+        run_cap=8,
+        max_concurrent=1,
+        parameters={"x": {"min": 0.0, "max": 1.0}},
+        scheduler={"engine": "optuna", "source": str(source), "optimizer": "study_and_terminator"},
+    )
+    out = run(spec, ray_cluster, "--wandb", "disabled", "--quiet")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert (
+        "sweep term finished (the terminator that study_and_terminator() in space.py returned ended the search after "
+        "3 trials)" in out.stdout
+    ), out.stdout
+    assert [t["status"] for t in show(tmp_path / "runs" / "term")["trials"]] == ["done"] * 3
+
+
 def test_a_conditional_space_keeps_each_branch_apart_and_sizes_each_trial(tmp_path, ray_cluster):
     """W&B's new format: the space is a function (tests/support/specs/conditional/space.py); checked
     from the run dir: one branch's parameters never appear in the other's configs, and the num_gpus
@@ -550,12 +599,23 @@ def test_a_conditional_space_keeps_each_branch_apart_and_sizes_each_trial(tmp_pa
         assert r["status"] == "done" and r["iterations"] == 2  # epochs: the dict the space returned
 
 
+GRID_STUDY = """import optuna
+
+
+def make(sweep_info):
+    grid = optuna.samplers.GridSampler({"x": [0.3, 0.9], "num_gpus": [1, 2]}, seed=0)
+    return optuna.create_study(directions=["minimize", "minimize"], sampler=grid)
+"""
+
+
 def test_gpu_hours_as_an_objective_puts_the_best_scoring_larger_trial_and_the_cheapest_on_the_front(
     tmp_path, ray_cluster
 ):
     """metrics: score and raysweep's measured cost_hours. A 2-worker trial scores best (the loop's
     score falls with workers) and the cheapest trial costs least: both are on the front whatever
-    the machine's speed, and the front is exactly the trials no other one beats on both."""
+    the machine's speed, and the front is exactly the trials no other one beats on both. The user's
+    study (W&B's optimizer(sweep_info)) is a grid of the four configurations, each run once."""
+    (tmp_path / "grid.py").write_text(GRID_STUDY)
     spec = objectives_sweep(
         tmp_path,
         "cost",
@@ -564,11 +624,12 @@ def test_gpu_hours_as_an_objective_puts_the_best_scoring_larger_trial_and_the_ch
         seed=0,
         base_config={"epochs": 3},
         parameters={"x": {"values": [0.3, 0.9]}, "num_gpus": {"values": [1, 2]}},
-        scheduler={"engine": "optuna"},
+        scheduler={"engine": "optuna", "source": "grid.py", "optimizer": "make"},
     )
     out = run(spec, ray_cluster, "--wandb", "disabled")
     assert out.returncode == 0, out.stderr + out.stdout
     trials = show(tmp_path / "runs" / "cost")["trials"]
+    assert sorted((t["config"]["x"], t["num_workers"]) for t in trials) == [(0.3, 1), (0.3, 2), (0.9, 1), (0.9, 2)]
     seen = [(t["num_workers"], t["wall_s"], t["objectives"], t["pareto"]) for t in trials]
     best = min(trials, key=lambda t: t["objectives"]["score"])
     cheapest = min(trials, key=lambda t: t["objectives"]["cost_hours"])
@@ -581,8 +642,8 @@ def test_gpu_hours_as_an_objective_puts_the_best_scoring_larger_trial_and_the_ch
 
 
 def test_engine_ax_runs_a_sweep_of_two_objectives_through_tune(tmp_path, ray_cluster):
-    """W&B's new format with engine ax (raysweep's Ax searcher, search/ax_engine.py): Ax proposes each
-    trial, Tune runs it, and the front is the trials no other beats on both objectives."""
+    """W&B's new format with engine ax (W&B's AxOptimizer, in search/wandb_engine.py's searcher): Ax
+    proposes each trial, Tune runs it, and the front is the trials no other beats on both objectives."""
     spec = objectives_sweep(
         tmp_path,
         "ax",

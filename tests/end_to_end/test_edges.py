@@ -41,13 +41,16 @@ def refused(out: subprocess.CompletedProcess, pattern: str) -> None:
         ({"parameters": {"x": {"values": [float("nan"), 1]}}}, r"parameters.x.values.0: nan is not a finite number"),
         ({"raysweep": SMOKE["raysweep"] | {"train_loop": "tests.no_such_module:train"}}, r"train_loop|No module named"),
         ({"raysweep": SMOKE["raysweep"] | {"train_loop": "os:sep"}}, r"train_loop 'os:sep' is a str, not a function"),
-        (  # W&B's new format, engine ax: a define-by-run space is engine optuna's, refused before anything starts
-            {"method": "custom", "scheduler": {"engine": "ax", "source": str(SPACE), "search_space": "space"}},
-            r"scheduler.search_space: space is a define-by-run space, which engine optuna takes",
+        (  # W&B's new format: what W&B's sweep scheduler refuses at start, refused before anything starts
+            {"method": "custom", "scheduler": {"engine": "optuna", "source": str(SPACE), "search_space": "no_such_fn"}},
+            r"scheduler: W&B's sweep scheduler refuses this sweep at start: .*space.py has no attribute 'no_such_fn'",
         ),
         (
-            {"method": "custom", "scheduler": {"engine": "optuna", "source": str(SPACE), "search_space": "no_such_fn"}},
-            r"scheduler.search_space: space.py defines no function 'no_such_fn'",
+            {
+                "method": "custom",
+                "scheduler": {"engine": "optuna", "source": str(SPACE), "search_space": "suggests_only"},
+            },
+            r"'suggests_only' in .*space.py returned NoneType, not a dict",
         ),
     ],
 )

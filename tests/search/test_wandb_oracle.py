@@ -18,9 +18,11 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scipy import stats
+from wandb_scheduler import at_start, engine_of
 
-from raysweep.errors import SpecError
+from raysweep.errors import SpecError, UserError
 from raysweep.search.hyperband import WandbHyperband
+from raysweep.search.wandb_optimizer import checked
 from raysweep.spec import grid_points, load_spec, parse_spec
 from raysweep.spec.checks import number
 from raysweep.spec.model import wandb_bands
@@ -39,10 +41,13 @@ FILES = sorted((ROOT / "tests" / "support" / "wandb_files").glob("*.yaml")) + so
 
 
 def ours_accepts(doc: dict, strict: bool = False) -> tuple[bool, list[str]]:
+    """raysweep's verdict: the file read, and what W&B's sweep scheduler refuses at start refused."""
     try:
-        parse_spec(doc, strict=strict)
+        checked(parse_spec(doc, strict=strict))
     except SpecError as e:
         return False, e.problems
+    except UserError as e:
+        return False, [str(e)]
     return True, []
 
 
@@ -57,7 +62,12 @@ def wandb_verdict(oracle, op: str, doc: dict) -> dict:
         uploaded = _validate_config_and_fill_distribution(doc)
     except ValueError as e:
         return {"ok": False, "errors": [f"wandb sweep: {e}"]}
-    return oracle.ask(op, config=json.loads(json.dumps(uploaded, allow_nan=True)))
+    uploaded = json.loads(json.dumps(uploaded, allow_nan=True))
+    if engine_of(uploaded) in ("optuna", "ax"):  # W&B's service leaves the sweep to its scheduler (wandb 0.31)
+        start = at_start(uploaded, ROOT)
+        violations = oracle.ask("violations", config=uploaded)["violations"] if op == "verdict" else []
+        return {"ok": start["ok"] and not violations, "errors": violations + start["errors"]}
+    return oracle.ask(op, config=uploaded)
 
 
 def program_sweep(**doc) -> dict:
@@ -517,11 +527,6 @@ DIFFERENCES = {
         lambda raw, doc: bool({"job", "image_uri"} & set(doc)),
         ("cloud",),
     ),
-    "new_format": (
-        "W&B's new format",
-        lambda raw, doc: doc.get("method") == "custom" or "metrics" in doc,
-        ("cloud",),
-    ),
     "custom_without_engine": (
         "`method: custom` without a `scheduler` of engine optuna",
         lambda raw, doc: (
@@ -549,10 +554,12 @@ DIFFERENCES = {
     ),
     # Behaviour, not verdicts: the test that checks each.
     "hyperband_per_report": ("W&B's server applies hyperband to every running run", None, ()),
+    "seeded_engine": ("W&B's scheduler makes its default study or client unseeded", None, ()),
     "sweep_id": ("Offline runs carry no W&B sweep id", None, ()),
 }
 BEHAVIOUR_TESTS = {
     "hyperband_per_report": "test_hyperband_stops_the_runs_wandb_stops",
+    "seeded_engine": "test_the_default_study_is_wandbs_own_with_the_sweeps_seed",
     "sweep_id": "test_every_run_of_every_rank_names_the_wandb_sweep_and_no_other",
 }
 
@@ -577,11 +584,6 @@ EXAMPLES = {
         False,
     ),
     "launch_keys": ("method: random\nprogram: t.py\nparameters:\n  x: {value: 1}\njob: wandb/jobs/j:latest\n", False),
-    "new_format": (
-        "method: custom\nprogram: t.py\nmetrics: [{name: a}, {name: b}]\nparameters:\n  x: {min: 0.0, max: 1.0}\n"
-        "scheduler: {engine: optuna}\n",
-        True,
-    ),
     "custom_without_engine": (
         "method: custom\nprogram: t.py\nmetric: {name: m}\nparameters:\n  x: {value: 1}\n",
         False,

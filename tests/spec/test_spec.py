@@ -185,8 +185,8 @@ INVALID = [
     ),
     ({"method": "bayes", "metric": None}, r"metric: required for method bayes"),
     (
-        {"early_terminate": {"type": "hyperband", "min_iter": 3}, "metric": None},
-        r"metric: required for early termination",
+        {"raysweep": {"scheduler": {"type": "asha", "max_t": 3}}, "metric": None},
+        r"raysweep.scheduler: early stopping compares trials on one metric, and this sweep has none",
     ),
     (
         {"parameters": {"x": {"min": 0.0, "max": 1.0, "q": 0.5}}},
@@ -253,7 +253,7 @@ def test_schema_violations_warn_and_run_by_default_and_are_refused_strictly(chan
     assert any(__import__("re").search(message, n) for n in spec.notes), spec.notes
     assert spec.scheduler is None if "early_terminate" in change else True  # W&B's service stops no run early
     if "metric" in change:
-        assert spec.metric.mode == "min"  # W&B's engine minimizes any goal but maximize
+        assert spec.objectives.single.mode == "min"  # W&B's engine minimizes any goal but maximize
     for strict_doc, strict in (
         (doc, True),
         (doc | {"raysweep": {"strict": True}}, False),
@@ -416,8 +416,9 @@ def test_validate_json_schema():
     out = cli("validate", "tests/support/specs/stages_grid.yaml", "--json")
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
-    assert set(data) == {"method", "metric", "parameters", "grid_size", "trial_budget", "scheduler"}
+    assert set(data) == {"method", "metric", "objectives", "parameters", "grid_size", "trial_budget", "scheduler"}
     assert data["metric"] == {"name": "exact_accuracy", "goal": "maximize"}
+    assert data["objectives"] == [data["metric"]]
     assert data["grid_size"] == data["trial_budget"] == 256
     assert data["parameters"]["arch.stages.0.repeat"] == {"distribution": "categorical", "values": [1, 2, 3, 4]}
     assert data["scheduler"] == {

@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # raysweep, when r
 import raysweep  # noqa: E402
 
 
-def probe(barrier_dir: str, barrier: int, timeout_s: float = 180, hold_s: float = 0.0) -> None:
+def probe(barrier_dir: str, barrier: int, timeout_s: float = 180, hold_s: float = 0.0, script: bool = False) -> None:
     ctx = raysweep.get_context()
     trial = Path(ctx.trial_dir).name
     seen = {
@@ -30,6 +30,7 @@ def probe(barrier_dir: str, barrier: int, timeout_s: float = 180, hold_s: float 
         "world_size": ctx.world_size,
         "device": str(ctx.device),
         "local_rank": os.environ.get("LOCAL_RANK"),
+        "script": script,  # a script's device is cuda:LOCAL_RANK; a loop's, the one raysweep pinned
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
         "pid": os.getpid(),
         "trial_dir": ctx.trial_dir,
@@ -58,4 +59,4 @@ if __name__ == "__main__":
     parser.add_argument("--x", type=float)
     parser.add_argument("--num_gpus", type=int)
     args = parser.parse_args()
-    probe(args.barrier_dir, args.barrier)
+    probe(args.barrier_dir, args.barrier, script=True)

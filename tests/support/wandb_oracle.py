@@ -8,6 +8,8 @@ torch and Ray do not. The tests start it once (``tests/conftest.py: wandb_oracle
   controller refuses what it flags (raysweep's ``--strict``).
 * ``{"op": "cloud", "config": {...}}`` -> ``{"ok": bool, "errors": [...]}``: whether W&B's service
   runs the file (its engine proposes a run without validating): raysweep's default.
+* ``{"op": "violations", "config": {...}}`` -> ``{"violations": [...]}``: what ``wandb sweep`` warns
+  about (W&B's schema, #135-#138), and W&B's local controller refuses.
 * ``{"op": "grid", "config": {...}, "limit": N}`` -> ``{"points": [flat configs, in order],
   "configs": [each run's config as the agent hands it over, nested blocks as mappings]}``.
 * ``{"op": "grid_size", "config": {...}}`` -> ``{"size": N}``: the grid's size, not enumerated.
@@ -29,7 +31,14 @@ import warnings
 warnings.filterwarnings("ignore")
 
 import numpy as np  # noqa: E402
-from sweeps import RunState, SweepConfig, SweepRun, next_run, stop_runs  # noqa: E402
+from sweeps import (  # noqa: E402
+    RunState,
+    SweepConfig,
+    SweepRun,
+    next_run,
+    schema_violations_from_proposed_config,
+    stop_runs,
+)
 from sweeps.grid_search import yaml_hash  # noqa: E402
 from sweeps.params import HyperParameter, HyperParameterSet  # noqa: E402
 
@@ -175,6 +184,8 @@ def main() -> None:
                 answer = verdict(request["config"])
             elif op == "cloud":
                 answer = cloud(request["config"])
+            elif op == "violations":
+                answer = {"violations": schema_violations_from_proposed_config(request["config"])}
             elif op == "grid_size":
                 answer = grid_size(request["config"])
             elif op == "grid":

@@ -112,3 +112,45 @@ def test_a_python_kind_runs_as_a_rank_and_reports_through_its_backend(tmp_path):
     backend = LocalBackend()
     job.entry.run(job, backend, 0, ALONE)
     assert backend.reports == [{"score": 6}]
+
+
+def test_a_python_kind_sees_torchruns_variables_while_it_runs_and_not_after(tmp_path, monkeypatch):
+    """Guarantee: "Every rank of a trial reads torchrun's variables as its own (`RANK`, `LOCAL_RANK`,
+    `WORLD_SIZE`, `LOCAL_WORLD_SIZE`, `GROUP_RANK`, `NODE_RANK`, `MASTER_ADDR`, `MASTER_PORT`), whatever
+    it runs (a train loop, a function of either style, a `program:` script) and wherever (warm workers,
+    a `TorchTrainer`, the Tune trial's own process); a warm worker gets its environment back when the
+    rank ends."
+
+    Here the Python kinds' rank, by hand; on warm workers and under a TorchTrainer, for every kind
+    and a script too, the matrix (tests/end_to_end/test_matrix_*.py)."""
+    import os
+
+    from raysweep.placement import RankPlace
+
+    monkeypatch.setenv("WORLD_SIZE", "99")  # set before the rank: put back after it
+    monkeypatch.delenv("RANK", raising=False)
+    seen: list[dict] = []
+
+    def train(config: dict) -> None:
+        names = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK", "MASTER_ADDR")
+        seen.append({k: os.environ.get(k) for k in (*names, "MASTER_PORT")})
+        raysweep.report({"score": 1.0})
+
+    from dataclasses import replace
+
+    job = replace(_job(tmp_path, spec_of(LOOP, "raysweep"), function=train), world_size=4)  # rank 2 of 4
+    place = RankPlace("n2", "10.0.0.2", node_rank=1, local_rank=0, local_world_size=2)
+    job.entry.run(job, LocalBackend(), 2, place, master=("10.0.0.1", 29511))
+    assert seen == [
+        {
+            "RANK": "2",
+            "LOCAL_RANK": "0",
+            "WORLD_SIZE": "4",
+            "LOCAL_WORLD_SIZE": "2",
+            "GROUP_RANK": "1",
+            "NODE_RANK": "1",
+            "MASTER_ADDR": "10.0.0.1",
+            "MASTER_PORT": "29511",
+        }
+    ]
+    assert os.environ["WORLD_SIZE"] == "99" and "RANK" not in os.environ and "NODE_RANK" not in os.environ

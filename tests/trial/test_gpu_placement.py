@@ -100,7 +100,7 @@ def gpu_seen(record: dict) -> str:
     """The node's GPU this rank computes on: the entry of its process's CUDA_VISIBLE_DEVICES at the
     index its device names (a script uses cuda:LOCAL_RANK). Unset means every GPU, by index; an
     empty one hides every GPU (Ray before 2.56 in an actor that asks for none: issue 31)."""
-    script = record["local_rank"] is not None
+    script = record["script"]
     index = int(record["local_rank"]) if script else int(record["device"].removeprefix("cuda:"))
     visible = record["cuda_visible_devices"]
     if visible is None:
