@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import sys
 import tempfile
 import threading
 import time
@@ -39,6 +40,7 @@ from raysweep.trial.job import Sweep, TrialJob
 from raysweep.trial.job_builder import InfeasibleTrial, build_job
 from raysweep.trial.lease import borrow, give_back
 from raysweep.trial.metrics import mean_over_ranks
+from raysweep.trial.output_marks import marked
 from raysweep.trial.start_bound import StartBound, WorkersNotStarted, free_of, group_state
 from raysweep.trial.warm_rank import RankCall
 from raysweep.values import short_config
@@ -99,8 +101,11 @@ def _restored_train_checkpoint() -> str | None:
     restored = tune.get_checkpoint()
     if restored is None:
         return None
-    with restored.as_directory() as d, open(os.path.join(d, _POINTER)) as f:
-        return json.load(f)["path"]
+    with restored.as_directory() as d:
+        if not os.path.exists(os.path.join(d, _POINTER)):  # it ran in its own process before, at 1 worker
+            return restored.path  # (``raysweep.grow``): its checkpoint is the trial's own
+        with open(os.path.join(d, _POINTER)) as f:
+            return json.load(f)["path"]
 
 
 def run_in_process(job: TrialJob, sweep: Sweep, worker_pool: Any, bound: StartBound, group: Any) -> None:
@@ -183,8 +188,44 @@ def bundle_nodes(job: TrialJob, group: Any) -> list[str]:
     return [table["bundles_to_node_id"][i] for i in range(job.shape.nodes)]
 
 
+GROUP_LOSSES_RETRIED = 1  # runs started again after Ray Train's own cleaner removed a live run's group
+
+
 def run_torchtrainer(job: TrialJob, sweep: Sweep, worker_pool: Any, bound: StartBound, group: Any) -> None:
-    """The trial is one Ray Train run on the trial's nodes (the ones its placement group holds slots on)."""
+    """The trial is a Ray Train run on the trial's nodes (the ones its placement group holds slots on).
+
+    Ray Train 2.60's placement-group cleaner asks the State API whether the run's controller is
+    alive and takes no answer for dead: on loaded nodes it removed a live run's worker group a
+    second after its start (the matrix's resumed TorchTrainer cell; ray-project/ray#65447's review
+    names the false death). Such a run, which no failure of the trial's own ended, starts again
+    once, as a run of its own, from the last checkpoint it reported."""
+    restored = _restored_train_checkpoint()
+    for attempt in range(GROUP_LOSSES_RETRIED + 1):
+        failure, last = _fit(job, sweep, bound, group, restored)
+        if failure is None:
+            return
+        if attempt == GROUP_LOSSES_RETRIED or GROUP_REMOVED not in str(failure):
+            raise failure
+        print(
+            marked(
+                job.trial_id,
+                "Ray Train's cleaner removed its live worker group; starting the run again from "
+                + ("its last checkpoint" if last else "its start"),
+            ),
+            file=sys.stderr,
+            flush=True,
+        )
+        restored, bound = last or restored, StartBound(job.start_timeout_s)
+
+
+GROUP_REMOVED = "placement group was removed"  # Ray's exit detail of a worker whose group was removed
+
+
+def _fit(
+    job: TrialJob, sweep: Sweep, bound: StartBound, group: Any, restored: str | None
+) -> tuple[BaseException | None, str | None]:
+    """One Ray Train run of the trial, its reports handed to Tune as they come: how it failed (None:
+    it ended), and the last checkpoint it reported."""
     import torch.distributed as dist
     from ray.train import FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchConfig, TorchTrainer
@@ -199,7 +240,7 @@ def run_torchtrainer(job: TrialJob, sweep: Sweep, worker_pool: Any, bound: Start
     )  # a report waits until Tune has it, as Ray's callback does
     trainer = TorchTrainer(
         rank.on_train_worker,
-        train_loop_config=replace(job, restored_checkpoint=_restored_train_checkpoint()),
+        train_loop_config=replace(job, restored_checkpoint=restored),
         scaling_config=ScalingConfig(
             num_workers=job.world_size,
             use_gpu=capacity.use_gpu,
@@ -244,16 +285,17 @@ def run_torchtrainer(job: TrialJob, sweep: Sweep, worker_pool: Any, bound: Start
     fitting.start()
     _wait_started(job, run_name, per_worker, bound, fitting)
     _fitting[job.trial_id] = (job, fitting)
+    last = None
     try:
         while (item := reports.get())[0] != _FIT_ENDED:  # reports reach Tune from this, the trial's own thread
             _report_to_tune(*item)
+            last = item[1] or last
     except BaseException:  # Tune stopped the trial (or refused a report): take the ranks' last reports
         _drain(reports, fitting)
         raise
     finally:
         _fitting.pop(job.trial_id, None)
-    if failure:
-        raise failure[0]
+    return (failure[0] if failure else None), last
 
 
 _fitting: dict[str, tuple[TrialJob, threading.Thread]] = {}  # this process's TorchTrainer runs, by trial id

@@ -521,6 +521,7 @@ def test_make_run_again_continues_the_sweep_and_printed_hints_run_as_printed(tmp
     assert [t["status"] for t in show(tmp_path / "runs" / "m")["trials"]] == ["done", "done"]
 
 
+@pytest.mark.slow  # make test: the matrix's program-optuna-conditional and function-optuna-conditional-several cells
 def test_a_program_on_a_conditional_space_runs_several_objectives_and_show_marks_the_front(tmp_path, ray_cluster):
     """W&B's new format as its release runs it: a ``program:`` script (W&B's style: ``wandb.init``,
     ``wandb.config``) on a conditional define-by-run space whose branch chooses num_gpus, and two

@@ -552,3 +552,38 @@ def test_a_trial_whose_cpus_another_job_holds_is_queued_on_warm_workers_and_fail
     ), row["error"]
     freed = driver_script(ray_cluster, FREE, timeout=120)  # the hog ended (finally, above)
     assert freed.returncode == 0, freed.stdout + freed.stderr
+
+
+def test_a_torchtrainer_run_whose_group_ray_trains_cleaner_removed_goes_on_from_its_checkpoint(tmp_path, ray_cluster):
+    """Ray Train's placement-group cleaner can take its live controller for dead and remove the
+    run's worker group (seen once in the matrix, after a resume on a loaded node). Removed here
+    from another driver once epoch 2 is reported: the trial starts its run again once, from that
+    checkpoint, and ends done without failing (without the retry it fails naming the group)."""
+    spec = sweep(
+        tmp_path,
+        "gone",
+        base_config={"epochs": 4, "sleep": 1.5},
+        ddp_workers="torchtrainer",
+        parameters={"x": {"value": 0.3}, "num_gpus": {"value": 2}},
+    )
+    driver = start_sweep(spec, ray_cluster)
+    trials_file = tmp_path / "runs" / "gone" / TRIALS_FILE
+    wait_for_iterations(driver, trials_file, 2)
+    removed = driver_script(
+        ray_cluster,
+        """
+from ray.util.placement_group import PlacementGroup, remove_placement_group
+
+table = ray.util.placement_group_table()
+ours = [k for k, g in table.items() if g["state"] == "CREATED" and all(set(b) == {"CPU"} for b in g["bundles"].values())]
+for key in ours:  # Ray Train's worker group: CPU bundles only (the trial's own group holds raysweep_slot)
+    remove_placement_group(PlacementGroup(ray.PlacementGroupID.from_hex(key)))
+print(len(ours))
+""",
+    )
+    assert removed.stdout.strip() == "1", removed.stdout + removed.stderr
+    out, err = driver.communicate(timeout=300)
+    assert driver.returncode == 0, err + out
+    (row,) = read_trials(trials_file)
+    assert row["status"] == "done" and row["metrics"]["epoch"] == 4, row
+    assert "Ray Train's cleaner removed its live worker group" in err + out
