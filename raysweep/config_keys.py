@@ -49,6 +49,19 @@ def set_path(config: dict, path: str, value: Any) -> None:
             raise KeyError(f"{where} is a {type(node).__name__}, not a mapping or list")
 
 
+def get_path(config: Any, path: str) -> Any:
+    """The value at ``path`` in ``config``, or None where the path leads nowhere."""
+    node = config
+    for part in split(path):
+        if isinstance(node, list) and part.lstrip("-").isdigit() and -len(node) <= int(part) < len(node):
+            node = node[int(part)]
+        elif isinstance(node, dict) and part in node:
+            node = node[part]
+        else:
+            return None
+    return node
+
+
 def apply_overrides(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict:
     """A deep copy of ``base`` with every ``dotted.path: value`` in ``overrides`` set."""
     config = copy.deepcopy(dict(base))

@@ -31,6 +31,7 @@ class Config:
     extra_report_rank: int | None = None  # this rank reports one extra time at the end
     collective: bool = False  # all-reduce a tensor every epoch, as DDP does (hang tests)
     seed: int = 0  # unused; here so a sweep's seed override is accepted like any loop's
+    batch_size: int = 0  # unused but reported: a growing sweep hands each rank global / world
 
 
 def score(x: float, epoch: int) -> float:
@@ -65,6 +66,7 @@ def train(config: dict) -> None:
             "rank": ctx.rank,  # the scheduler sees the mean over ranks: (world_size - 1) / 2
             "world_size": ctx.world_size,
             "resumed_from": start,  # 0 on a fresh start, else the checkpoint's epoch
+            "batch_size": cfg.batch_size,
             "samples_per_sec": 1.0 / max(time.perf_counter() - t0, 1e-9),
         }
         if ctx.is_main:

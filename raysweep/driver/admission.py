@@ -50,6 +50,7 @@ from raysweep.backfill import (
 )
 from raysweep.driver.budget import Ledger
 from raysweep.driver.estimates import Estimates
+from raysweep.driver.promotions import Promotions
 from raysweep.placement import Capacity, NeverPlaced, nodes_from, shape, token_bundles
 from raysweep.private_api import keep_idle_actors, set_trial_status
 from raysweep.spec import SweepSpec
@@ -106,6 +107,7 @@ class Admission:
         self._made: list[str] = []  # the waiting trials in Tune's order (the first batch's turns), at the last step
         self._overtaken: set[str] = set()  # trials a later-made one started before (``backfill.longest_first``)
         self._logged_larger: str | None = None  # the larger trial driver.log last named (``_longest_first``)
+        self.promotions = Promotions(spec, estimates)  # trials that go on at their next size (``growth.py``)
 
     def room(self) -> bool:
         """Whether Tune may make another trial: fewer than ``queue`` wait."""
@@ -123,6 +125,16 @@ class Admission:
                 set_trial_status(tune_controller, trial, Trial.PAUSED)
         queue = [t for t in waiting if t.trial_id not in self.starting]
         self.waiting = len(waiting)
+        if self.promotions.saving(trials):  # a promoted trial is pausing to grow: it starts first
+            return None
+        for trial in self.promotions.resized(queue, self.estimates.rows):  # a resumed sweep's grown trials
+            self._resized(trial)
+        grown = self.promotions.paused(queue)
+        if grown is not None:
+            trial, nodes = grown
+            log.info("admission: %s goes on at %d workers (promoted)", trial.trial_id, self._size(trial))
+            self._resized(trial)
+            return self._start(tune_controller, trial, nodes)
         if not queue:
             if self._placing(trials):  # the last trials started ahead: their rows start when they hold their slots
                 self._read_holdings(trials)
@@ -140,15 +152,7 @@ class Admission:
             # the record has not answered, or a running trial has not said where it runs: ask again next step
             return None
         now = time.time()
-        waits = [
-            Waiting(
-                t.trial_id,
-                self._size(t),
-                _plus(self.estimates.trial_seconds(t.config), lead),
-                passed=t.trial_id in self._passed,
-            )
-            for t in queue
-        ]
+        waits = self._waits(queue, lead)
         if self._first is None:
             self._first = self._largest_first(waits)
             waits = [replace(w, passed=w.trial_id in self._passed) for w in waits]
@@ -182,6 +186,41 @@ class Admission:
             self._pass(decision.went_ahead_of)
         free = free_slots(slots, holdings)
         return self._start(tune_controller, trial, place(self._size(trial), free, slots, shape_of))
+
+    def _resized(self, trial: Any) -> None:
+        """A trial whose size changed (``promotions.py``) gets Tune's group of its new shape, unless
+        it places its slots itself (its Tune group is a token, the same at every size)."""
+        if self._size(trial) not in self.ahead:
+            trial.update_resources(trial.get_trainable_cls().default_resource_request(trial.config))
+
+    def _waits(self, queue: list[Any], lead: float) -> list[Waiting]:
+        """The waiting trials as ``backfill`` reads them, in Tune's order."""
+        return [
+            Waiting(
+                t.trial_id,
+                self._size(t),
+                _plus(self.estimates.trial_seconds(t.config), lead),
+                passed=t.trial_id in self._passed,
+            )
+            for t in queue
+        ]
+
+    def promoted(self, tune_controller: Any, trial: Any, result: dict) -> bool:
+        """Whether a trial the scheduler promoted at a rung goes on at its next size (its
+        scheduler then pauses it, and ``choose`` starts it again first): ``growth.grows`` on the
+        holdings last read (a promotion does not wait for the record) and the waiting trials."""
+        if self.spec.grow is None or not result.get("should_checkpoint"):
+            return False  # it goes on from the checkpoint it reported with this result
+        trials = tune_controller.get_trials()
+        lead = self.estimates.start_lead(self.board.chosen_at)
+        holdings = self._holdings(trials, lead, fresh=False)
+        if holdings is None or self._first is None:
+            return False
+        waiting = [t for t in trials if t.status in (Trial.PENDING, Trial.PAUSED) and t.trial_id not in self.starting]
+        queue = sorted(self._waits(waiting, lead), key=lambda w: self._first.get(w.trial_id, len(self._first)))
+        room = self.ledger.start_room_s([]) if self.ledger is not None else None
+        shape_of = functools.partial(shape, capacity=self._live)
+        return self.promotions.decide(trial, result, self._slots(), holdings, queue, shape_of, room)
 
     def _start_beside(
         self, tune_controller: Any, queue: list[Any], now: float, slots: Any, holdings: Any, waits: Any, shape_of: Any
@@ -319,10 +358,10 @@ class Admission:
             return None
         return size
 
-    def _holdings(self, trials: list[Any], lead: float) -> list[Holding] | None:
+    def _holdings(self, trials: list[Any], lead: float, fresh: bool = True) -> list[Holding] | None:
         """What each running or starting trial holds, and when it is expected to end (one not yet
-        started: ``lead`` after it was chosen, and its length)."""
-        if not self._read_holdings(trials):
+        started: ``lead`` after it was chosen, and its length); ``fresh`` False: as last read."""
+        if fresh and not self._read_holdings(trials):
             return None
         rows = self.estimates.rows
         placing = self._placing(trials)

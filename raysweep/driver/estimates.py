@@ -39,8 +39,8 @@ class Estimates:
         """The seconds one report of a trial of ``size`` takes, start-up shared out."""
         by_size: dict[int, list[float]] = {}
         for row in self.rows.values():
-            if (row.iterations or 0) > 0 and row.run_s:
-                by_size.setdefault(row.world_size, []).append(row.run_s / row.iterations)
+            for at_size, seconds in row.report_seconds():
+                by_size.setdefault(at_size, []).append(seconds)
         pick = max if conservative else statistics.median
         if size in by_size:
             return pick(by_size[size])

@@ -100,18 +100,25 @@ class SweepMonitor(Callback):
         # a failed trial run again (resume --retry-failed) starts clean; its running time is
         # counted from here (its cost: workers x run_s)
         key = trial.trial_id
+        self._grew(trial)
         admitted = {"reserved_at": self.board.reserved_at.get(key), "backfilled": key in self.board.backfilled or None}
         admitted = {k: v for k, v in admitted.items() if v is not None}
         self._save(self._row(trial, status=TrialStatus.RUNNING, error=None, since=time.time(), **admitted))
+
+    def _grew(self, trial: Any) -> None:
+        """A trial that goes on at a larger size (``growth.py``: Tune paused it at a promotion and
+        the admission started it again): its row accounts the time before at its size before."""
+        row = self.rows.get(trial.trial_id)
+        size = _world_size(self.spec, trial.config)
+        if self.spec.grow is None or row is None or not row.iterations or size is None or size <= row.world_size:
+            return
+        self.rows[trial.trial_id] = row.grown(size, time.time())
 
     @staticmethod
     def _account(row: TrialRow, running: bool = True) -> TrialRow:
         """Add the time since the last account to the trial's ``run_s`` (the seconds it held its
         workers, every driver's, start-up included); ``running`` False: its run ended here."""
-        if row.since is None:
-            return row
-        now = time.time()
-        return replace(row, run_s=round(row.run_s + now - row.since, 3), since=now if running else None)
+        return row.accounted(time.time(), running)
 
     def on_experiment_end(self, trials: list, **info: Any) -> None:
         """Tune has stopped every trial: a trial still running (an interrupt, the budget) held its

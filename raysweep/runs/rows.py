@@ -40,6 +40,9 @@ class TrialRow:
     metric_logged: bool = True  # False: a W&B-style trial that ended without logging the metric
     reserved_at: float | None = None  # it waited with a reservation: the time first expected for its start
     backfilled: bool | None = None  # True: started behind another trial's reservation
+    # a trial that grew (``growth.py``): [size, from when, iterations then, run_s then], one per size
+    sizes: list[list[float]] | None = None
+    worker_s: float | None = None  # the seconds it held each worker, summed (None: world_size x run_s)
 
     @property
     def late(self) -> bool:
@@ -80,8 +83,47 @@ class TrialRow:
 
     @property
     def cost_hours(self) -> float:
-        """What it cost: its workers x the time it ran."""
-        return self.world_size * self.run_s / HOUR
+        """What it cost: its workers x the time it ran (a trial that grew: each size's share)."""
+        return self.held_worker_s / HOUR
+
+    @property
+    def held_worker_s(self) -> float:
+        """The seconds it held each of its workers, summed, up to its last account."""
+        return self.worker_s if self.worker_s is not None else self.world_size * self.run_s
+
+    def accounted(self, now: float, running: bool = True) -> TrialRow:
+        """Its time since the last account added (``run_s``, and each worker's at its size now);
+        ``running`` False: its run ended at ``now``."""
+        if self.since is None:
+            return self
+        spent = now - self.since
+        worker_s = None if self.sizes is None else round(self.held_worker_s + self.world_size * spent, 3)
+        return replace(self, run_s=round(self.run_s + spent, 3), worker_s=worker_s, since=now if running else None)
+
+    def grown(self, size: int, at: float) -> TrialRow:
+        """It goes on at ``size`` workers from ``at`` (accounted up to then at its size before)."""
+        row = self.accounted(at) if self.since is not None else self
+        first = [[row.world_size, row.start if row.start is not None else at, 0, 0.0]]
+        worker_s = row.held_worker_s
+        return replace(
+            row,
+            world_size=size,
+            sizes=(row.sizes or first) + [[size, at, row.iterations or 0, row.run_s]],
+            worker_s=worker_s,
+        )
+
+    def report_seconds(self) -> list[tuple[int, float]]:
+        """The seconds one report took at each size it ran at (start-up shared out): (size, seconds)."""
+        if self.sizes is None:
+            return (
+                [(self.world_size, self.run_s / self.iterations)] if (self.iterations or 0) > 0 and self.run_s else []
+            )
+        ends = [(s[2], s[3]) for s in self.sizes[1:]] + [(self.iterations or 0, self.run_s)]
+        out = []
+        for (size, _, iterations, run_s), (iterations_end, run_s_end) in zip(self.sizes, ends):
+            if iterations_end > iterations and run_s_end > run_s:
+                out.append((int(size), (run_s_end - run_s) / (iterations_end - iterations)))
+        return out
 
     def metric(self, name: str | None) -> Any:
         """The metric's last reported value (None: not reported, or no metric)."""
@@ -90,7 +132,7 @@ class TrialRow:
 
 def worker_seconds(rows: Iterable[TrialRow], now: float) -> float:
     """What the trials have spent: each one's workers x the time it ran, running ones to ``now``."""
-    return sum(r.world_size * (r.run_s + (now - r.since if r.since is not None else 0.0)) for r in rows)
+    return sum(r.held_worker_s + r.world_size * (now - r.since if r.since is not None else 0.0) for r in rows)
 
 
 def read_rows(run_dir: Path | str) -> list[TrialRow]:

@@ -29,6 +29,7 @@ class Plan:
     epoch_seconds: float | None  # one report's seconds, as estimated
     hours: float | None  # GPU-hours (worker-hours on CPUs)
     unit: str
+    grows: bool = False  # raysweep.grow: ``sizes`` are the shares of its reports at each size
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -38,16 +39,22 @@ class Plan:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Plan | None:
         """The plan run.json holds; None for one an older raysweep wrote without every field."""
-        names = {f.name for f in fields(cls)}
+        names = {f.name for f in fields(cls)} - {"grows"}
         if not names <= set(data):
             return None
+        names |= {"grows"} & set(data)
         sizes = {int(k): v for k, v in data["sizes"].items()}
         return cls(**{k: data[k] for k in names} | {"sizes": sizes, "rungs": [tuple(r) for r in data["rungs"]]})
 
     def lines(self, slots: int | None = None) -> list[str]:
         """The plan in words, one line each (the banner prints them, ``validate --plan`` too)."""
         sizes = ", ".join(f"{size} ({share:.0%})" for size, share in sorted(self.sizes.items()))
-        out = [f"plan: {self.trials} trials of num_gpus {sizes}"]
+        out = [
+            f"plan: {self.trials} trials growing at promotions, their reports at num_gpus {sizes} "
+            "(each report charged its full seconds at every size: no speedup counted)"
+            if self.grows
+            else f"plan: {self.trials} trials of num_gpus {sizes}"
+        ]
         if self.max_reports is None:
             out.append(
                 "plan: a trial's reports are unknown: set raysweep.scheduler.max_t or an epochs value "

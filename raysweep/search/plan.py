@@ -128,10 +128,29 @@ def plan(spec: SweepSpec, trials: int, epoch_seconds: float | None, use_gpu: boo
     if most is None:
         return Plan(trials, sizes, None, None, [], None, epoch_seconds, None, unit)
     per_trial, rungs = early_stopping(spec, trials, most)
+    if spec.grow is not None:
+        sizes = grown_report_shares(spec, rungs, most)
     mean_size = sum(size * share for size, share in sizes.items())
     worker_reports = trials * mean_size * per_trial
     hours = worker_reports * epoch_seconds / HOUR if epoch_seconds else None
-    return Plan(trials, sizes, most, per_trial, rungs, worker_reports, epoch_seconds, hours, unit)
+    return Plan(
+        trials, sizes, most, per_trial, rungs, worker_reports, epoch_seconds, hours, unit, spec.grow is not None
+    )
+
+
+def grown_report_shares(spec: SweepSpec, rungs: list[tuple[int, float]], most: int) -> dict[int, float]:
+    """A growing sweep's reports (``raysweep.grow``), each at the size its trial runs at then (one
+    size more past each rung it is promoted at): the share of the expected reports at each size."""
+    sizes, eta = spec.grow.sizes, spec.scheduler.reduction_factor
+    beyond = rungs[-1][1] / eta if rungs else 1.0
+    at: dict[int, float] = {}
+    for report in range(1, most + 1):
+        reach = next((share for rung, share in rungs if report <= rung), beyond)
+        passed = sum(1 for rung, _ in rungs if rung < report)
+        size = sizes[min(passed, len(sizes) - 1)]
+        at[size] = at.get(size, 0.0) + reach
+    total = sum(at.values())
+    return {size: count / total for size, count in at.items()}
 
 
 def cheapest_trial_hours(spec: SweepSpec, epoch_seconds: float) -> float | None:

@@ -50,6 +50,18 @@ class PlacementGuard:
             return self.admission.choose(tune_controller)
         return super().choose_trial_to_run(tune_controller)
 
+    def on_trial_result(self, tune_controller: Any, trial: Any, result: dict) -> str:
+        """The scheduler's decision; a trial it promotes at a rung that the admission lets grow
+        (``raysweep.grow``, ``driver/promotions.py``) pauses, to go on at its next size."""
+        decision = super().on_trial_result(tune_controller, trial, result)
+        if (
+            decision == TrialScheduler.CONTINUE
+            and self.admission is not None
+            and self.admission.promoted(tune_controller, trial, result)
+        ):
+            return TrialScheduler.PAUSE
+        return decision
+
     def _fail_unplaceable(self, tune_controller: Any) -> None:
         waiting = (Trial.PENDING, Trial.PAUSED)  # PAUSED: held back by the admission
         pending = [t for t in tune_controller.get_trials() if t.status in waiting]

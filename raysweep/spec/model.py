@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from raysweep.growth import Growth
 from raysweep.spec.objectives import Metric, Objectives  # noqa: F401 - Metric: what a sweep optimizes
 from raysweep.spec.param import Param
 from raysweep.words import DDP_WORKERS, Runner  # noqa: F401 - DDP_WORKERS: the spec's choices
@@ -232,6 +233,7 @@ class SweepSpec:
     engine: Engine | None = None  # W&B's `scheduler:` block: a custom engine (method custom)
     # the sizes a define-by-run space gave when the driver sampled it (its num_gpus comes from a function)
     sampled_sizes: tuple[int, ...] = ()
+    grow: Growth | None = None  # raysweep.grow: trials start at its first size and grow when promoted
 
     @property
     def defines_by_run(self) -> bool:
@@ -251,13 +253,14 @@ class SweepSpec:
         return next((p for p in self.parameters if p.name == name), None)
 
     def world_size(self, flat_config: Mapping[str, Any]) -> int:
-        """A trial's DDP world size: its ``num_gpus`` parameter, else ``raysweep.num_gpus``, else 1.
+        """A trial's DDP world size: its ``num_gpus`` parameter, else ``raysweep.num_gpus``, else
+        the first of ``raysweep.grow.sizes``, else 1 (a trial that grew has its size in its config).
 
         The one place ``num_gpus`` becomes a number of workers. A spec's own values are checked
         when it is read; a value from elsewhere (a resumed run's config) that is not a whole
         number >= 1 is a ``ValueError`` the trial fails with.
         """
-        value = flat_config.get(SIZE, self.num_gpus or 1)
+        value = flat_config.get(SIZE, self.num_gpus or (self.grow.sizes[0] if self.grow else 1))
         if isinstance(value, bool) or not isinstance(value, numbers.Real) or value < 1 or value != int(value):
             raise ValueError(f"num_gpus must be a whole number >= 1, got {value!r}")
         return int(value)
@@ -265,6 +268,8 @@ class SweepSpec:
     @property
     def world_sizes(self) -> set[int]:
         """Every size a trial of this sweep can ask for (a define-by-run space's: those it gave when sampled)."""
+        if self.grow is not None:
+            return set(self.grow.sizes)
         if self.sampled_sizes:
             return set(self.sampled_sizes)
         return world_sizes(self.param(SIZE), self.num_gpus)
@@ -340,6 +345,7 @@ class SweepSpec:
                 data[key] = tuple(data[key])
         if data.get("engine") is not None:
             data["engine"] = Engine(**data["engine"])
+        data["grow"] = Growth.from_json(data.get("grow"))
         return cls(parameters=params, **data)
 
 

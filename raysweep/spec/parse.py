@@ -31,6 +31,7 @@ from raysweep.spec.checks import (
 )
 from raysweep.spec.distributions import DISTRIBUTIONS
 from raysweep.spec.engine import check_rules, is_engine_block, objectives_of, parse_engine
+from raysweep.spec.grow_block import parse_grow
 from raysweep.spec.model import (
     DDP_WORKERS,
     METHODS,
@@ -383,6 +384,12 @@ def parse_spec(
     scheduler = _check_method_needs(method, params, objectives, doc, scheduler, problems, notes)
 
     size_param, num_gpus, sizes_known = _parse_size(params, own, problems)
+    runs_program = train_loop is None and function is None
+    grow = (
+        parse_grow(own["grow"], params, base_config, scheduler, runs_program, num_gpus, problems)
+        if "grow" in own
+        else None
+    )
 
     settings = _parse_settings(doc, own, problems)
 
@@ -415,4 +422,5 @@ def parse_spec(
         wandb_document={key: value for key, value in doc.items() if key in WANDB_KEYS},
         notes=tuple(notes),
         engine=engine,
+        grow=grow,
     )

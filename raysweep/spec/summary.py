@@ -31,6 +31,7 @@ def summary_json(spec: SweepSpec, count: int | None = None) -> dict[str, Any]:
             "rungs": sched.rungs,
         }
         | ({"strict": sched.strict} if sched.type == "wandb_hyperband" else {}),
+        **({"grow": spec.grow.to_json()} if spec.grow else {}),
     }
 
 
@@ -81,4 +82,9 @@ def summary_text(spec: SweepSpec, count: int | None = None) -> str:
         )
     else:
         lines.append("scheduler fifo (no early stopping)")
+    if spec.grow is not None:
+        sizes = " -> ".join(map(str, spec.grow.sizes))
+        lines.append(
+            f"grow      {sizes} workers, one size more at each promotion; each rank takes {spec.grow.batch} / workers"
+        )
     return "\n".join(lines)

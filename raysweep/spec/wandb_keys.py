@@ -60,6 +60,7 @@ RAYSWEEP_KEYS = (
     "worker_start_timeout_s",
     "reuse_actors",
     "ddp_workers",
+    "grow",
     "wandb",
     "seed",
     "strict",

@@ -9,6 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from raysweep.config_keys import get_path
+from raysweep.growth import per_rank_batch
 from raysweep.placement import NeverPlaced, shape
 from raysweep.trial.entries import kind_of
 from raysweep.trial.job import Sweep, TrialJob
@@ -26,6 +28,8 @@ def build_job(sweep: Sweep, flat_config: dict[str, Any], trial_id: str, staging_
         where = shape(world_size, capacity)
     except NeverPlaced as e:
         raise InfeasibleTrial(str(e)) from None
+    if spec.grow is not None:
+        flat_config = _rank_batch(spec, flat_config, world_size)
     trial_dir = trial_files_dir(staging_dir, sweep.run_dir)
     common = {
         "trial_id": trial_id,
@@ -45,6 +49,14 @@ def build_job(sweep: Sweep, flat_config: dict[str, Any], trial_id: str, staging_
     kind = kind_of(spec)
     job = TrialJob(entry=kind.build(sweep, flat_config, trial_dir, trial_id), **common)
     return job.new_attempt() if kind.runs_own_process else job
+
+
+def _rank_batch(spec: Any, flat_config: dict[str, Any], world_size: int) -> dict[str, Any]:
+    """A growing sweep's trial (``growth.py``): each rank takes its share of the global batch, so
+    the trial keeps its batch, and its learning rate, at every size."""
+    batch = spec.grow.batch
+    global_batch = flat_config[batch] if batch in flat_config else get_path(spec.base_config, batch)
+    return {**flat_config, batch: per_rank_batch(global_batch, world_size)}
 
 
 def trial_files_dir(staging_dir: str, run_dir: str) -> str:

@@ -1,0 +1,518 @@
+"""``python -m bench.simulate``: raysweep's own scheduling at cluster scale, on a simulated clock.
+
+No Ray in the loop: a cluster of N nodes x G GPUs and a clock, both simulated, and the decisions
+the driver takes, by the driver's own code:
+
+* the admission (``backfill.py``): the first trials largest first, the trials ahead of a larger
+  one longest first, the head's reservation, backfill behind it, the head started ahead of its
+  slots and the trials beside it; each trial's expected seconds from ``driver/estimates.py``
+  reading the trials' rows, as the driver's do. ``tune``: Tune's default instead, every waiting
+  trial that fits starts, in the order made (Ray grants whichever placement group fits);
+* the sweep's scheduler (``search/schedulers.build_scheduler``: Ray's ASHAScheduler);
+* growth at each promotion (``growth.grows``).
+
+What is modelled, not run: an epoch of a trial of ``size`` GPUs takes ``epoch_s / speedup``, with
+``speedup = size x efficiency^log2(size)``; a trial's start takes ``start_s`` with its slots held,
+and so does a growth's restart from its checkpoint; each epoch's accuracy is the one its
+configuration recorded (``bench/results/stages_curves.json``, ``bench.curves``).
+
+    .venv/bin/python -m bench.simulate [--quick] [--validate]
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import heapq
+import json
+import math
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from ray.tune.schedulers import TrialScheduler
+
+from bench.common import RESULTS, write_result
+from raysweep.backfill import (
+    Holding,
+    Waiting,
+    decide,
+    free_slots,
+    largest_first,
+    longest_first,
+    place,
+    starts_ahead,
+    starts_beside,
+)
+from raysweep.driver.admission import START_AHEAD_S
+from raysweep.driver.estimates import Estimates
+from raysweep.growth import Growth, Promoted, grows
+from raysweep.placement import Capacity, Node, shape
+from raysweep.runs.rows import TrialRow
+from raysweep.search.plan import early_stopping
+from raysweep.search.schedulers import build_scheduler
+from raysweep.spec.model import SIZE, Scheduler, SweepSpec
+from raysweep.words import TrialStatus
+
+METRIC = "exact_accuracy"
+SCHEDULER = Scheduler(type="asha", grace_period=1, max_t=6, reduction_factor=2)  # rungs at epochs 1, 2 and 4
+SIZES = (1, 2, 4, 8)
+# Per doubling of a trial's GPUs. Measured: bench.ddp_scaling's torchrun, 1 -> 2 ranks (gloo on this
+# machine's 2 cores: a floor, no GPU measured). Literature: 90% efficiency from 8 to 256 GPUs, five
+# doublings (Goyal et al. 2017, "Accurate, Large Minibatch SGD"): 0.98 per doubling.
+LITERATURE_EFFICIENCY = 0.98
+START_S = 2.5  # a warm trial's start on an H200, bench.gpu's overhead (gpu_quick.json: 2.525 s per trial)
+
+
+def measured_efficiency() -> float:
+    """Speedup from 1 to 2 ranks over 2 (``bench/results/ddp_scaling.json``, torchrun's)."""
+    data = json.loads((RESULTS / "ddp_scaling.json").read_text())
+    return round(data["systems"]["c_torchrun"]["speedup_2w"] / 2, 3)
+
+
+@dataclass(frozen=True)
+class Setup:
+    nodes: int
+    gpus: int  # per node
+    trials: int
+    policy: str  # a key of POLICIES
+    admission: str  # "raysweep" or "tune"
+    efficiency: float
+    epoch_s: float = 60.0  # one epoch of the stages loop on 1 GPU
+    start_s: float = START_S
+    seed: int = 0
+
+    def speedup(self, size: int) -> float:
+        return size * self.efficiency ** math.log2(size)
+
+
+@dataclass(frozen=True)
+class Policy:
+    """How big a trial is: one size, drawn from ``sizes`` (``num_gpus`` searched), or grown."""
+
+    sizes: tuple[int, ...]
+    grow: bool = False
+
+
+POLICIES = {
+    "fixed_1": Policy((1,)),
+    "fixed_8": Policy((8,)),
+    "searched": Policy(SIZES),
+    "growth": Policy(SIZES, grow=True),
+}
+
+
+@dataclass(eq=False)
+class SimTrial:
+    """A trial as a scheduler reads it (``plan._Trial`` does the same), and the simulation's state of it."""
+
+    trial_id: str
+    curve: list[float]
+    size: int
+    made: float
+    cost: float = 1.0  # its configuration's epoch time relative to the mean
+    config: dict = field(default_factory=dict)
+    evaluated_params: dict = field(default_factory=dict)
+    status: str = "PENDING"
+    nodes: dict[str, int] = field(default_factory=dict)
+    placed: bool = True
+    takes_at: float | None = None  # started ahead of its slots: when they were expected to free
+    ready_at: float = 0.0  # its process has started (started ahead: it trains once it also holds its slots)
+    start: float | None = None  # first held its slots
+    end: float | None = None
+    epochs: int = 0
+    segments: list[tuple[int, float]] = field(default_factory=list)  # (size, from when)
+    generation: int = 0  # a growth or a start moves its next epoch's event: older events are stale
+
+
+class Simulation:
+    """One sweep on the simulated cluster; ``run()`` returns its figures."""
+
+    def __init__(
+        self,
+        setup: Setup,
+        curves: list[dict[str, Any]],
+        spec: SweepSpec | None = None,
+        sizes: list[int] | None = None,
+        queue_len: int | None = None,
+    ):
+        """``sizes``: each trial's, in the order made, with the curves in turn (a trace; default:
+        drawn by the policy, each trial's configuration at random); ``queue_len``: the trials
+        the search keeps waiting (default the driver's, ``experiment.py``)."""
+        self.setup, self.curves, self.sizes = setup, curves, sizes
+        self.policy = POLICIES[setup.policy]
+        self.growth = Growth(SIZES, "batch") if self.policy.grow else None
+        self.spec = spec or sim_spec()
+        self.slots = {f"n{i}": setup.gpus for i in range(setup.nodes)}
+        capacity = Capacity(
+            nodes=tuple(Node(n, n, setup.gpus, cpus=8.0 * setup.gpus, gpus=setup.gpus) for n in self.slots),
+            use_gpu=True,
+            cpus_per_worker=1.0,
+            managed_slots=True,
+        )
+        self.shape_of: Callable = functools.partial(shape, capacity=capacity)
+        self.queue_len = queue_len or max(4, sum(self.slots.values()) + 1)  # experiment.py's
+        self.rng = np.random.default_rng(setup.seed)
+        self.scheduler = build_scheduler(self.spec)
+        self.scheduler.set_search_properties(METRIC, "max")
+        scheduler = self.spec.scheduler
+        _, shares = early_stopping(self.spec, 100, scheduler.max_t) if scheduler else (None, [])
+        self.rows: dict[str, TrialRow] = {}
+        self.estimates = Estimates(self.spec, self.rows, shares)
+        self.now = 0.0
+        self.events: list[tuple[float, int, str, int]] = []
+        self.seq = 0
+        self.trials: dict[str, SimTrial] = {}
+        self.waiting: list[str] = []
+        self.first: dict[str, int] | None = None
+        self.passed: set[str] = set()
+        self.overtaken: set[str] = set()
+        self.log: list[tuple[float, str, str]] = []  # (time, "start" | "end" | "grow", trial id)
+
+    # --- the sweep ---
+    def run(self) -> dict[str, Any]:
+        self.make_trials()
+        self.admit()
+        while self.events:
+            at, _, trial_id, generation = heapq.heappop(self.events)
+            trial = self.trials[trial_id]
+            if generation != trial.generation or trial.end is not None:
+                continue
+            self.now = at
+            self.epoch_ended(trial)
+            while self.events and self.events[0][0] == at:  # every report of this instant before admitting
+                _, _, other_id, other_gen = heapq.heappop(self.events)
+                other = self.trials[other_id]
+                if other_gen == other.generation and other.end is None:
+                    self.epoch_ended(other)
+            self.make_trials()
+            self.admit()
+        return self.figures()
+
+    def make_trials(self) -> None:
+        """The search hands a trial while fewer than the admission's queue wait (``QueuedSearch``)."""
+        while len(self.waiting) < self.queue_len and len(self.trials) < self.setup.trials:
+            made = len(self.trials)
+            if self.sizes is not None:
+                index, size = made % len(self.curves), self.sizes[made]
+            else:
+                index = int(self.rng.integers(len(self.curves)))
+                size = int(self.rng.choice(self.policy.sizes)) if not self.policy.grow else self.policy.sizes[0]
+            trial_id = f"t{made:05d}"
+            curve = self.curves[index]
+            trial = SimTrial(trial_id, curve[METRIC], size, self.now, cost=curve.get("cost", 1.0))
+            trial.config = {SIZE: size, "index": index, "epochs": self.length(trial)}
+            self.trials[trial_id] = trial
+            self.waiting.append(trial_id)
+            self.scheduler.on_trial_add(None, trial)
+
+    # --- admission ---
+    def admit(self) -> None:
+        self.take_slots()
+        if self.setup.admission == "tune":
+            self.admit_like_tune()
+        else:
+            self.admit_like_raysweep()
+
+    def admit_like_tune(self) -> None:
+        """Every waiting trial that fits now starts, in the order made."""
+        for trial_id in list(self.waiting):
+            trial = self.trials[trial_id]
+            nodes = place(trial.size, free_slots(self.slots, self.holdings()), self.slots, self.shape_of)
+            if nodes:
+                self.start(trial, nodes)
+
+    def admit_like_raysweep(self) -> None:
+        """``driver/admission.Admission.choose``'s decisions, until none starts a trial."""
+        ahead = frozenset(SIZES)  # every size runs on warm workers, which place their own slots
+        while self.waiting:
+            holdings = self.holdings()
+            waits = [
+                Waiting(t, self.trials[t].size, self.estimates.trial_seconds(self.trials[t].config), t in self.passed)
+                for t in self.waiting
+            ]
+            if self.first is None:
+                order, passed = largest_first(waits)
+                self.first = {w.trial_id: turn for turn, w in enumerate(order)}
+                self.passed.update(passed)
+                waits = [replace(w, passed=w.trial_id in self.passed) for w in waits]
+            waits.sort(key=lambda w: self.first.get(w.trial_id, len(self.first)))
+            made = [w.trial_id for w in waits]
+            waits = longest_first(waits, self.overtaken)
+            decision = decide(self.now, self.slots, holdings, waits, self.shape_of)
+            if decision.start is not None:
+                if not decision.backfilled:
+                    self.passed.update(decision.went_ahead_of)
+                trial = self.trials[decision.start]
+                nodes = place(trial.size, free_slots(self.slots, holdings), self.slots, self.shape_of)
+            elif starts_ahead(decision.reservation, self.now, ahead, START_AHEAD_S, holdings):
+                self.passed.update(decision.went_ahead_of)
+                trial = self.trials[decision.reservation.trial_id]
+                nodes = dict(decision.reservation.nodes)
+                self.start(trial, nodes, takes_at=decision.reservation.at)
+                self.note_overtaken(made, trial.trial_id)
+                continue
+            else:
+                found = starts_beside(self.now, ahead, START_AHEAD_S, self.slots, holdings, waits, self.shape_of)
+                if found is None:
+                    return
+                decision, nodes, at = found
+                if not decision.backfilled:
+                    self.passed.update(decision.went_ahead_of)
+                trial = self.trials[decision.start]
+                self.start(trial, nodes, takes_at=at)
+                self.note_overtaken(made, trial.trial_id)
+                continue
+            self.start(trial, nodes)
+            self.note_overtaken(made, trial.trial_id)
+
+    def note_overtaken(self, made: list[str], trial_id: str) -> None:
+        if trial_id in made:
+            self.overtaken.update(made[: made.index(trial_id)])
+
+    def holdings(self) -> list[Holding]:
+        """What each started trial holds, and when it is expected to end (``Admission._holdings``)."""
+        out = []
+        for trial in self.trials.values():
+            if trial.status != "RUNNING":
+                continue
+            row = self.rows.get(trial.trial_id)
+            if row is None or not row.iterations:
+                seconds = self.estimates.trial_seconds(trial.config)
+                begins = max(self.now, trial.takes_at or self.now, trial.ready_at)
+                end = begins + seconds if seconds is not None else None
+            else:
+                end = self.estimates.end(row, self.now)
+            out.append(
+                Holding(trial.trial_id, trial.nodes, end, trial.placed, None if trial.placed else trial.takes_at)
+            )
+        return out
+
+    def start(self, trial: SimTrial, nodes: dict[str, int], takes_at: float | None = None) -> None:
+        """Its process starts now; it trains once that is done and it holds its slots."""
+        self.waiting.remove(trial.trial_id)
+        trial.status, trial.nodes = "RUNNING", nodes
+        trial.ready_at = self.now + self.setup.start_s
+        trial.placed, trial.takes_at = takes_at is None, takes_at
+        if trial.placed:
+            self.held(trial)
+
+    def take_slots(self) -> None:
+        """Trials started ahead take their slots the moment they are free, in the order chosen."""
+        for trial in self.trials.values():
+            if trial.status == "RUNNING" and not trial.placed:
+                placed = [h for h in self.holdings() if h.placed]
+                free = free_slots(self.slots, placed)
+                if all(free.get(n, 0) >= count for n, count in trial.nodes.items()):
+                    trial.placed, trial.takes_at = True, None
+                    self.held(trial)
+
+    def held(self, trial: SimTrial) -> None:
+        """It holds its slots from now; its first epoch ends a start-up and an epoch later."""
+        trial.start = self.now
+        trial.segments.append((trial.size, self.now))
+        self.rows[trial.trial_id] = TrialRow(
+            trial.trial_id,
+            TrialStatus.RUNNING,
+            config=trial.config,
+            world_size=trial.size,
+            start=self.now,
+            since=self.now,
+        )
+        self.log.append((self.now, "start", trial.trial_id))
+        self.next_epoch(trial, max(self.now, trial.ready_at))
+
+    def next_epoch(self, trial: SimTrial, begins: float) -> None:
+        trial.generation += 1
+        seconds = self.setup.epoch_s * trial.cost / self.setup.speedup(trial.size)
+        self.seq += 1
+        heapq.heappush(self.events, (begins + seconds, self.seq, trial.trial_id, trial.generation))
+
+    # --- reports ---
+    def epoch_ended(self, trial: SimTrial) -> None:
+        trial.epochs += 1
+        value = trial.curve[min(trial.epochs, len(trial.curve)) - 1]
+        row = self.rows[trial.trial_id]
+        self.rows[trial.trial_id] = row = replace(
+            row, iterations=trial.epochs, run_s=row.run_s + self.now - row.since, since=self.now
+        )
+        result = {"training_iteration": trial.epochs, METRIC: value}
+        decision = self.scheduler.on_trial_result(None, trial, result)
+        if decision == TrialScheduler.STOP or trial.epochs >= self.length(trial):
+            self.ended(trial, stopped=trial.epochs < self.length(trial))
+            return
+        if self.growth is not None and trial.epochs in self.spec.scheduler.rungs:
+            nodes = self.grown_nodes(trial)
+            if nodes:
+                self.grow(trial, nodes)
+                return
+        self.next_epoch(trial, self.now)
+
+    def length(self, trial: SimTrial) -> int:
+        """The epochs a trial runs unless stopped: the scheduler's ``max_t``, else its recorded curve's."""
+        return self.spec.scheduler.max_t if self.spec.scheduler else len(trial.curve)
+
+    def grown_nodes(self, trial: SimTrial) -> dict[str, int] | None:
+        """``growth.grows`` on the admission's view now (Tune's default: no queue to respect)."""
+        to = self.growth.next_size(trial.size)
+        if to is None:
+            return None
+        holdings = self.holdings()
+        mine = next(h for h in holdings if h.trial_id == trial.trial_id)
+        left = self.estimates.reports_left(trial.config, trial.epochs)
+        per_to = self.estimates.report_seconds(to)
+        at_to = per_to * left if per_to is not None and left is not None else None
+        queue = []
+        if self.setup.admission != "tune":
+            queue = [
+                Waiting(t, self.trials[t].size, self.estimates.trial_seconds(self.trials[t].config))
+                for t in self.waiting
+            ]
+        return grows(self.now, Promoted(mine, trial.size, to, at_to), self.slots, holdings, queue, self.shape_of)
+
+    def grow(self, trial: SimTrial, nodes: dict[str, int]) -> None:
+        """It goes on from its checkpoint at the next size: a restart, its new slots held from now."""
+        row = self.rows[trial.trial_id]
+        trial.size, trial.nodes = self.growth.next_size(trial.size), nodes
+        trial.config = {**trial.config, SIZE: trial.size}
+        trial.segments.append((trial.size, self.now))
+        self.rows[trial.trial_id] = replace(row, config=trial.config).grown(trial.size, self.now)
+        self.log.append((self.now, "grow", trial.trial_id))
+        self.next_epoch(trial, self.now + self.setup.start_s)
+
+    def ended(self, trial: SimTrial, stopped: bool) -> None:
+        trial.status, trial.end = ("STOPPED" if stopped else "DONE"), self.now
+        row = self.rows[trial.trial_id]
+        self.rows[trial.trial_id] = replace(
+            row, status=TrialStatus.STOPPED if stopped else TrialStatus.DONE, end=self.now, since=None
+        )
+        self.log.append((self.now, "end", trial.trial_id))
+
+    # --- figures ---
+    def figures(self) -> dict[str, Any]:
+        setup = self.setup
+        trials = [t for t in self.trials.values() if t.start is not None]
+        wall = max(t.end for t in trials) - min(t.start for t in trials)
+        held = sum(_held_s(t) for t in trials)
+        done = [t for t in trials if t.epochs >= self.length(t)]
+        best = max(done, key=lambda t: (t.curve[self.length(t) - 1], -t.end), default=None)
+        first = self.spec.scheduler.grace_period if self.spec.scheduler else min(self.length(t) for t in trials)
+        small = setup.start_s + first * setup.epoch_s  # a 1-GPU trial stopped at its first rung (or its shortest)
+        passed = passed_over(trials)
+        return {
+            "slots_busy": round(held / (sum(self.slots.values()) * wall), 3),
+            "longest_passed_over_s": round(passed, 1),
+            "longest_passed_over_small_trials": round(passed / small, 2),
+            "wall_h": round(wall / 3600, 2),
+            "wall_s": round(wall, 1),
+            "best_top_rung_h": round((best.end - min(t.start for t in trials)) / 3600, 2) if best else None,
+            "best_value": best.curve[self.length(best) - 1] if best else None,
+            "gpu_hours": round(held / 3600, 1),
+            "grown": sum(len(t.segments) - 1 for t in trials),
+        }
+
+
+def _held_s(trial: SimTrial) -> float:
+    """GPU-seconds: each segment at its size."""
+    total = 0.0
+    for (size, since), after in zip(trial.segments, trial.segments[1:] + [(0, trial.end)]):
+        total += size * (after[1] - since)
+    return total
+
+
+def passed_over(trials: list[SimTrial]) -> float:
+    """The longest a trial waited after a trial made after it had started (``bench.admission``'s measure)."""
+    by_made = sorted(trials, key=lambda t: (t.made, t.trial_id))
+    longest, first_later = 0.0, math.inf
+    for trial in reversed(by_made):  # the earliest start of the trials made after each
+        if first_later < trial.start:
+            longest = max(longest, trial.start - first_later)
+        first_later = min(first_later, trial.start)
+    return longest
+
+
+def sim_spec() -> SweepSpec:
+    """The simulated sweep: the stages loop's epochs, searched at random, under ``SCHEDULER``."""
+    return SweepSpec(method="random", parameters=(), scheduler=SCHEDULER, train_loop="bench.simulate:none")
+
+
+def load_curves(quick: bool) -> list[dict[str, Any]]:
+    """The recorded configurations (``bench.curves``), each with its epoch cost relative to the mean."""
+    path = RESULTS / f"stages_curves{'_quick' if quick else ''}.json"
+    configurations = json.loads(path.read_text())["configurations"]
+    costs = [statistics.median(c["epoch_s"]) for c in configurations]
+    mean = statistics.mean(costs)
+    return [c | {"cost": cost / mean} for c, cost in zip(configurations, costs, strict=True)]
+
+
+def compare(clusters: list[tuple[int, int]], trials: int, efficiency: float, curves: list[dict[str, Any]]) -> dict:
+    """Every policy under both admissions on each cluster, one run each, side by side."""
+    out: dict[str, Any] = {}
+    for nodes, gpus in clusters:
+        for policy in POLICIES:
+            for admission in ("tune", "raysweep"):
+                setup = Setup(nodes, gpus, trials, policy, admission, efficiency)
+                figures = Simulation(setup, curves).run()
+                out[f"{nodes}x{gpus}/{policy}/{admission}"] = figures
+                print(f"{nodes}x{gpus} {policy:9} {admission:8} {json.dumps(figures)}", flush=True)
+    return out
+
+
+def validate(raw_path: Path) -> dict[str, Any]:
+    """The simulator against ``bench.admission``'s two-node run (its raw timeline, ``raw_path``):
+    the same trials (sizes and epochs, in the order made), 2 nodes of 2 slots, the smoke loop's
+    epochs (``epoch_s`` at every size: it sleeps), its start-up (the median 1-worker trial's
+    seconds held beyond its epochs), no early stopping; each admission's figures side by side."""
+    raw = json.loads(raw_path.read_text())
+    epoch_s = float(raw["lengths"].split(" of ")[1].removesuffix(" s"))
+    out: dict[str, Any] = {"source": raw_path.name, "lengths": raw["lengths"]}
+    for mode, admission in (("tune_default", "tune"), ("backfill_start_ahead", "raysweep")):
+        trials = raw["starvation"].get(mode)
+        if not trials:
+            continue
+        real = json.loads((RESULTS / raw_path.name).read_text())["starvation"][mode]
+        overhead = statistics.median(t["end"] - t["start"] - t["epochs"] * epoch_s for t in trials if t["size"] == 1)
+        curves = [{METRIC: [0.5] * t["epochs"], "cost": 1.0} for t in trials]
+        spec = SweepSpec(method="random", parameters=(), train_loop="bench.simulate:none")
+        setup = Setup(
+            2, 2, len(trials), "searched", admission, 0.5, epoch_s, max(0.0, overhead)
+        )  # speedup 1: it sleeps
+        sim = Simulation(setup, curves, spec=spec, sizes=[t["size"] for t in trials]).run()
+        pairs = {
+            "slots_busy": (sim["slots_busy"], real["slot_busy_fraction"]),
+            "wall_s": (sim["wall_s"], real["wall_s"]),
+            "longest_passed_over_s": (sim["longest_passed_over_s"], real["longest_passed_over_s"]),
+        }
+        out[mode] = {
+            "start_s": round(overhead, 2),
+            **{k: {"simulated": a, "real": b, "ratio": round(a / b, 3) if b else None} for k, (a, b) in pairs.items()},
+        }
+        print(mode, json.dumps(out[mode]), flush=True)
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="a 4x8 cluster and 100 trials")
+    p.add_argument("--efficiency", type=float, help="per doubling (default: measured, and the literature's beside it)")
+    p.add_argument("--validate", type=Path, help="only: against bench.admission's raw timeline (bench/results/raw/...)")
+    args = p.parse_args()
+    if args.validate:
+        print(write_result("simulate_validation", validate(args.validate), args.quick))
+        return
+    curves = load_curves(False)
+    measured = measured_efficiency()
+    clusters = [(4, 8)] if args.quick else [(4, 8), (32, 8)]
+    trials = 100 if args.quick else 1000
+    efficiencies = [args.efficiency] if args.efficiency else [measured, LITERATURE_EFFICIENCY]
+    out: dict[str, Any] = {"trials": trials, "scheduler": SCHEDULER.__dict__, "runs": {}}
+    for efficiency in efficiencies:
+        out["runs"][f"efficiency_{efficiency:g}"] = compare(clusters, trials, efficiency, curves)
+    print(write_result("simulate", out, args.quick))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,139 @@
+"""Trials that grow when promoted: a trial starts at the first of the sweep's sizes and, at each
+rung where ASHA or HyperBand promotes it, goes on at the next size, where the admission can place
+it now. Pure decisions, no Ray: the driver (``driver/admission.py``) and the simulator
+(``bench/simulate.py``) take the same ones.
+
+The GPU count is the fidelity (RASDA, FGCS 2026; RubberBand, EuroSys'21): a trial that ASHA
+stops at the first rung spent one GPU, and the trials it promotes take their longest epochs on
+more. The trial keeps its global batch (each rank takes ``global / world``) and its learning rate,
+so growing changes its speed, not its mathematics.
+
+* Only at a promotion (ASHA's CONTINUE at a rung), one size at a time.
+* A promoted trial goes ahead of the trials that wait to start (ASHA's own order: a promotion
+  before a new trial), but never onto slots a waiting trial's reservation holds: it grows only if
+  it is expected to end before the reservation, or lands where the reservation leaves room
+  (``backfill.py``'s rule for a backfilled trial).
+* While the head waits with no reservation time (no estimates yet), nothing grows past it.
+* The budget: the rest of the trial at the new size must fit what is left.
+* Otherwise it goes on at its current size: it never waits, idle, for a larger one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from raysweep.backfill import Holding, Waiting, free_slots, place, reserve
+from raysweep.placement import Shape
+
+
+@dataclass(frozen=True)
+class Growth:
+    """A sweep's ``raysweep.grow``: the sizes a trial takes in turn, and the config key of its
+    global batch (each rank gets ``global // world`` under that key)."""
+
+    sizes: tuple[int, ...]
+    batch: str
+
+    def next_size(self, current: int) -> int | None:
+        """The size after ``current`` (None: it has the largest)."""
+        larger = [s for s in self.sizes if s > current]
+        return min(larger) if larger else None
+
+    def to_json(self) -> dict:
+        return {"sizes": list(self.sizes), "batch": self.batch}
+
+    @classmethod
+    def from_json(cls, data: dict | None) -> Growth | None:
+        return cls(tuple(data["sizes"]), data["batch"]) if data else None
+
+
+def per_rank_batch(global_batch: int, world_size: int) -> int:
+    """Each rank's share of the global batch (``parse`` refused a batch some size does not divide)."""
+    if global_batch % world_size:
+        raise ValueError(f"a global batch of {global_batch} does not divide among {world_size} ranks")
+    return global_batch // world_size
+
+
+@dataclass(frozen=True)
+class Promoted:
+    """A trial a scheduler promoted: what it holds now (its ``Holding``, ``end`` at its size), its
+    next size, and the seconds its rest would take at that size (None: no estimate)."""
+
+    holding: Holding
+    size: int
+    to: int
+    seconds_at_to: float | None
+
+
+def grows(
+    now: float,
+    promoted: Promoted,
+    slots: Mapping[str, int],
+    holdings: list[Holding],
+    queue: list[Waiting],
+    shape_of: Callable[[int], Shape],
+    room_s: float | None = None,
+    seconds_at_size: float | None = None,
+) -> dict[str, int] | None:
+    """Where the promoted trial goes on at its next size ({node: slots}), or None: it goes on at
+    its size. ``holdings`` include it at its size; ``queue`` is the waiting trials, oldest first;
+    ``room_s``: the budget's worker-seconds left (None: no budget), against which the rest of the
+    trial at the new size, less its rest at its size (``seconds_at_size``), is weighed."""
+    trial = promoted.holding
+    if room_s is not None:
+        more = promoted.to * (promoted.seconds_at_to or 0.0) - promoted.size * (seconds_at_size or 0.0)
+        if promoted.seconds_at_to is None or more > room_s:
+            return None
+    others = [h for h in holdings if h.trial_id != trial.trial_id]
+    free = free_slots(slots, others)
+    nodes = _place_near(promoted.to, free, slots, shape_of, trial.nodes)
+    if not nodes or not queue:
+        return nodes or None
+    head = queue[0]
+    if place(head.size, free_slots(slots, holdings), slots, shape_of):
+        return nodes  # the head starts now as well, on slots the trial does not take, or after: a promotion first
+    reservation = reserve(head, slots, holdings, shape_of)
+    if reservation.at is None:
+        return None  # no estimates yet: nothing goes past a waiting trial
+    end = None if promoted.seconds_at_to is None else now + promoted.seconds_at_to
+    if end is not None and end <= reservation.at:
+        return nodes
+    busy_then = {n: 0 for n in slots}
+    for holding in others:
+        if holding.end is None or holding.end > reservation.at:
+            for node, count in holding.nodes.items():
+                busy_then[node] = busy_then.get(node, 0) + count
+    needs = reservation.nodes
+    if all(busy_then[n] + nodes.get(n, 0) + needs.get(n, 0) <= slots[n] for n in needs):
+        return nodes
+    return None
+
+
+def _place_near(
+    size: int, free: Mapping[str, int], slots: Mapping[str, int], shape_of: Callable[[int], Shape], near: Mapping
+) -> dict[str, int]:
+    """Where ``size`` goes: on the trial's own node when it fits there (its checkpoint and its
+    warm workers' caches are there), else where ``backfill.place`` puts it."""
+    where = shape_of(size)
+    own = next(iter(near), None)
+    if where.nodes == 1 and own is not None and free.get(own, 0) >= size:
+        return {own: size}
+    return place(size, free, slots, shape_of)
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A part of a trial's life at one size: from ``start`` (seconds), at ``size`` workers."""
+
+    size: int
+    start: float
+
+
+def segments_cost(segments: list[Segment], end: float) -> float:
+    """Worker-seconds of a trial's segments, the last one running to ``end``: each at its size."""
+    total = 0.0
+    for this, after in zip(segments, segments[1:] + [None]):
+        stop = after.start if after is not None else end
+        total += this.size * max(0.0, stop - this.start)
+    return total

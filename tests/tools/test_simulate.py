@@ -1,0 +1,102 @@
+"""``bench.simulate``: raysweep's admission, scheduler and growth on a simulated clock. Traces
+whose answers are known by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.simulate import SCHEDULER, Setup, Simulation, passed_over, sim_spec
+from raysweep.spec.model import Budget
+
+FLAT = [{"exact_accuracy": [0.5] * 6, "epoch_s": [1.0] * 6}]  # every trial alike: ASHA stops none
+
+
+def simulate(sizes: list[int], queue_len: int, policy: str = "searched", nodes: int = 1, gpus: int = 2, **setup):
+    """A trace on ``nodes`` x ``gpus``: epochs of 10 s on 1 GPU, perfect scaling, no start-up;
+    estimates from 10 s a report before any trial reported (``raysweep.budget.epoch_seconds``)."""
+    spec = sim_spec()
+    spec = type(spec)(**{**spec.__dict__, "budget": Budget(epoch_seconds=10.0)})
+    run = Simulation(
+        Setup(nodes, gpus, len(sizes), policy, "raysweep", efficiency=1.0, epoch_s=10.0, start_s=0.0, **setup),
+        FLAT,
+        spec=spec,
+        sizes=sizes,
+        queue_len=queue_len,
+    )
+    return run, run.run()
+
+
+def test_a_reservation_and_a_trial_backfilled_beside_it():
+    """3 slots. t0 and t1 (1 GPU each) start at 0; at their first report (10 s) the search makes t2
+    (2 GPUs) and t3 (1 GPU). t2 cannot start and reserves two slots for 60 s, when t0 and t1 end;
+    t3 would end at 70, after that, but lands on the slot the reservation leaves: it starts at 10,
+    backfilled. t2 starts at 60 and runs 6 epochs of 5 s. t2 waited 50 s after t3, made after
+    it, started: 5 small-trial lengths (10 s)."""
+    run, figures = simulate([1, 1, 2, 1], queue_len=2, gpus=3)
+    assert run.log == [
+        (0.0, "start", "t00000"),
+        (0.0, "start", "t00001"),
+        (10.0, "start", "t00003"),
+        (60.0, "end", "t00000"),
+        (60.0, "end", "t00001"),
+        (60.0, "start", "t00002"),
+        (70.0, "end", "t00003"),
+        (90.0, "end", "t00002"),
+    ]
+    assert figures["slots_busy"] == round(240 / (3 * 90), 3)
+    assert figures["longest_passed_over_small_trials"] == 5.0
+
+
+def test_the_trials_waiting_at_the_start_run_largest_first():
+    """2 slots, t0 (1 GPU) and t1 (2 GPUs) waiting at once: t1 first (``backfill.largest_first``),
+    then t0 and t2 side by side; every slot busy throughout."""
+    run, figures = simulate([1, 2, 1], queue_len=2)
+    assert run.log == [
+        (0.0, "start", "t00001"),
+        (30.0, "end", "t00001"),
+        (30.0, "start", "t00000"),
+        (30.0, "start", "t00002"),
+        (90.0, "end", "t00000"),
+        (90.0, "end", "t00002"),
+    ]
+    assert figures["slots_busy"] == 1.0
+
+
+def test_tunes_default_starts_whatever_fits_in_the_order_made():
+    """Tune's default on 2 slots: t0 and t2 (1 GPU) start at 0, t1 (2 GPUs) is passed over until
+    both slots are free at once (60 s), and t3, made after it, waits for it."""
+    spec = sim_spec()
+    spec = type(spec)(**{**spec.__dict__, "budget": Budget(epoch_seconds=10.0)})
+    setup = Setup(1, 2, 4, "searched", "tune", efficiency=1.0, epoch_s=10.0, start_s=0.0)
+    run = Simulation(setup, FLAT, spec=spec, sizes=[1, 2, 1, 1], queue_len=4)
+    run.run()
+    starts = [(t, trial) for t, kind, trial in run.log if kind == "start"]
+    assert starts == [(0.0, "t00000"), (0.0, "t00002"), (60.0, "t00001"), (90.0, "t00003")]
+
+
+def test_a_promoted_trial_grows_at_each_rung_and_its_segments_are_charged_at_their_sizes():
+    """One trial alone on 8 GPUs, growth 1 -> 2 -> 4 -> 8 at the rungs (epochs 1, 2 and 4):
+    epoch 1 at 1 GPU (10 s), 2 at 2 (5 s), 3-4 at 4 (2.5 s each), 5-6 at 8 (1.25 s each)."""
+    run, figures = simulate([1], queue_len=1, policy="growth", gpus=8)
+    assert SCHEDULER.rungs == [1, 2, 4]
+    assert [kind for _, kind, _ in run.log] == ["start", "grow", "grow", "grow", "end"]
+    trial = run.trials["t00000"]
+    assert trial.segments == [(1, 0.0), (2, 10.0), (4, 15.0), (8, 20.0)] and trial.end == 22.5
+    assert figures["gpu_hours"] == round((10 + 2 * 5 + 4 * 5 + 8 * 2.5) / 3600, 1)
+    assert run.rows["t00000"].sizes == [[1, 0.0, 0, 0.0], [2, 10.0, 1, 10.0], [4, 15.0, 2, 15.0], [8, 20.0, 4, 20.0]]
+
+
+def test_a_promoted_trial_with_no_room_goes_on_at_its_size():
+    """Two 1-GPU trials on 2 GPUs: neither has room to grow, so both run all 6 epochs at 1 GPU."""
+    run, _ = simulate([1, 1], queue_len=2, policy="growth", gpus=2)
+    assert "grow" not in [kind for _, kind, _ in run.log]
+    assert all(t.end == 60.0 for t in run.trials.values())
+
+
+def test_passed_over_is_the_wait_after_a_later_trial_started():
+    class T:
+        def __init__(self, made, start):
+            self.made, self.start, self.trial_id = made, start, f"{made}"
+
+    assert passed_over([T(0, 50.0), T(1, 10.0), T(2, 20.0)]) == pytest.approx(40.0)
+    assert passed_over([T(0, 0.0), T(1, 10.0)]) == 0.0
