@@ -51,7 +51,7 @@ from raysweep.driver.admission import START_AHEAD_S
 from raysweep.driver.estimates import Estimates
 from raysweep.growth import Growth, Promoted, grows
 from raysweep.placement import Capacity, Node, shape
-from raysweep.runs.rows import TrialRow
+from raysweep.runs.rows import Rows, TrialRow
 from raysweep.search.plan import early_stopping
 from raysweep.search.schedulers import build_scheduler
 from raysweep.spec.model import SIZE, Scheduler, SweepSpec
@@ -64,6 +64,7 @@ SIZES = (1, 2, 4, 8)
 # machine's 2 cores: a floor, no GPU measured). Literature: 90% efficiency from 8 to 256 GPUs, five
 # doublings (Goyal et al. 2017, "Accurate, Large Minibatch SGD"): 0.98 per doubling.
 LITERATURE_EFFICIENCY = 0.98
+TUNE_PENDING = 200  # Tune's TUNE_MAX_PENDING_TRIALS_PG=auto for its random search (max(200, 1.1 x CPUs))
 START_S = 2.5  # a warm trial's start on an H200, bench.gpu's overhead (gpu_quick.json: 2.525 s per trial)
 
 
@@ -83,7 +84,11 @@ class Setup:
     efficiency: float
     epoch_s: float = 60.0  # one epoch of the stages loop on 1 GPU
     start_s: float = START_S
+    start_s_by_size: tuple[tuple[int, float], ...] = ()  # where a size's start differs (validation: measured)
     seed: int = 0
+
+    def start_of(self, size: int) -> float:
+        return dict(self.start_s_by_size).get(size, self.start_s)
 
     def speedup(self, size: int) -> float:
         return size * self.efficiency ** math.log2(size)
@@ -127,6 +132,10 @@ class SimTrial:
     segments: list[tuple[int, float]] = field(default_factory=list)  # (size, from when)
     generation: int = 0  # a growth or a start moves its next epoch's event: older events are stale
 
+    @property
+    def first_size(self) -> int:
+        return self.segments[0][0] if self.segments else self.size
+
 
 class Simulation:
     """One sweep on the simulated cluster; ``run()`` returns its figures."""
@@ -153,14 +162,15 @@ class Simulation:
             cpus_per_worker=1.0,
             managed_slots=True,
         )
-        self.shape_of: Callable = functools.partial(shape, capacity=capacity)
-        self.queue_len = queue_len or max(4, sum(self.slots.values()) + 1)  # experiment.py's
+        self.shape_of: Callable = functools.cache(functools.partial(shape, capacity=capacity))
+        tune = setup.admission == "tune"  # Tune's own pending trials for a random search, else experiment.py's queue
+        self.queue_len = queue_len or (TUNE_PENDING if tune else max(4, sum(self.slots.values()) + 1))
         self.rng = np.random.default_rng(setup.seed)
         self.scheduler = build_scheduler(self.spec)
         self.scheduler.set_search_properties(METRIC, "max")
         scheduler = self.spec.scheduler
         _, shares = early_stopping(self.spec, 100, scheduler.max_t) if scheduler else (None, [])
-        self.rows: dict[str, TrialRow] = {}
+        self.rows: Rows = Rows()
         self.estimates = Estimates(self.spec, self.rows, shares)
         self.now = 0.0
         self.events: list[tuple[float, int, str, int]] = []
@@ -170,6 +180,7 @@ class Simulation:
         self.first: dict[str, int] | None = None
         self.passed: set[str] = set()
         self.overtaken: set[str] = set()
+        self.chosen_at: dict[str, float] = {}  # when the admission chose each trial (its lead: to its start)
         self.log: list[tuple[float, str, str]] = []  # (time, "start" | "end" | "grow", trial id)
 
     # --- the sweep ---
@@ -219,19 +230,30 @@ class Simulation:
 
     def admit_like_tune(self) -> None:
         """Every waiting trial that fits now starts, in the order made."""
+        free = dict(free_slots(self.slots, self.holdings()))
         for trial_id in list(self.waiting):
+            if not any(free.values()):
+                return
             trial = self.trials[trial_id]
-            nodes = place(trial.size, free_slots(self.slots, self.holdings()), self.slots, self.shape_of)
+            nodes = place(trial.size, free, self.slots, self.shape_of)
             if nodes:
                 self.start(trial, nodes)
+                for node, count in nodes.items():
+                    free[node] -= count
 
     def admit_like_raysweep(self) -> None:
         """``driver/admission.Admission.choose``'s decisions, until none starts a trial."""
         ahead = frozenset(SIZES)  # every size runs on warm workers, which place their own slots
         while self.waiting:
             holdings = self.holdings()
+            lead = self.estimates.start_lead(self.chosen_at)  # as the driver's: a chosen trial starts later
             waits = [
-                Waiting(t, self.trials[t].size, self.estimates.trial_seconds(self.trials[t].config), t in self.passed)
+                Waiting(
+                    t,
+                    self.trials[t].size,
+                    _plus(self.estimates.trial_seconds(self.trials[t].config), lead),
+                    t in self.passed,
+                )
                 for t in self.waiting
             ]
             if self.first is None:
@@ -294,8 +316,9 @@ class Simulation:
     def start(self, trial: SimTrial, nodes: dict[str, int], takes_at: float | None = None) -> None:
         """Its process starts now; it trains once that is done and it holds its slots."""
         self.waiting.remove(trial.trial_id)
+        self.chosen_at[trial.trial_id] = self.now
         trial.status, trial.nodes = "RUNNING", nodes
-        trial.ready_at = self.now + self.setup.start_s
+        trial.ready_at = self.now + self.setup.start_of(trial.size)
         trial.placed, trial.takes_at = takes_at is None, takes_at
         if trial.placed:
             self.held(trial)
@@ -381,7 +404,7 @@ class Simulation:
         trial.segments.append((trial.size, self.now))
         self.rows[trial.trial_id] = replace(row, config=trial.config).grown(trial.size, self.now)
         self.log.append((self.now, "grow", trial.trial_id))
-        self.next_epoch(trial, self.now + self.setup.start_s)
+        self.next_epoch(trial, self.now + self.setup.start_of(trial.size))
 
     def ended(self, trial: SimTrial, stopped: bool) -> None:
         trial.status, trial.end = ("STOPPED" if stopped else "DONE"), self.now
@@ -405,6 +428,9 @@ class Simulation:
         return {
             "slots_busy": round(held / (sum(self.slots.values()) * wall), 3),
             "longest_passed_over_s": round(passed, 1),
+            "longest_larger_passed_over_s": round(
+                passed_over(trials, larger_than=min(t.first_size for t in trials)), 1
+            ),
             "longest_passed_over_small_trials": round(passed / small, 2),
             "wall_h": round(wall / 3600, 2),
             "wall_s": round(wall, 1),
@@ -415,6 +441,10 @@ class Simulation:
         }
 
 
+def _plus(seconds: float | None, lead: float) -> float | None:
+    return None if seconds is None else seconds + lead
+
+
 def _held_s(trial: SimTrial) -> float:
     """GPU-seconds: each segment at its size."""
     total = 0.0
@@ -423,12 +453,13 @@ def _held_s(trial: SimTrial) -> float:
     return total
 
 
-def passed_over(trials: list[SimTrial]) -> float:
-    """The longest a trial waited after a trial made after it had started (``bench.admission``'s measure)."""
+def passed_over(trials: list[SimTrial], larger_than: int = 0) -> float:
+    """The longest a trial (of more than ``larger_than`` GPUs when made: ``bench.admission``'s
+    measure is its larger trials') waited after a trial made after it had started."""
     by_made = sorted(trials, key=lambda t: (t.made, t.trial_id))
     longest, first_later = 0.0, math.inf
     for trial in reversed(by_made):  # the earliest start of the trials made after each
-        if first_later < trial.start:
+        if first_later < trial.start and trial.first_size > larger_than:
             longest = max(longest, trial.start - first_later)
         first_later = min(first_later, trial.start)
     return longest
@@ -458,7 +489,54 @@ def compare(clusters: list[tuple[int, int]], trials: int, efficiency: float, cur
                 figures = Simulation(setup, curves).run()
                 out[f"{nodes}x{gpus}/{policy}/{admission}"] = figures
                 print(f"{nodes}x{gpus} {policy:9} {admission:8} {json.dumps(figures)}", flush=True)
+        out[f"{nodes}x{gpus}/goals"] = goals(
+            {k.split("/", 1)[1]: v for k, v in out.items() if k.startswith(f"{nodes}x{gpus}/")}
+        )
+        print(f"{nodes}x{gpus} goals {json.dumps(out[f'{nodes}x{gpus}/goals'])}", flush=True)
     return out
+
+
+def goals(runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Issue 75's goals on one cluster, raysweep's admission: growth's time to the eventual best's
+    top rung against the best fixed policy's (and its GPU-hours against that policy's), and the
+    slots' busy share and longest passed-over wait of each policy."""
+    growth = runs["growth/raysweep"]
+    fixed = {p: runs[f"{p}/raysweep"] for p in ("fixed_1", "fixed_8")}
+    best_fixed = min(fixed, key=lambda p: fixed[p]["best_top_rung_h"] or math.inf)
+    base = fixed[best_fixed]
+    return {
+        "best_fixed_policy": best_fixed,
+        "growth_top_rung_sooner_x": round(base["best_top_rung_h"] / growth["best_top_rung_h"], 2)
+        if growth["best_top_rung_h"]
+        else None,
+        "growth_gpu_hours_over_best_fixed": round(growth["gpu_hours"] / base["gpu_hours"], 3),
+        "slots_busy": {p: runs[f"{p}/raysweep"]["slots_busy"] for p in POLICIES},
+        "passed_over_small_trials": {p: runs[f"{p}/raysweep"]["longest_passed_over_small_trials"] for p in POLICIES},
+    }
+
+
+def idle_slot_seconds(trials: list[dict[str, Any]], slots: int) -> dict[str, float]:
+    """Where a run's idle slot-seconds went (``bench.admission``'s raw timeline, ``created``,
+    ``start``, ``end`` per trial): ``nothing_waiting`` (no trial had been made and not started: the
+    sweep's head and tail), ``collecting`` (the oldest waiting trial is larger than the free slots:
+    a reservation gathers them), ``handoff`` (a waiting trial would fit the free slots)."""
+    first, last = min(t["start"] for t in trials), max(t["end"] for t in trials)  # the run's wall, as its figures'
+    times = sorted({t[k] for t in trials for k in ("created", "start", "end") if k in t and first <= t[k] <= last})
+    out = {"nothing_waiting": 0.0, "collecting": 0.0, "handoff": 0.0}
+    for begin, end in zip(times, times[1:]):
+        mid = (begin + end) / 2
+        busy = sum(t["size"] for t in trials if t["start"] <= mid < t["end"])
+        waiting = sorted(
+            (t for t in trials if t.get("created", t["start"]) <= mid < t["start"]), key=lambda t: t["created"]
+        )
+        idle = (slots - busy) * (end - begin)
+        if not waiting:
+            out["nothing_waiting"] += idle
+        elif waiting[0]["size"] > slots - busy:
+            out["collecting"] += idle
+        else:
+            out["handoff"] += idle
+    return {k: round(v, 1) for k, v in out.items()}
 
 
 def validate(raw_path: Path) -> dict[str, Any]:
@@ -474,20 +552,31 @@ def validate(raw_path: Path) -> dict[str, Any]:
         if not trials:
             continue
         real = json.loads((RESULTS / raw_path.name).read_text())["starvation"][mode]
-        overhead = statistics.median(t["end"] - t["start"] - t["epochs"] * epoch_s for t in trials if t["size"] == 1)
+        held: dict[int, list[float]] = {}  # each size's start-up: the median trial's seconds held beyond its epochs
+        for t in trials:
+            held.setdefault(t["size"], []).append(t["end"] - t["start"] - t["epochs"] * epoch_s)
+        starts = tuple((size, round(max(0.0, statistics.median(v)), 2)) for size, v in sorted(held.items()))
         curves = [{METRIC: [0.5] * t["epochs"], "cost": 1.0} for t in trials]
         spec = SweepSpec(method="random", parameters=(), train_loop="bench.simulate:none")
         setup = Setup(
-            2, 2, len(trials), "searched", admission, 0.5, epoch_s, max(0.0, overhead)
+            2, 2, len(trials), "searched", admission, 0.5, epoch_s, starts[0][1], starts
         )  # speedup 1: it sleeps
         sim = Simulation(setup, curves, spec=spec, sizes=[t["size"] for t in trials]).run()
         pairs = {
             "slots_busy": (sim["slots_busy"], real["slot_busy_fraction"]),
             "wall_s": (sim["wall_s"], real["wall_s"]),
-            "longest_passed_over_s": (sim["longest_passed_over_s"], real["longest_passed_over_s"]),
+            "longest_passed_over_s": (sim["longest_larger_passed_over_s"], real["longest_passed_over_s"]),
         }
+        sizes = [t["size"] for t in trials]
+        longer = replace(setup, epoch_s=60.0)  # the same trials with minute-long epochs, then ten times as many
+        more = replace(longer, trials=10 * len(trials))
         out[mode] = {
-            "start_s": round(overhead, 2),
+            "idle_slot_s": idle_slot_seconds(trials, 4),
+            "slots_busy_at_60s_epochs": Simulation(longer, curves, spec=spec, sizes=sizes).run()["slots_busy"],
+            "slots_busy_at_60s_epochs_10x_trials": Simulation(more, curves * 10, spec=spec, sizes=sizes * 10).run()[
+                "slots_busy"
+            ],
+            "start_s": dict(starts),
             **{k: {"simulated": a, "real": b, "ratio": round(a / b, 3) if b else None} for k, (a, b) in pairs.items()},
         }
         print(mode, json.dumps(out[mode]), flush=True)

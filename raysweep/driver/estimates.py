@@ -34,17 +34,30 @@ class Estimates:
         self.rungs = sorted(rungs or [])  # (rung, share of trials that reach it), from the plan
         eta = spec.scheduler.reduction_factor if spec.scheduler else 1
         self.beyond = (self.rungs[-1][1] / eta) if self.rungs else 1.0  # share going on past the last rung
+        self._per_size: dict[int, tuple[float, float]] = {}  # size -> (median, slowest) report seconds
+        self._version: int | None = None  # of ``rows`` (a ``Rows``) when they were computed
 
     def report_seconds(self, size: int, conservative: bool = False) -> float | None:
         """The seconds one report of a trial of ``size`` takes, start-up shared out."""
+        per_size = self._report_seconds_per_size()
+        pick = 1 if conservative else 0
+        if size in per_size:
+            return per_size[size][pick]
+        return max((v[pick] for v in per_size.values()), default=self.spec.budget.epoch_seconds)
+
+    def _report_seconds_per_size(self) -> dict[int, tuple[float, float]]:
+        """Each size's (median, slowest) seconds per report over the rows, recomputed when a row
+        changed (plain dict rows: every time)."""
+        version = getattr(self.rows, "version", None)
+        if version is not None and version == self._version:
+            return self._per_size
         by_size: dict[int, list[float]] = {}
         for row in self.rows.values():
             for at_size, seconds in row.report_seconds():
                 by_size.setdefault(at_size, []).append(seconds)
-        pick = max if conservative else statistics.median
-        if size in by_size:
-            return pick(by_size[size])
-        return max((pick(v) for v in by_size.values()), default=self.spec.budget.epoch_seconds)
+        self._per_size = {s: (statistics.median(v), max(v)) for s, v in by_size.items()}
+        self._version = version
+        return self._per_size
 
     def most_reports(self, config: dict[str, Any]) -> int | None:
         """The reports a trial of ``config`` makes at most."""

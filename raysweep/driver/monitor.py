@@ -26,7 +26,7 @@ from ray.tune import Callback
 from raysweep.driver.admission import Board
 from raysweep.driver.budget import Ledger
 from raysweep.runs.files import TRIALS_FILE, TUNE_KEYS, read_explanation, replace_text
-from raysweep.runs.rows import TrialRow, read_rows
+from raysweep.runs.rows import Rows, TrialRow, read_rows
 from raysweep.spec import SweepSpec
 from raysweep.values import HOUR, clock, finite_number, plain, short, short_config
 from raysweep.words import ENDED, STATES, TrialStatus
@@ -303,7 +303,7 @@ class SweepMonitor(Callback):
 def journal_rows(run_dir: Path) -> dict[str, TrialRow]:
     """The run dir's rows as a driver takes them over: what an earlier driver recorded, its open
     accounts closed (a killed driver's last reports counted them)."""
-    return {r.trial_id: replace(r, since=None) for r in read_rows(run_dir)}
+    return Rows({r.trial_id: replace(r, since=None) for r in read_rows(run_dir)})
 
 
 def _error_text(trial: Any) -> str:

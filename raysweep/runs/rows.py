@@ -130,6 +130,35 @@ class TrialRow:
         return self.metrics.get(name) if name else None
 
 
+class Rows(dict):
+    """A driver's rows by trial id, which count their changes (``version``): readers that derive
+    figures from every row (``driver/estimates.py``) recompute them only when a row changed. The
+    admission asks for each waiting trial's length at every step: over a thousand trials that was
+    most of a simulated sweep's time (bench/simulate.py)."""
+
+    version = 0
+
+    def __setitem__(self, key: str, value: TrialRow) -> None:
+        self.version += 1
+        super().__setitem__(key, value)
+
+    def __delitem__(self, key: str) -> None:
+        self.version += 1
+        super().__delitem__(key)
+
+    def pop(self, *args: Any) -> Any:
+        self.version += 1
+        return super().pop(*args)
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        self.version += 1
+        super().update(*args, **kwargs)
+
+    def clear(self) -> None:
+        self.version += 1
+        super().clear()
+
+
 def worker_seconds(rows: Iterable[TrialRow], now: float) -> float:
     """What the trials have spent: each one's workers x the time it ran, running ones to ``now``."""
     return sum(r.held_worker_s + r.world_size * (now - r.since if r.since is not None else 0.0) for r in rows)

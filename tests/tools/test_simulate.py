@@ -96,7 +96,10 @@ def test_a_promoted_trial_with_no_room_goes_on_at_its_size():
 def test_passed_over_is_the_wait_after_a_later_trial_started():
     class T:
         def __init__(self, made, start):
-            self.made, self.start, self.trial_id = made, start, f"{made}"
+            self.made, self.start, self.trial_id, self.first_size = made, start, f"{made}", 1 + made % 2
 
     assert passed_over([T(0, 50.0), T(1, 10.0), T(2, 20.0)]) == pytest.approx(40.0)
     assert passed_over([T(0, 0.0), T(1, 10.0)]) == 0.0
+    # only trials larger than 1 GPU count (the one made second is): t0 waited 40 s, but it is small
+    assert passed_over([T(0, 50.0), T(1, 10.0), T(2, 20.0)], larger_than=1) == 0.0
+    assert passed_over([T(0, 5.0), T(1, 30.0), T(2, 20.0)], larger_than=1) == pytest.approx(10.0)
