@@ -110,6 +110,13 @@ def set_trial_status(tune_controller: Any, trial: Any, status: str) -> None:
     tune_controller._set_trial_status(trial, status)  # noqa: SLF001
 
 
+def save_experiment_state(tune_controller: Any) -> None:
+    """Save Tune's experiment state now (``tune_controller``: what Tune hands a scheduler): a trial
+    that grows goes on from the checkpoint of its promotion even if the driver is killed before
+    Tune's next periodic save (``driver/promotions.py``)."""
+    tune_controller._tune_controller.checkpoint(force=True)  # noqa: SLF001
+
+
 def keep_idle_actors(tune_controller: Any, resources: Any, by: int) -> None:
     """Let Tune keep ``by`` more idle trial actors of ``resources`` (a ``PlacementGroupFactory``)
     for the next trials, or fewer when ``by`` is negative. ``tune_controller``: what Tune hands a

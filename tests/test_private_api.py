@@ -43,6 +43,17 @@ def test_tune_lets_a_scheduler_set_a_trials_status():
     assert list(inspect.signature(TuneController._set_trial_status).parameters) == ["self", "trial", "status"]
 
 
+def test_tune_lets_a_scheduler_save_the_experiment_state_now():
+    """``save_experiment_state``: the wrapper keeps the controller, whose ``checkpoint(force=True)``
+    saves the experiment state whatever its period."""
+    import inspect
+
+    from ray.tune.execution.tune_controller import TrialRunnerWrapper, TuneController
+
+    assert "self._tune_controller = " in inspect.getsource(TrialRunnerWrapper.__init__)
+    assert list(inspect.signature(TuneController.checkpoint).parameters)[:2] == ["self", "force"]
+
+
 def test_tune_keeps_as_many_idle_actors_of_a_shape_as_it_is_told_and_ends_them_all_at_the_end():
     """``keep_idle_actors`` reaches Tune's actor cache through the wrapper a scheduler gets; the
     cache keeps that many idle actors of the shape past its cleanup, and drops them all at the end."""

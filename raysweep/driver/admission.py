@@ -52,7 +52,7 @@ from raysweep.driver.budget import Ledger
 from raysweep.driver.estimates import Estimates
 from raysweep.driver.promotions import Promotions
 from raysweep.placement import Capacity, NeverPlaced, nodes_from, shape, token_bundles
-from raysweep.private_api import keep_idle_actors, set_trial_status
+from raysweep.private_api import keep_idle_actors, save_experiment_state, set_trial_status
 from raysweep.spec import SweepSpec
 from raysweep.words import TrialStatus
 
@@ -134,6 +134,7 @@ class Admission:
             trial, nodes = grown
             log.info("admission: %s goes on at %d workers (promoted)", trial.trial_id, self._size(trial))
             self._resized(trial)
+            save_experiment_state(tune_controller)  # its checkpoint and its new size, before it starts
             return self._start(tune_controller, trial, nodes)
         if not queue:
             if self._placing(trials):  # the last trials started ahead: their rows start when they hold their slots
