@@ -123,9 +123,9 @@ offline-carry: $(BIN)/raysweep
 	$(MAKE) wheelhouse PYTHON_VERSION=$(MACHINE_PYTHON) WHEELHOUSE=.carry-wheelhouse
 	$(BIN)/python tools/offline_carry.py .carry-wheelhouse --has $(HAS) --part-mib $(PART_MIB) --out $(CARRY)
 
-# The GPU machines this project is lent (their package list in tools/, 64 MiB a copy).
+# An offline GPU node like ours: the packages it already holds (tools/), 64 MiB a copy.
 gpu-carry:
-	$(MAKE) offline-carry HAS=tools/lent_gpu_machine_packages.txt PART_MIB=58
+	$(MAKE) offline-carry HAS=tools/offline_gpu_node_packages.txt PART_MIB=58
 
 # On the GPU machine, with every $(CARRY) part copied: a venv over the machine's own torch.
 # Its python3 is itself a venv (/opt/torch/.venv), so --system-site-packages alone would not see

@@ -19,8 +19,8 @@ On the machine, with every part copied beside the repository:
     make gpu-install CARRY=.carry
     make gpu-check GPU_PY=.gpu-venv/bin/python
 
-(``make gpu-carry`` does this for the GPU machines this project is lent, from their package
-list, ``tools/lent_gpu_machine_packages.txt``, into parts of 58 MiB: a copy there holds 64 MiB,
+(``make gpu-carry`` does this for an offline GPU node, from its package
+list, ``tools/offline_gpu_node_packages.txt``, into parts of 58 MiB: a copy there holds 64 MiB,
 the tree included.)
 """
 
