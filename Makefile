@@ -3,12 +3,12 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test test-slow smoke lint clean bench bench-check test-ray-versions wheelhouse gpu-check offline-carry gpu-carry gpu-install
+.PHONY: run test test-slow smoke lint clean bench bench-check test-ray-versions wheelhouse gpu-check offline-install
 
 $(BIN)/raysweep: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	# torch first and pinned: on our machines this picks the local CPU build; unpinned
+	# torch first and pinned: where a CPU build of it is at hand, pip takes that one; unpinned
 	# torch would pull several GB of CUDA packages.
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -e '.[dev]'
@@ -83,7 +83,7 @@ test-ray-versions: /usr/bin/chromium $(ORACLE)/bin/python
 	done; \
 	$(PY) tools/ray_versions.py .ray-versions $(RAY_VERSIONS)
 
-LINTED := raysweep train_loops tests bench examples tools
+LINTED := raysweep train_loops tests bench tools
 lint: $(BIN)/raysweep
 	$(BIN)/ruff check $(LINTED)
 	$(BIN)/ruff format --check $(LINTED)
@@ -96,8 +96,12 @@ bench: bench-check
 bench-check: $(BIN)/raysweep $(ORACLE)/bin/python
 	$(BIN)/python -m pytest -q -m bench tests/tools/test_bench.py
 
-# Every wheel raysweep needs but torch, for a node without internet (docs/clusters.md, "Installing offline"):
-# the versions this venv runs, for PYTHON_VERSION on the PLATFORM tags, and raysweep's own wheel. On the node: pip install --no-index --find-links wheelhouse 'raysweep[dev]'
+# Every wheel raysweep needs but torch, for a node without internet (docs/clusters.md, "A GPU node
+# without internet"): the versions this venv runs, for PYTHON_VERSION on the PLATFORM tags, and
+# raysweep's own wheel. On the node: pip install --no-index --find-links wheelhouse 'raysweep[dev]'.
+# PART_MIB=N: also in parts of at most N MiB, one copy each, under $(WHEELHOUSE)-parts/a, b, ...
+# (tools/wheelhouse_parts.py), leaving out the large wheels of what HAS=FILE lists (`pip freeze` on
+# the node) and torch: the node's own build is the one to use.
 PYTHON_VERSION ?= $(shell $(PY) -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 PLATFORM ?= manylinux_2_28_x86_64 manylinux_2_17_x86_64 manylinux2014_x86_64
 WHEELHOUSE ?= wheelhouse
@@ -112,30 +116,19 @@ wheelhouse: $(BIN)/raysweep
 	  $(BIN)/pip wheel -q --no-deps -w $(WHEELHOUSE).partial "$$sdist" && rm "$$sdist"; done
 	$(BIN)/pip wheel -q --no-deps -w $(WHEELHOUSE).partial .
 	rm -rf $(WHEELHOUSE) && mv $(WHEELHOUSE).partial $(WHEELHOUSE)
+	if [ -n "$(PART_MIB)" ]; then $(BIN)/python tools/wheelhouse_parts.py $(WHEELHOUSE) --part-mib $(PART_MIB) \
+	  $(if $(HAS),--has $(HAS)); fi
 
-# For a machine with no package index, reached through copies of limited size: the wheels it
-# lacks, in parts of at most PART_MIB under $(CARRY)/ (tools/offline_carry.py says what it leaves
-# behind). HAS: what the machine has, as `pip freeze` writes it there; MACHINE_PYTHON: its Python.
-CARRY ?= .carry
-MACHINE_PYTHON ?= 3.12
-offline-carry: $(BIN)/raysweep
-	test -n "$(HAS)" && test -n "$(PART_MIB)" || { echo "usage: make offline-carry HAS=FILE PART_MIB=N [MACHINE_PYTHON=3.12]"; exit 2; }
-	$(MAKE) wheelhouse PYTHON_VERSION=$(MACHINE_PYTHON) WHEELHOUSE=.carry-wheelhouse
-	$(BIN)/python tools/offline_carry.py .carry-wheelhouse --has $(HAS) --part-mib $(PART_MIB) --out $(CARRY)
-
-# An offline GPU node like ours: the packages it already holds (tools/), 64 MiB a copy.
-gpu-carry:
-	$(MAKE) offline-carry HAS=tools/offline_gpu_node_packages.txt PART_MIB=58
-
-# On the GPU machine, with every $(CARRY) part copied: a venv over the machine's own torch.
-# Its python3 is itself a venv (/opt/torch/.venv), so --system-site-packages alone would not see
-# torch: a .pth adds that venv's packages behind the carried ones. --no-deps: the wheels are the
-# whole set, and pip would refuse the machine's own versions where they miss a pin.
-gpu-install:
-	python3 -m venv --system-site-packages .gpu-venv
-	python3 -c 'import site; print(site.getsitepackages()[0])' > $$(ls -d .gpu-venv/lib/python3*/site-packages)/machine_site.pth
-	.gpu-venv/bin/pip install -q --no-index --no-deps --no-compile $(CARRY)/*/*.whl
-	.gpu-venv/bin/pip check
+# On the node without internet, with the wheelhouse's parts copied beside the repository: a venv over
+# the node's own torch (OFFLINE_VENV). Where the node's python3 is itself a venv, --system-site-packages
+# alone would not see its torch: a .pth adds that venv's packages behind the wheels installed here.
+# --no-deps: the parts are the whole set, and pip would refuse the node's own versions where they miss a pin.
+OFFLINE_VENV ?= .offline-venv
+offline-install:
+	python3 -m venv --system-site-packages $(OFFLINE_VENV)
+	python3 -c 'import site; print(site.getsitepackages()[0])' > $$(ls -d $(OFFLINE_VENV)/lib/python3*/site-packages)/node_site.pth
+	$(OFFLINE_VENV)/bin/pip install -q --no-index --no-deps --no-compile $(WHEELHOUSE)-parts/*/*.whl
+	$(OFFLINE_VENV)/bin/pip check
 
 # On a GPU node, with raysweep installed beside the node's torch (GPU_PY: that Python): the GPU
 # tests and bench --gpu, one results file (GPU_CHECK_OUT) with the device, the tests' outcome and

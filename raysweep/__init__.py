@@ -14,12 +14,13 @@ from raysweep.errors import SpecError, UserError
 from raysweep.trial import TrialContext, get_checkpoint, get_context, report, run_local
 
 if TYPE_CHECKING:
-    from raysweep.api import SweepResult, load, resume, run
+    from raysweep.api import SweepResult, TrialResult, load, resume, run
 
 __all__ = [
     "SpecError",
     "SweepResult",
     "TrialContext",
+    "TrialResult",
     "UserError",
     "get_checkpoint",
     "get_context",
@@ -30,7 +31,7 @@ __all__ = [
     "run_local",
 ]
 __version__ = "0.1.0"
-_FROM_API = ("SweepResult", "load", "resume", "run")
+_FROM_API = ("SweepResult", "TrialResult", "load", "resume", "run")
 
 
 def __getattr__(name: str) -> Any:

@@ -29,8 +29,9 @@ from raysweep.driver.request import RunRequest
 from raysweep.errors import SpecError, UserError
 from raysweep.runs.files import read_spec
 from raysweep.runs.results import SweepResult, load
+from raysweep.runs.trial_result import TrialResult
 
-__all__ = ["SweepResult", "load", "resume", "run", "start"]
+__all__ = ["SweepResult", "TrialResult", "load", "resume", "run", "start"]
 
 
 def function_style(function: Callable | None) -> str | None:

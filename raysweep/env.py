@@ -45,6 +45,31 @@ WANDB_API_KEY = "WANDB_API_KEY"
 WANDB_DIR = "WANDB_DIR"
 WANDB_SILENT = "WANDB_SILENT"
 LOCAL_RANK = "LOCAL_RANK"
+# the rest of Ray's, Tune's, torchrun's and W&B's, each named as itself
+WANDB_PROJECT = "WANDB_PROJECT"
+WANDB_ENTITY = "WANDB_ENTITY"
+GLOO_SOCKET_IFNAME = "GLOO_SOCKET_IFNAME"
+NCCL_SOCKET_IFNAME = "NCCL_SOCKET_IFNAME"
+TUNE_DISABLE_AUTO_CALLBACK_LOGGERS = "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"
+TUNE_DISABLE_STRICT_METRIC_CHECKING = "TUNE_DISABLE_STRICT_METRIC_CHECKING"
+TUNE_FUNCTION_THREAD_TIMEOUT_S = "TUNE_FUNCTION_THREAD_TIMEOUT_S"
+RAY_AIR_NEW_OUTPUT = "RAY_AIR_NEW_OUTPUT"
+RAY_TRAIN_V2_ENABLED = "RAY_TRAIN_V2_ENABLED"
+RANK = "RANK"
+WORLD_SIZE = "WORLD_SIZE"
+LOCAL_WORLD_SIZE = "LOCAL_WORLD_SIZE"
+GROUP_RANK = "GROUP_RANK"
+NODE_RANK = "NODE_RANK"
+GROUP_WORLD_SIZE = "GROUP_WORLD_SIZE"
+MASTER_ADDR = "MASTER_ADDR"
+MASTER_PORT = "MASTER_PORT"
+PYTHONUNBUFFERED = "PYTHONUNBUFFERED"
+WANDB_SWEEP_PARAM_PATH = "WANDB_SWEEP_PARAM_PATH"
+WANDB_SWEEP_ID = "WANDB_SWEEP_ID"
+WANDB_RUN_ID = "WANDB_RUN_ID"
+WANDB_RUN_GROUP = "WANDB_RUN_GROUP"
+WANDB_RESUME = "WANDB_RESUME"
+WANDB_MODE = "WANDB_MODE"
 
 VARIABLES = (
     Variable(FAKE_GPUS, "read", "an embedded Ray advertises N GPUs that do not exist (GPU placement tested on CPUs)"),
@@ -76,26 +101,26 @@ VARIABLES = (
         "where W&B-style functions and scripts write their runs (default, and what a script gets: the working directory)",
     ),
     Variable(WANDB_API_KEY, "read", "with a key, W&B is online unless told otherwise"),
-    Variable("WANDB_PROJECT", "read", "kept as it was around creating a W&B sweep, which sets it"),
-    Variable("WANDB_ENTITY", "read", "kept as it was around creating a W&B sweep, which sets it"),
+    Variable(WANDB_PROJECT, "read", "kept as it was around creating a W&B sweep, which sets it"),
+    Variable(WANDB_ENTITY, "read", "kept as it was around creating a W&B sweep, which sets it"),
     Variable(METRICS_FILE, "script", "a program: script's reports go to this file, which its trial reads live"),
     Variable(METRIC, "script", "the sweep's metric.name, in a program: script"),
     Variable(CUDA_VISIBLE_DEVICES, "set", "a rank's GPUs (a warm worker: its one GPU; --gpus: the embedded Ray's)"),
-    Variable("GLOO_SOCKET_IFNAME", "set", "raysweep.resources.network_interface, on every rank and script"),
-    Variable("NCCL_SOCKET_IFNAME", "set", "raysweep.resources.network_interface, on every rank and script"),
+    Variable(GLOO_SOCKET_IFNAME, "set", "raysweep.resources.network_interface, on every rank and script"),
+    Variable(NCCL_SOCKET_IFNAME, "set", "raysweep.resources.network_interface, on every rank and script"),
     Variable(WANDB_SILENT, "set", "the driver's own W&B runs print nothing (unless set)"),
-    Variable("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "set", "no CSV and TensorBoard copies of results"),
-    Variable("TUNE_DISABLE_STRICT_METRIC_CHECKING", "set", "a W&B-style trial that never logged the metric ends done"),
+    Variable(TUNE_DISABLE_AUTO_CALLBACK_LOGGERS, "set", "no CSV and TensorBoard copies of results"),
+    Variable(TUNE_DISABLE_STRICT_METRIC_CHECKING, "set", "a W&B-style trial that never logged the metric ends done"),
     Variable(
         PENDING_TRIALS,
         "set",
         "1 for sweeps whose trials span nodes or with a budget; the admission's queue under backfill",
     ),
     Variable(
-        "TUNE_FUNCTION_THREAD_TIMEOUT_S", "set", "30 s for a stopped trial's thread to end at its report (unless set)"
+        TUNE_FUNCTION_THREAD_TIMEOUT_S, "set", "30 s for a stopped trial's thread to end at its report (unless set)"
     ),
-    Variable("RAY_AIR_NEW_OUTPUT", "set", "0: Tune's console tables off, the monitor prints instead (unless set)"),
-    Variable("RAY_TRAIN_V2_ENABLED", "set", "1: Ray Train V2 (unless set)"),
+    Variable(RAY_AIR_NEW_OUTPUT, "set", "0: Tune's console tables off, the monitor prints instead (unless set)"),
+    Variable(RAY_TRAIN_V2_ENABLED, "set", "1: Ray Train V2 (unless set)"),
     Variable(TRAIN_POLL, "set", "0.1 s: Ray Train polls its workers often (unless set)"),
     Variable(
         TRAIN_START_TIMEOUT,
@@ -123,22 +148,22 @@ VARIABLES = (
     ),
     Variable(PYTHONPATH, "set", "every Ray worker's, with the driver's working directory first (where loops live)"),
     # what a program: script gets, as under torchrun and wandb agent (docs/train-loops.md)
-    Variable("RANK", "script", "the script's rank, as torchrun sets it"),
+    Variable(RANK, "script", "the script's rank, as torchrun sets it"),
     Variable(LOCAL_RANK, "script", "its rank on its node (also read by `raysweep.ddp` outside a trial)"),
-    Variable("WORLD_SIZE", "script", "the trial's ranks"),
-    Variable("LOCAL_WORLD_SIZE", "script", "the trial's ranks on this node"),
-    Variable("GROUP_RANK", "script", "this node's index among the trial's nodes"),
-    Variable("NODE_RANK", "script", "the same, as multi-node launchers name it"),
-    Variable("GROUP_WORLD_SIZE", "script", "the trial's nodes"),
-    Variable("MASTER_ADDR", "script", "rank 0's address, for init_process_group"),
-    Variable("MASTER_PORT", "script", "a free port of rank 0's node, for init_process_group"),
-    Variable("PYTHONUNBUFFERED", "script", "1: the script's lines reach the console as printed"),
-    Variable("WANDB_SWEEP_PARAM_PATH", "script", "the file of the trial's values, which wandb.init reads"),
-    Variable("WANDB_SWEEP_ID", "script", "the W&B sweep the run joins (only a sweep W&B created)"),
-    Variable("WANDB_RUN_ID", "script", "rank 0's run is the trial's: its id"),
-    Variable("WANDB_RUN_GROUP", "script", "the sweep's group: every rank's run joins it"),
-    Variable("WANDB_RESUME", "script", "allow: a restarted trial continues its W&B run"),
-    Variable("WANDB_MODE", "script", "offline, online or disabled, as the sweep runs"),
+    Variable(WORLD_SIZE, "script", "the trial's ranks"),
+    Variable(LOCAL_WORLD_SIZE, "script", "the trial's ranks on this node"),
+    Variable(GROUP_RANK, "script", "this node's index among the trial's nodes"),
+    Variable(NODE_RANK, "script", "the same, as multi-node launchers name it"),
+    Variable(GROUP_WORLD_SIZE, "script", "the trial's nodes"),
+    Variable(MASTER_ADDR, "script", "rank 0's address, for init_process_group"),
+    Variable(MASTER_PORT, "script", "a free port of rank 0's node, for init_process_group"),
+    Variable(PYTHONUNBUFFERED, "script", "1: the script's lines reach the console as printed"),
+    Variable(WANDB_SWEEP_PARAM_PATH, "script", "the file of the trial's values, which wandb.init reads"),
+    Variable(WANDB_SWEEP_ID, "script", "the W&B sweep the run joins (only a sweep W&B created)"),
+    Variable(WANDB_RUN_ID, "script", "rank 0's run is the trial's: its id"),
+    Variable(WANDB_RUN_GROUP, "script", "the sweep's group: every rank's run joins it"),
+    Variable(WANDB_RESUME, "script", "allow: a restarted trial continues its W&B run"),
+    Variable(WANDB_MODE, "script", "offline, online or disabled, as the sweep runs"),
 )
 
 

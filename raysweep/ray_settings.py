@@ -4,20 +4,32 @@ nothing is set on import."""
 
 import os
 
-from raysweep.env import PENDING_TRIALS, PG_RETRY_MAX, PG_RETRY_MIN, RESOURCE_REPORT, TRAIN_POLL, WORKER_NICENESS
+from raysweep.env import (
+    PENDING_TRIALS,
+    PG_RETRY_MAX,
+    PG_RETRY_MIN,
+    RAY_AIR_NEW_OUTPUT,
+    RAY_TRAIN_V2_ENABLED,
+    RESOURCE_REPORT,
+    TRAIN_POLL,
+    TUNE_DISABLE_AUTO_CALLBACK_LOGGERS,
+    TUNE_DISABLE_STRICT_METRIC_CHECKING,
+    TUNE_FUNCTION_THREAD_TIMEOUT_S,
+    WORKER_NICENESS,
+)
 
 # In the driver and every worker; a value already in the driver's environment wins.
 DEFAULTS = {
     # Tune's own console tables would bury raysweep's one-line status; the monitor prints instead.
-    "RAY_AIR_NEW_OUTPUT": "0",
-    "RAY_TRAIN_V2_ENABLED": "1",
+    RAY_AIR_NEW_OUTPUT: "0",
+    RAY_TRAIN_V2_ENABLED: "1",
     # Ray Train's controller polls its workers (by default every few seconds), and a run's start,
     # each report and its end wait for a poll: most of a short 2-worker trial's time
     # (bench/startup_probe.py; docs/benchmarks.md). A poll is one small actor call per worker.
     # Ray Train passes it on from the trial's process to its controller.
     TRAIN_POLL: "0.1",
     # A stopped trial's thread ends at its report; a reused actor waits this long for it (Tune: 2 s).
-    "TUNE_FUNCTION_THREAD_TIMEOUT_S": "30",
+    TUNE_FUNCTION_THREAD_TIMEOUT_S: "30",
     # Ray starts its workers at nice 15 so that its own processes come first. A trial's ranks are
     # workers: each wake of the raylet, the dashboard or the driver took a core from a CPU rank and
     # stalled the threads of its parallel region. Each worker reads it as it starts, so on any
@@ -30,11 +42,11 @@ DRIVER = {
     # No Tune CSV and TensorBoard loggers: a second and third copy of result.json (ResultLog),
     # written by the driver on Tune's loop, and the TensorBoard one kept every ended trial's
     # writer in memory. Runs are read with `raysweep show/report` and W&B.
-    "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1",
+    TUNE_DISABLE_AUTO_CALLBACK_LOGGERS: "1",
     # A W&B-style function or script that never logs the metric ends with one report of what it
     # did log, as its W&B run does; Tune would stop the sweep at a result without the metric.
     # raysweep checks a train loop's reports itself (trial/metrics.py).
-    "TUNE_DISABLE_STRICT_METRIC_CHECKING": "1",
+    TUNE_DISABLE_STRICT_METRIC_CHECKING: "1",
 }
 
 

@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from raysweep.env import WANDB_API_KEY
+from raysweep.env import WANDB_API_KEY, WANDB_ENTITY, WANDB_PROJECT
 from raysweep.runs.files import WANDB_SWEEP_FILE, write_json
 from raysweep.spec import SweepSpec
 
@@ -155,7 +155,7 @@ def _located(sweep_id: str, entity: str | None, project: str) -> WandbSweep:
 def _call(function: Callable[[], T], what: str) -> T:
     """``function()`` on a thread, waited for at most CALL_TIMEOUT_S; what it prints goes to
     driver.log, and the process's WANDB_PROJECT/WANDB_ENTITY (which wandb.sweep sets) are kept."""
-    kept = {key: os.environ.get(key) for key in ("WANDB_PROJECT", "WANDB_ENTITY")}
+    kept = {key: os.environ.get(key) for key in (WANDB_PROJECT, WANDB_ENTITY)}
     outcome: dict[str, Any] = {}
 
     def target() -> None:

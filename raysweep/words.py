@@ -30,7 +30,7 @@ ENDED = (*FINISHED, TrialStatus.FAILED)
 
 
 class Runner(Word):
-    """How a trial's ranks run (``trial/tune_trial.RUNNERS``); the spec's ``ddp_workers``
+    """How a trial's ranks run (``trial/runners.RUNNERS``); the spec's ``ddp_workers``
     chooses between the last two for trials of 2+ workers."""
 
     IN_PROCESS = "in_process"  # one rank, in the Tune trial's own process

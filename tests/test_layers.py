@@ -1,7 +1,8 @@
 """The package is laid out by where its code runs, and each layer imports only those below it:
 spec/ (pure) <- search/ <- driver/; runs/ reads run dirs with no Ray and nothing of the driver;
-trial/ never imports the driver; and no module of trial/ imports another in a circle, type hints
-and deferred imports included (an import anywhere in a module counts)."""
+trial/ never imports the driver; no module imports another in a circle, type hints and deferred
+imports included (an import anywhere in a module counts); and no module is over 400 lines, no
+function over 60."""
 
 from __future__ import annotations
 
@@ -54,12 +55,34 @@ def test_no_module_imports_from_a_layer_above_it():
     assert wrong == []
 
 
-def test_trial_has_no_import_circle():
+def test_no_module_imports_another_in_a_circle():
+    """Anywhere in the package (a deferred import or a type hint's counts too): the circle
+    spec.distributions -> spec.law -> spec.param -> spec.distributions was kept from failing by a
+    ``TYPE_CHECKING`` import until the laws took a ``Protocol`` of the fields they read."""
     modules = _modules()
-    trial = {name for name in modules if name.startswith("raysweep.trial.")}
-    graph = {name: imports(modules[name], modules) & trial for name in trial}
+    graph = {name: imports(modules[name], modules) & modules.keys() for name in modules}
     circle = _a_circle(graph)
     assert circle is None, " -> ".join(circle)
+
+
+MAX_MODULE_LINES = 400
+MAX_FUNCTION_LINES = 60
+
+
+def test_no_module_is_over_400_lines_and_no_function_over_60():
+    """Split along the seams the code has (docs/architecture.md): a long module or function is
+    where the next maintainer has to search."""
+    long_modules, long_functions = [], []
+    for name, path in _modules().items():
+        text = path.read_text()
+        if len(text.splitlines()) > MAX_MODULE_LINES:
+            long_modules.append(f"{name}: {len(text.splitlines())} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = node.end_lineno - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    long_functions.append(f"{name}.{node.name}: {length} lines")
+    assert long_modules == [] and long_functions == []
 
 
 def test_the_checks_see_a_circle_and_a_layer_broken():
@@ -112,6 +135,32 @@ def test_every_environment_variable_raysweep_uses_is_in_its_table_and_the_guide(
         text = path.read_text()
         used |= set(quoted.findall(text)) | set(re.findall(r"RAYSWEEP_[A-Z_]+", text))
     assert used - {"RAYSWEEP_KEYS"} <= names, used - names
+
+
+def test_every_environment_variable_is_named_through_its_constant_in_env_py():
+    """Issue 76: 28 names sat as bare strings in 9 modules (15 in trial/program.py). A variable's
+    name is written once, in env.py; every other module (a docstring aside) uses its constant."""
+    from raysweep.env import VARIABLES
+
+    names = {v.name for v in VARIABLES}
+    bare = []
+    for name, path in _modules().items():
+        if name == "raysweep.env":
+            continue
+        tree = ast.parse(path.read_text())
+        docstrings = {
+            id(node.body[0].value)
+            for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.body
+            and isinstance(node.body[0], ast.Expr)
+        }
+        bare += [
+            f"{name}:{node.lineno} {node.value}"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and node.value in names and id(node) not in docstrings
+        ]
+    assert bare == []
 
 
 def test_importing_raysweep_changes_no_environment_variable():

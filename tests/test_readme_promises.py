@@ -62,6 +62,15 @@ def test_readme_is_a_front_page_and_links_every_guide():
     assert guides <= linked, guides - linked
 
 
+def test_every_figure_the_readme_claims_is_in_the_benchmarks_tables():
+    """Issue 76: the README's claims quote docs/benchmarks.md's tables, not a diary's paragraph."""
+    readme = (ROOT / "README.md").read_text()
+    claims = readme.split("## In figures", 1)[1].split("\n## ", 1)[0]
+    figures = set(re.findall(r"\d+\.\d+", claims))
+    tables = (ROOT / "docs" / "benchmarks.md").read_text()
+    assert len(figures) >= 10 and {f for f in figures if f not in tables} == set()
+
+
 def test_readmes_sweep_file_is_one_raysweep_runs():
     block = re.search(r"```yaml\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S).group(1)
     spec = parse_spec(yaml.safe_load(block))

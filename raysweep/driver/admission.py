@@ -40,10 +40,7 @@ from raysweep.backfill import (
     Reservation,
     Waiting,
     decide,
-    first_larger,
     free_slots,
-    largest_first,
-    longest_first,
     place,
     starts_ahead,
     starts_beside,
@@ -51,6 +48,7 @@ from raysweep.backfill import (
 from raysweep.driver.budget import Ledger
 from raysweep.driver.estimates import Estimates
 from raysweep.driver.promotions import Promotions
+from raysweep.driver.turns import Turns, passing
 from raysweep.placement import Capacity, NeverPlaced, nodes_from, shape, token_bundles
 from raysweep.private_api import keep_idle_actors, save_experiment_state, set_trial_status
 from raysweep.spec import SweepSpec
@@ -99,14 +97,9 @@ class Admission:
         self._asked: list[Any] | None = None  # the record's answers on their way (``_read_holdings``)
         self._live = capacity
         self._live_at = 0.0
-        self._last: Any = None
         self._kept: dict[str, int] = {}  # node address -> idle Tune actors of its token shape Tune may keep
-        self._passed: set[str] = set()  # trials a larger one went ahead of (``backfill.goes_first``)
         self._takes_at: dict[str, float] = {}  # started ahead of its slots -> when they were expected to free
-        self._first: dict[str, int] | None = None  # the trials waiting when the sweep started -> their turn
-        self._made: list[str] = []  # the waiting trials in Tune's order (the first batch's turns), at the last step
-        self._overtaken: set[str] = set()  # trials a later-made one started before (``backfill.longest_first``)
-        self._logged_larger: str | None = None  # the larger trial driver.log last named (``_longest_first``)
+        self.turns = Turns(board.reserved_at)  # the waiting trials' order, who was passed over
         self.promotions = Promotions(spec, estimates)  # trials that go on at their next size (``growth.py``)
 
     def room(self) -> bool:
@@ -116,26 +109,13 @@ class Admission:
     def choose(self, tune_controller: Any) -> Any:
         """The trial to start now, or None; every other waiting trial is held."""
         trials = tune_controller.get_trials()
-        waiting = [t for t in trials if t.status in (Trial.PENDING, Trial.PAUSED)]
         live = {t.trial_id for t in trials if t.status in (Trial.RUNNING, Trial.PENDING)}
-        self.starting = {k: v for k, v in self.starting.items() if k in live}
-        for trial in waiting:
-            if trial.status == Trial.PENDING and trial.trial_id not in self.starting:
-                trial.init_local_path()  # its dir, as Tune names it when it stages a trial (its results list it)
-                set_trial_status(tune_controller, trial, Trial.PAUSED)
-        queue = [t for t in waiting if t.trial_id not in self.starting]
-        self.waiting = len(waiting)
+        queue = self._hold(tune_controller, trials, live)
         if self.promotions.saving(trials):  # a promoted trial is pausing to grow: it starts first
             return None
-        for trial in self.promotions.resized(queue, self.estimates.rows):  # a resumed sweep's grown trials
-            self._resized(trial)
-        grown = self.promotions.paused(queue)
+        grown = self._grown(tune_controller, queue)
         if grown is not None:
-            trial, nodes = grown
-            log.info("admission: %s goes on at %d workers (promoted)", trial.trial_id, self._size(trial))
-            self._resized(trial)
-            save_experiment_state(tune_controller)  # its checkpoint and its new size, before it starts
-            return self._start(tune_controller, trial, nodes)
+            return grown
         if not queue:
             if self._placing(trials):  # the last trials started ahead: their rows start when they hold their slots
                 self._read_holdings(trials)
@@ -153,40 +133,62 @@ class Admission:
             # the record has not answered, or a running trial has not said where it runs: ask again next step
             return None
         now = time.time()
-        waits = self._waits(queue, lead)
-        if self._first is None:
-            self._first = self._largest_first(waits)
-            waits = [replace(w, passed=w.trial_id in self._passed) for w in waits]
-        waits.sort(key=lambda w: self._first.get(w.trial_id, len(self._first)))  # the rest as Tune made them
-        waits = self._longest_first(waits)
+        waits = self.turns.order(self._waits(queue, lead))
         if self.ahead:
             self._keep_actors(tune_controller)
         shape_of = functools.partial(shape, capacity=self._live)
         decision = decide(now, slots, holdings, waits, shape_of)
-        self._log(decision, now, len(holdings), len(waits))
+        self.turns.log(decision, now, len(holdings), len(waits))
         self.board.reservation = decision.reservation
         if decision.reservation is not None and decision.reservation.at is not None:
             self.board.reserved_at.setdefault(decision.reservation.trial_id, decision.reservation.at)
         if decision.start is None:
             if not starts_ahead(decision.reservation, now, self.ahead, START_AHEAD_S, holdings):
                 return self._start_beside(tune_controller, queue, now, slots, holdings, waits, shape_of)
-            head = next(t for t in queue if t.trial_id == decision.reservation.trial_id)
-            log.info(
-                "admission: start %s ahead of its slots (free in ~%.0f s)%s",
-                head.trial_id,
-                decision.reservation.at - now,
-                _passing(decision.went_ahead_of),
-            )
-            self._pass(decision.went_ahead_of)
-            nodes = dict(decision.reservation.nodes)
-            return self._start(tune_controller, head, nodes, takes_at=decision.reservation.at)
+            return self._start_head(tune_controller, queue, decision, now)
         trial = next(t for t in queue if t.trial_id == decision.start)
         if decision.backfilled:
             self.board.backfilled.add(trial.trial_id)
         else:
-            self._pass(decision.went_ahead_of)
+            self.turns.passed_over(decision.went_ahead_of)
         free = free_slots(slots, holdings)
         return self._start(tune_controller, trial, place(self._size(trial), free, slots, shape_of))
+
+    def _hold(self, tune_controller: Any, trials: list[Any], live: set[str]) -> list[Any]:
+        """Every waiting trial not chosen is held (Tune's PAUSED: no group staged for it); the queue."""
+        waiting = [t for t in trials if t.status in (Trial.PENDING, Trial.PAUSED)]
+        self.starting = {k: v for k, v in self.starting.items() if k in live}
+        for trial in waiting:
+            if trial.status == Trial.PENDING and trial.trial_id not in self.starting:
+                trial.init_local_path()  # its dir, as Tune names it when it stages a trial (its results list it)
+                set_trial_status(tune_controller, trial, Trial.PAUSED)
+        self.waiting = len(waiting)
+        return [t for t in waiting if t.trial_id not in self.starting]
+
+    def _grown(self, tune_controller: Any, queue: list[Any]) -> Any:
+        """The promoted trial paused to grow (``promotions.py``), started first at its next size; or None."""
+        for trial in self.promotions.resized(queue, self.estimates.rows):  # a resumed sweep's grown trials
+            self._resized(trial)
+        grown = self.promotions.paused(queue)
+        if grown is None:
+            return None
+        trial, nodes = grown
+        log.info("admission: %s goes on at %d workers (promoted)", trial.trial_id, self._size(trial))
+        self._resized(trial)
+        save_experiment_state(tune_controller)  # its checkpoint and its new size, before it starts
+        return self._start(tune_controller, trial, nodes)
+
+    def _start_head(self, tune_controller: Any, queue: list[Any], decision: Any, now: float) -> Any:
+        """The reserved head of the queue, started ahead of its slots (``backfill.starts_ahead``)."""
+        head = next(t for t in queue if t.trial_id == decision.reservation.trial_id)
+        log.info(
+            "admission: start %s ahead of its slots (free in ~%.0f s)%s",
+            head.trial_id,
+            decision.reservation.at - now,
+            passing(decision.went_ahead_of),
+        )
+        self.turns.passed_over(decision.went_ahead_of)
+        return self._start(tune_controller, head, dict(decision.reservation.nodes), takes_at=decision.reservation.at)
 
     def _resized(self, trial: Any) -> None:
         """A trial whose size changed (``promotions.py``) gets Tune's group of its new shape, unless
@@ -201,7 +203,7 @@ class Admission:
                 t.trial_id,
                 self._size(t),
                 _plus(self.estimates.trial_seconds(t.config), lead),
-                passed=t.trial_id in self._passed,
+                passed=t.trial_id in self.turns.passed,
             )
             for t in queue
         ]
@@ -215,10 +217,10 @@ class Admission:
         trials = tune_controller.get_trials()
         lead = self.estimates.start_lead(self.board.chosen_at)
         holdings = self._holdings(trials, lead, fresh=False)
-        if holdings is None or self._first is None:
+        if holdings is None or self.turns.first is None:
             return False
         waiting = [t for t in trials if t.status in (Trial.PENDING, Trial.PAUSED) and t.trial_id not in self.starting]
-        queue = sorted(self._waits(waiting, lead), key=lambda w: self._first.get(w.trial_id, len(self._first)))
+        queue = self.turns.in_turn(self._waits(waiting, lead))
         room = self.ledger.start_room_s([]) if self.ledger is not None else None
         shape_of = functools.partial(shape, capacity=self._live)
         return self.promotions.decide(trial, result, self._slots(), holdings, queue, shape_of, room)
@@ -233,7 +235,7 @@ class Admission:
             return None
         decision, nodes, at = found
         trial = next(t for t in queue if t.trial_id == decision.start)
-        how = "behind a reservation" if decision.backfilled else _passing(decision.went_ahead_of).lstrip(", ")
+        how = "behind a reservation" if decision.backfilled else passing(decision.went_ahead_of).lstrip(", ")
         log.info(
             "admission: start %s ahead of its slots beside the trials started ahead (free in ~%.0f s)%s",
             trial.trial_id,
@@ -243,48 +245,8 @@ class Admission:
         if decision.backfilled:
             self.board.backfilled.add(trial.trial_id)
         else:
-            self._pass(decision.went_ahead_of)
+            self.turns.passed_over(decision.went_ahead_of)
         return self._start(tune_controller, trial, nodes, takes_at=at)
-
-    def _largest_first(self, waits: list[Waiting]) -> dict[str, int]:
-        """The turns of the trials waiting when the sweep starts (``backfill.largest_first``); the
-        smaller ones a larger one now goes before count as passed."""
-        order, passed = largest_first(waits)
-        if passed:
-            log.info(
-                "admission: the %d trials waiting at the start run largest first: %s",
-                len(order),
-                ", ".join(f"{w.trial_id} ({w.size})" for w in order),
-            )
-            self._pass(passed)
-        return {w.trial_id: turn for turn, w in enumerate(order)}
-
-    def _longest_first(self, waits: list[Waiting]) -> list[Waiting]:
-        """The trials ahead of a larger waiting one, longest first (``backfill.longest_first``);
-        driver.log says so once per larger trial."""
-        self._made = [w.trial_id for w in waits]
-        order = longest_first(waits, self._overtaken)
-        if order == waits:
-            return order
-        ahead = first_larger(waits)  # the order changed, so there is one
-        larger = order[ahead]
-        if larger.trial_id != self._logged_larger:
-            self._logged_larger = larger.trial_id
-            log.info(
-                "admission: the %d trials ahead of %s (%d workers) run longest first: %s",
-                ahead,
-                larger.trial_id,
-                larger.size,
-                ", ".join(f"{w.trial_id} (~{w.seconds:.0f} s)" for w in order[:ahead]),
-            )
-        return order
-
-    def _pass(self, trial_ids: tuple[str, ...]) -> None:
-        """A larger trial started ahead of these (``backfill.goes_first``): none may again, and a
-        reservation one of them held went to it (it is not counted late for that)."""
-        self._passed.update(trial_ids)
-        for trial_id in trial_ids:
-            self.board.reserved_at.pop(trial_id, None)
 
     def _affordable(self, queue: list[Any], trials: list[Any], live: set[str]) -> list[Any]:
         """The waiting trials the budget lets start now (``Ledger.start_room_s``; every one without a
@@ -304,32 +266,12 @@ class Admission:
             self.ledger.exhausted = True
         return fit
 
-    def _log(self, decision: Any, now: float, running: int, waiting: int) -> None:
-        """driver.log: each start, and each new reservation."""
-        reserved = decision.reservation
-        key = (decision.start, reserved.trial_id if reserved else None)
-        if key == self._last:
-            return
-        self._last = key
-        if decision.start is not None:
-            if decision.backfilled:
-                how = "behind a reservation"
-            elif decision.went_ahead_of:
-                how = f"its slots free now{_passing(decision.went_ahead_of)}"
-            else:
-                how = "at the head of the queue"
-            log.info("admission: start %s (%s; %d running, %d waiting)", decision.start, how, running, waiting)
-        elif reserved is not None:
-            when = f"in ~{reserved.at - now:.0f} s" if reserved.at else "when estimates exist"
-            log.info("admission: %s (%d workers) reserved, starts %s", reserved.trial_id, reserved.size, when)
-
     def _start(self, tune_controller: Any, trial: Any, nodes: dict[str, int], takes_at: float | None = None) -> Any:
         """Start ``trial`` where ``nodes`` says (``takes_at``: ahead of its slots, expected to free
         then); a trial that places its slots itself gets a token on its rank 0's node for Tune's
         group (``placement.token_bundles``)."""
         self.starting[trial.trial_id] = nodes
-        if trial.trial_id in self._made:  # those made before it that still wait: none passes them again
-            self._overtaken.update(self._made[: self._made.index(trial.trial_id)])
+        self.turns.started(trial.trial_id)
         self._takes_at.pop(trial.trial_id, None)
         if takes_at is not None:
             self._takes_at[trial.trial_id] = takes_at
@@ -437,11 +379,6 @@ def _token_group(address: str) -> tune.PlacementGroupFactory:
     """The Tune group of a trial that places its slots itself, rank 0 at ``address``: also the key
     of Tune's idle actors of that node, so the two must be made alike."""
     return tune.PlacementGroupFactory(token_bundles(address))
-
-
-def _passing(trial_ids: tuple[str, ...]) -> str:
-    """driver.log's note of the smaller trials a larger one went ahead of (``backfill.goes_first``)."""
-    return f", ahead of {len(trial_ids)} smaller trial(s): {', '.join(trial_ids)}" if trial_ids else ""
 
 
 def _plus(seconds: float | None, lead: float) -> float | None:

@@ -98,6 +98,27 @@ def _setup_logging(run_dir: Path) -> None:
     logging.getLogger("raysweep").setLevel(logging.INFO)
 
 
+def _open_wandb(
+    spec: SweepSpec, settings: RunSettings, run_dir: Path
+) -> tuple[wandb_sweep.WandbSweep | None, RunSettings]:
+    """The W&B sweep an online sweep's runs join; W&B unreachable, the runs are written offline
+    instead (each would wait on W&B, and be lost to it), and the settings say so."""
+    if settings.wandb != "online":
+        return None, settings
+    ran = [row.trial_id for row in read_rows(run_dir) if row.start is not None]
+    try:
+        return wandb_sweep.open_for_run(spec, run_dir, settings.name, ran), settings
+    except wandb_sweep.WandbUnreachable as e:
+        settings = replace(settings, wandb="offline")
+        write_settings(run_dir, settings)
+        print(
+            f"W&B: {e}; the runs are written offline instead (to put them on W&B later: "
+            f"{hints.command('publish', run_dir)})",
+            file=sys.stderr,
+        )
+        return None, settings
+
+
 def _run(
     spec: SweepSpec,
     settings: RunSettings,
@@ -111,19 +132,7 @@ def _run(
     # from here on, a Ctrl-C leaves the sweep resumable
     with interrupt.handled(run_dir, settings.exit_at_once) as signals:
         _setup_logging(run_dir)
-        on_wandb = None
-        if settings.wandb == "online":
-            ran = [row.trial_id for row in read_rows(run_dir) if row.start is not None]
-            try:
-                on_wandb = wandb_sweep.open_for_run(spec, run_dir, settings.name, ran)
-            except wandb_sweep.WandbUnreachable as e:  # each run would wait on W&B, and be lost to it
-                settings = replace(settings, wandb="offline")
-                write_settings(run_dir, settings)
-                print(
-                    f"W&B: {e}; the runs are written offline instead (to put them on W&B later: "
-                    f"{hints.command('publish', run_dir)})",
-                    file=sys.stderr,
-                )
+        on_wandb, settings = _open_wandb(spec, settings, run_dir)
         run = experiment.start(
             spec, settings, run_dir, restore=restore, signals=signals, function=function, on_wandb=on_wandb, tried=tried
         )

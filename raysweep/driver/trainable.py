@@ -16,13 +16,16 @@ from raysweep.placement import trial_bundles
 from raysweep.spec import SweepSpec
 from raysweep.trial.entries import kind_of
 from raysweep.trial.job import Sweep
-from raysweep.trial.tune_trial import run_trial, stop_trainers
+from raysweep.trial.runners import RUNNERS, RunnerKind
+from raysweep.trial.torchtrainer_runner import stop_trainers
+from raysweep.trial.tune_trial import run_trial
 from raysweep.words import Runner
 
 
-def runners(spec: SweepSpec, pooled: bool) -> dict[int, Runner]:
-    """How a trial of each of the sweep's sizes runs (``tune_trial.RUNNERS``); ``pooled``: the
-    sweep has warm DDP workers (else its 2+-worker trials are TorchTrainer runs)."""
+def runners(spec: SweepSpec) -> dict[int, Runner]:
+    """How a trial of each of the sweep's sizes runs (``trial/runners.RUNNERS``): its 2+-worker
+    trials on the sweep's warm DDP workers or as TorchTrainer runs, as ``ddp_workers`` says."""
+    pooled = spec.ddp_workers == Runner.WARM
     # RAYSWEEP_ONE_WORKER_TORCHTRAINER=1: a 1-worker trial under ddp_workers: torchtrainer is a
     # TorchTrainer run too, not the trial's own process (the GPU suite runs Ray Train's 1-GPU path).
     one_in_process = kind_of(spec).runs_own_process or (not pooled and os.environ.get(ONE_WORKER_TORCHTRAINER) != "1")
@@ -32,6 +35,11 @@ def runners(spec: SweepSpec, pooled: bool) -> dict[int, Runner]:
     }
 
 
+def kinds(trial_runners: dict[int, Runner]) -> list[RunnerKind]:
+    """The records of the runners a sweep's trials use."""
+    return [RUNNERS[runner] for runner in set(trial_runners.values())]
+
+
 def make_trainable(sweep: Sweep, worker_pool: Any) -> Any:
     def resources(flat_config: dict[str, Any]) -> Any:
         try:
@@ -39,7 +47,7 @@ def make_trainable(sweep: Sweep, worker_pool: Any) -> Any:
         except ValueError:
             world_size = 1  # the trial itself raises the explanation
         runner = sweep.runners.get(world_size, Runner.IN_PROCESS)
-        bundles, strategy = trial_bundles(world_size, sweep.capacity, holds_workers=runner != Runner.TORCHTRAINER)
+        bundles, strategy = trial_bundles(world_size, sweep.capacity, holds_workers=RUNNERS[runner].holds_workers)
         return tune.PlacementGroupFactory(bundles, strategy=strategy)
 
     trial = tune.with_resources(tune.with_parameters(run_trial, sweep=sweep, worker_pool=worker_pool), resources)
@@ -48,7 +56,7 @@ def make_trainable(sweep: Sweep, worker_pool: Any) -> Any:
 
 def _stopping_ranks(function: Any) -> type:
     """Tune's function trainable of ``function``, whose stop lets a TorchTrainer run's ranks end at
-    their next report (``tune_trial.stop_trainers``) before Tune ends the trial's process. It keeps
+    their next report (``torchtrainer_runner.stop_trainers``) before Tune ends the trial's process. It keeps
     Tune's class name (``ImplicitFunc``: what the dashboard and process titles call a trial), and
     the resources ``tune.with_resources`` gave the function."""
     base = wrap_function(function)

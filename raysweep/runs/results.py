@@ -15,6 +15,7 @@ from raysweep.runs.rows import read_rows
 from raysweep.runs.run_settings import read_settings
 from raysweep.runs.show import resolve_run_dir
 from raysweep.runs.sweep_results import load_results
+from raysweep.runs.trial_result import TrialResult
 
 if TYPE_CHECKING:
     import pandas
@@ -35,9 +36,9 @@ class SweepResult:
         return self.run_dir.name
 
     @property
-    def trials(self) -> list[dict[str, Any]]:
-        """The rows of ``show --json``, best first."""
-        return [t.to_json() for t in load_results(self.run_dir).trials]
+    def trials(self) -> list[TrialResult]:
+        """Every trial, best first: the rows of ``show --json`` as frozen records."""
+        return [TrialResult.from_json(t.to_json()) for t in load_results(self.run_dir).trials]
 
     @property
     def stopped(self) -> str | None:
@@ -46,10 +47,10 @@ class SweepResult:
         return read_settings(self.run_dir).stopped
 
     @property
-    def best(self) -> dict[str, Any] | None:
-        """The best trial's row (``show --json``'s ``best``), None before any trial has a finite metric."""
+    def best(self) -> TrialResult | None:
+        """The best trial (``show --json``'s ``best``), None before any trial has a finite metric."""
         best = load_results(self.run_dir).best
-        return best.to_json() if best else None
+        return TrialResult.from_json(best.to_json()) if best else None
 
     def dataframe(self) -> pandas.DataFrame:
         """One row per trial, best first: trial_id, status, the config's values, the last value of

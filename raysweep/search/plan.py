@@ -64,7 +64,7 @@ def max_reports(spec: SweepSpec) -> int | None:
 def early_stopping(spec: SweepSpec, trials: int, most: int) -> tuple[float, list[tuple[int, float]]]:
     """Mean reports per trial, and the share reaching each rung, under the sweep's scheduler
     run on ``trials`` trials of random quality in turn."""
-    if spec.scheduler is None or spec.scheduler.type == "hyperband":  # Ray's HyperBand: brackets of its own
+    if spec.scheduler is None or spec.scheduler.kind.pauses_trials:  # Ray's HyperBand: brackets of its own
         if spec.scheduler is None:
             return float(most), []
         return _geometric(spec, most)

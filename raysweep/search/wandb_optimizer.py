@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -23,7 +24,7 @@ from raysweep import private_api
 from raysweep.errors import UserError
 from raysweep.spec import SweepSpec
 from raysweep.spec.engine import searches
-from raysweep.spec.model import SIZE
+from raysweep.spec.model import SIZE, Engine
 from raysweep.values import plain
 
 SIZE_DRAWS = 64  # draws of a define-by-run space that tell the driver its trial sizes
@@ -61,7 +62,7 @@ def build_optimizer(spec: SweepSpec, seed: int | None = None) -> Built:
     said = io.StringIO()
     try:
         with contextlib.redirect_stderr(said), contextlib.redirect_stdout(said):
-            optimizer = _build(w, info, spec, spec.seed if seed is None else seed)
+            optimizer = BUILDERS[spec.engine.kind](w, info, spec.engine, spec.seed if seed is None else seed)
     except UserError:
         raise
     except Exception as e:  # W&B's wandb.Error and ValueError: its scheduler stops at start with this sentence
@@ -82,29 +83,30 @@ def checked(spec: SweepSpec) -> tuple[SweepSpec, tuple[str, ...]]:
     return spec, said
 
 
-def _build(w: Any, info: Any, spec: SweepSpec, seed: int | None) -> Any:
-    """As ``build_optuna_optimizer`` / ``build_ax_optimizer`` do, the default study or client seeded."""
-    engine = spec.engine
-    config = info.config
+def _build_ax(w: Any, info: Any, engine: Engine, seed: int | None) -> Any:
+    """As ``build_ax_optimizer`` does, the default client seeded."""
     logging.getLogger("ax").setLevel(logging.WARNING)  # Ax's INFO lines (storage, generation) on every build
-    if engine.kind == "ax":
-        if engine.optimizer:
-            return w.ax.build_ax_optimizer(info)
-        if engine.search_space:
-            w.wandb.termwarn("search_space config is not supported by the Ax engine.")
-        from ax import Client  # as W&B's create_default_client makes it, with the seed
+    if engine.optimizer:
+        return w.ax.build_ax_optimizer(info)
+    if engine.search_space:
+        w.wandb.termwarn("search_space config is not supported by the Ax engine.")
+    from ax import Client  # as W&B's create_default_client makes it, with the seed
 
-        client = Client(random_seed=seed)
-        client.configure_experiment(parameters=w.ax.sweep_config_to_search_space(config))
-        w.ax.configure_sweep_objective(client, config)
-        return w.ax.AxOptimizer(client, info)
+    client = Client(random_seed=seed)
+    client.configure_experiment(parameters=w.ax.sweep_config_to_search_space(info.config))
+    w.ax.configure_sweep_objective(client, info.config)
+    return w.ax.AxOptimizer(client, info)
+
+
+def _build_optuna(w: Any, info: Any, engine: Engine, seed: int | None) -> Any:
+    """As ``build_optuna_optimizer`` does, the default study seeded."""
     if engine.optimizer:
         return w.optuna.build_optuna_optimizer(info)
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(
-        directions=w.optuna.sweep_directions(config),
+        directions=w.optuna.sweep_directions(info.config),
         pruner=optuna.pruners.NopPruner(),
         sampler=optuna.samplers.TPESampler(seed=seed),
     )
@@ -115,11 +117,15 @@ def _build(w: Any, info: Any, spec: SweepSpec, seed: int | None) -> Any:
             )
         else:
             options = w.optuna.OptunaOptions(
-                study=study, distributions=w.optuna.search_space_from_sweep_config(config.get("parameters", {}))
+                study=study, distributions=w.optuna.search_space_from_sweep_config(info.config.get("parameters", {}))
             )
     except ValueError as e:
         raise w.wandb.Error(str(e)) from e
     return w.optuna.make_optimizer(info, options)
+
+
+# W&B's optimizer of each engine that searches (``spec/engines.py``: ``searches``), as its scheduler builds it
+BUILDERS: dict[str, Callable[[Any, Any, Engine, int | None], Any]] = {"ax": _build_ax, "optuna": _build_optuna}
 
 
 def sentence(e: BaseException) -> str:

@@ -27,14 +27,20 @@ import hashlib
 import math
 from collections.abc import Callable, Sequence
 from statistics import NormalDist
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from raysweep.spec.law import Distribution, is_int, min_lt_max, positive_q, positive_sigma, positive_values, quantise
-
-if TYPE_CHECKING:
-    from raysweep.spec.param import Param
+from raysweep.spec.law import (
+    Distribution,
+    Param,
+    is_int,
+    min_lt_max,
+    positive_q,
+    positive_sigma,
+    positive_values,
+    quantise,
+)
 
 # --- shared pieces -----------------------------------------------------------------------
 

@@ -27,11 +27,11 @@ from pathlib import Path
 from typing import Any
 
 from raysweep.spec.checks import SchemaViolation, did_you_mean, mapping, text, unknown_keys
+from raysweep.spec.engines import ENGINE_KINDS
 from raysweep.spec.model import Engine
 from raysweep.spec.objectives import COST, Metric, Objectives  # noqa: F401 - COST: the measured objective
 
-ENGINES = ("optuna", "ax", "wandb")
-SEARCHING = ("optuna", "ax")  # engines whose own optimizer searches (W&B's scheduler), whatever `method` says
+ENGINES = tuple(ENGINE_KINDS)
 ENGINE_KEYS = ("engine", "source", "optimizer", "search_space")
 WANDB_ENGINE_METHODS = ("grid", "random", "bayes")
 
@@ -44,7 +44,7 @@ def is_engine_block(value: Any) -> bool:
 
 def searches(engine: Engine | None) -> bool:
     """The engine's own optimizer proposes the trials (optuna, ax), not W&B's grid, random or bayes."""
-    return engine is not None and engine.kind in SEARCHING
+    return engine is not None and engine.record.searches
 
 
 def parse_objectives(value: Any, problems: list[str]) -> tuple[Metric, ...]:
@@ -95,14 +95,11 @@ def parse_engine(value: Any, base_dir: Path, problems: list[str], notes: list[st
     fields = {
         k: text(value[k], f"scheduler.{k}", problems) for k in ("source", "optimizer", "search_space") if k in value
     }
-    if kind == "wandb":
-        for key in ("optimizer", "search_space"):
-            if key in fields:  # W&B's scheduler: "optimizer config is not supported by the wandb engine."
-                notes.append(f"warning: scheduler.{key}: engine wandb does not use it (W&B's scheduler ignores it too)")
-                fields.pop(key)
-    if kind == "ax" and "search_space" in fields:  # W&B's: "search_space config is not supported by the Ax engine."
-        notes.append("warning: scheduler.search_space: engine ax searches parameters:, as W&B's Ax engine does")
-        fields.pop("search_space")
+    record = ENGINE_KINDS[kind]
+    for key in ("optimizer", "search_space"):
+        if key in fields and key not in record.uses:
+            notes.append(record.ignored_note.format(key=key))
+            fields.pop(key)
     for key in ("optimizer", "search_space"):
         if key in fields and "source" not in value:
             problems.append(f"scheduler.{key}: needs scheduler.source, the Python file that defines {value[key]!r}")
@@ -119,9 +116,9 @@ def parse_engine(value: Any, base_dir: Path, problems: list[str], notes: list[st
     return Engine(kind, fields.get("source"), fields.get("optimizer"), fields.get("search_space"))
 
 
-def check_rules(doc: dict[str, Any], method: str | None, engine: Engine | None, problems: list[str]) -> str | None:
-    """W&B's rules between ``method``, ``metric``/``metrics``, ``scheduler``, ``controller`` and
-    ``early_terminate``; returns the method that searches (``custom`` when the engine does)."""
+def _beside_scheduler(doc: dict[str, Any], method: str | None, engine: Engine | None, problems: list[str]) -> None:
+    """W&B's schema between ``metric``/``metrics`` and the method, and what cannot sit beside a
+    ``scheduler`` block (``controller: local``, ``early_terminate``): each a ``SchemaViolation``."""
     own = searches(engine)
     if "metric" in doc and "metrics" in doc:
         reads = "its engine's optimizer reads metrics" if own else "its engine reads metric"
@@ -149,6 +146,13 @@ def check_rules(doc: dict[str, Any], method: str | None, engine: Engine | None, 
                 "W&B's service creates the sweep and its scheduler ignores early_terminate, and so does raysweep"
             )
         )
+
+
+def check_rules(doc: dict[str, Any], method: str | None, engine: Engine | None, problems: list[str]) -> str | None:
+    """W&B's rules between ``method``, ``metric``/``metrics``, ``scheduler``, ``controller`` and
+    ``early_terminate``; returns the method that searches (``custom`` when the engine does)."""
+    own = searches(engine)
+    _beside_scheduler(doc, method, engine, problems)
     if own:
         if method != "custom":
             problems.append(

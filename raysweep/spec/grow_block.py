@@ -22,11 +22,10 @@ from raysweep.spec.model import SIZE, Scheduler
 from raysweep.spec.param import Param
 
 KEYS = ("sizes", "batch")
-PROMOTING = ("asha", "wandb_hyperband")  # Ray's HyperBand pauses and resumes trials itself
 
 
 def parse_grow(
-    block: Any,
+    own: dict,
     params: list[Param],
     base_config: dict,
     scheduler: Scheduler | None,
@@ -34,7 +33,11 @@ def parse_grow(
     num_gpus: int | None,
     problems: list[str],
 ) -> Growth | None:
-    """The sweep's ``Growth``, or None with every problem in ``problems``."""
+    """The sweep's ``Growth`` from its ``raysweep:`` block (``own``), or None: none asked, or every
+    problem in ``problems``."""
+    if "grow" not in own:
+        return None
+    block = own["grow"]
     if mapping(block, "raysweep.grow", problems) is None:
         return None
     before = len(problems)
@@ -46,7 +49,7 @@ def parse_grow(
             "raysweep.grow.batch: missing; name the config key of the trial's global batch (e.g. batch: batch_size): "
             "each rank gets global / world, so a trial that grows keeps its batch and its learning rate"
         )
-    if scheduler is None or scheduler.type not in PROMOTING:
+    if scheduler is None or not scheduler.kind.promotes:
         got = "no early stopping" if scheduler is None else f"raysweep.scheduler type {scheduler.type}"
         problems.append(
             f"raysweep.grow: a trial grows at the rungs where it is promoted, and this sweep has {got}; use "

@@ -5,12 +5,27 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from raysweep.spec.param import Param
+
+class Param(Protocol):
+    """The fields of a swept parameter that a distribution reads (``param.Param`` has them), so
+    that the laws need not import the parameter that names them."""
+
+    name: str
+    distribution: str
+    value: Any
+    values: tuple | None
+    probabilities: tuple | None
+    min: float | None
+    max: float | None
+    q: float | None
+    mu: float | None
+    sigma: float | None
+    a: float | None
+    b: float | None
 
 
 @dataclass(frozen=True)

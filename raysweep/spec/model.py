@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from raysweep.growth import Growth
+from raysweep.spec.engines import ENGINE_KINDS, EngineKind
 from raysweep.spec.objectives import Metric, Objectives  # noqa: F401 - Metric: what a sweep optimizes
 from raysweep.spec.param import Param
 from raysweep.words import DDP_WORKERS, Runner  # noqa: F401 - DDP_WORKERS: the spec's choices
@@ -74,6 +75,11 @@ class Engine:
     optimizer: str | None = None  # a function of no arguments: the user's Optuna study or sampler, or Ax client
     search_space: str | None = None  # a function of an Optuna trial whose suggest_* calls define the space
 
+    @property
+    def record(self) -> EngineKind:
+        """What this kind of engine does (``engines.py``)."""
+        return ENGINE_KINDS[self.kind]
+
 
 @dataclass(frozen=True)
 class Scheduler:
@@ -91,8 +97,12 @@ class Scheduler:
     strict: bool = True  # wandb_hyperband: compare the band's value (W&B's default), else the run's best
 
     @property
+    def kind(self) -> SchedulerKind:
+        return SCHEDULER_KINDS[self.type]
+
+    @property
     def rungs(self) -> list[int]:
-        return SCHEDULER_KINDS[self.type].rungs(self)
+        return self.kind.rungs(self)
 
 
 def _asha_rungs(s: Scheduler) -> list[int]:
@@ -114,18 +124,23 @@ def _wandb_rungs(s: Scheduler) -> list[int]:
 @dataclass(frozen=True)
 class SchedulerKind:
     """One early-stopping scheduler: where it compares trials (``rungs``, what ``validate`` and
-    the report show). ``in_raysweep_block``: chosen with ``raysweep.scheduler.type`` (else it
-    comes from W&B's ``early_terminate``). Its Tune scheduler is built by the function of the
-    same name in ``search/schedulers.py`` (that layer imports Ray; a test holds the two together)."""
+    the report show). ``in_raysweep_block``: chosen with ``raysweep.scheduler.type``; else it is
+    W&B's ``early_terminate``, read as W&B reads it (its ``strict``; no metric: it stops nothing).
+    Its Tune scheduler is built by the function of the same name in ``search/schedulers.py`` (that
+    layer imports Ray; a test holds the two together)."""
 
     rungs: Callable[[Scheduler], list[int]]
     in_raysweep_block: bool = True
+    promotes: bool = True  # it promotes a trial at a rung, where ``raysweep.grow`` grows it
+    # its brackets pause and resume trials themselves (Ray's HyperBand): the admission leaves its
+    # trials to it, and the plan cannot count its rungs
+    pauses_trials: bool = False
 
 
 # Where a scheduler is added, beside its builder in search/schedulers.py.
 SCHEDULER_KINDS = {
     "asha": SchedulerKind(_asha_rungs),
-    "hyperband": SchedulerKind(_hyperband_rungs),
+    "hyperband": SchedulerKind(_hyperband_rungs, promotes=False, pauses_trials=True),
     "wandb_hyperband": SchedulerKind(_wandb_rungs, in_raysweep_block=False),
 }
 SCHEDULERS = (*(name for name, kind in SCHEDULER_KINDS.items() if kind.in_raysweep_block), "fifo")  # fifo: none
@@ -221,7 +236,9 @@ class SweepSpec:
     # from holding its resources to every worker started (trial/start_bound.py; docs/sweep-file.md says why 300)
     worker_start_timeout_s: float = WORKER_START_TIMEOUT_S
     reuse_actors: bool = True  # trials of one size run one after another in one Tune actor process
-    ddp_workers: str = Runner.WARM  # 2+ workers: warm DDP workers kept across trials, or a TorchTrainer run per trial
+    ddp_workers: Runner = (
+        Runner.WARM
+    )  # 2+ workers: warm DDP workers kept across trials, or a TorchTrainer run per trial
     seed: int | None = None  # None: not fixed, so each sweep draws its own (draw_seed), as W&B's searches do
     resources: Resources = Resources()
     budget: Budget = Budget()
@@ -238,7 +255,7 @@ class SweepSpec:
     @property
     def defines_by_run(self) -> bool:
         """Its space is a function of an Optuna trial (the engine's ``search_space``)."""
-        return self.engine is not None and self.engine.kind == "optuna" and self.engine.search_space is not None
+        return self.engine is not None and self.engine.record.defines_by_run and self.engine.search_space is not None
 
     @property
     def runs_program(self) -> bool:
@@ -346,6 +363,8 @@ class SweepSpec:
         if data.get("engine") is not None:
             data["engine"] = Engine(**data["engine"])
         data["grow"] = Growth.from_json(data.get("grow"))
+        if "ddp_workers" in data:
+            data["ddp_workers"] = Runner(data["ddp_workers"])
         return cls(parameters=params, **data)
 
 

@@ -25,6 +25,31 @@ def _mixed_bounds(fields: dict) -> bool:
 
 def _parse_param(name: str, entry: dict, problems: list[str], nest: tuple[str, ...] = ()) -> Param | None:
     where = f"parameters.{name}"
+    fields = _fields_of(entry, where, problems)
+    if fields is None:
+        return None
+    dist = _distribution_of(name, entry.get("distribution"), fields, nest, problems)
+    if dist is None:
+        return None
+    law = DISTRIBUTIONS[dist]
+    allowed = law.required + law.optional
+    stray = [k for k in fields if k not in allowed]
+    missing = [k for k in law.required if k not in fields]
+    if stray:
+        takes = ", ".join(allowed) or "no fields"
+        hint = f"; set distribution: q_{dist}" if "q" in stray and f"q_{dist}" in DISTRIBUTIONS else ""
+        problems.append(f"{where}: {', '.join(stray)} not used by distribution {dist} (it takes {takes}){hint}")
+    if missing:
+        problems.append(f"{where}: distribution {dist} needs {' and '.join(missing)}")
+    if stray or missing:
+        return None
+    param = Param(name=name, distribution=dist, nest=nest, **(law.defaults | fields))
+    problems.extend(f"{where}: {p}" for p in law.check(param))
+    return param
+
+
+def _fields_of(entry: dict, where: str, problems: list[str]) -> dict | None:
+    """A parameter's fields, numbers as numbers and lists as tuples; None where one is wrong."""
     unknown_keys(entry, FIELDS + ("distribution",), where, problems)
     fields = {k: v for k, v in entry.items() if k in FIELDS}
     for key in NUMERIC_FIELDS:
@@ -48,8 +73,12 @@ def _parse_param(name: str, entry: dict, problems: list[str], nest: tuple[str, .
     if "values" in fields and ({"min", "max"} & fields.keys()):
         problems.append(f"{where}: give either values or min/max, not both")
         return None
+    return fields
 
-    dist = entry.get("distribution")
+
+def _distribution_of(name: str, dist: Any, fields: dict, nest: tuple[str, ...], problems: list[str]) -> str | None:
+    """The parameter's distribution, given or inferred as W&B infers it; None where it cannot be."""
+    where = f"parameters.{name}"
     if dist is None and not nest and _mixed_bounds(fields):  # `wandb sweep` refuses it before upload
         problems.append(
             f"{where}: Parameter {name} is ambiguous, please specify bounds as both floats (for a float_uniform "
@@ -60,14 +89,13 @@ def _parse_param(name: str, entry: dict, problems: list[str], nest: tuple[str, .
         dist = infer_distribution(fields)
         if dist is None:
             problems.append(f"{where}: needs value, values, or min and max (or a distribution)")
-            return None
-    elif dist not in DISTRIBUTIONS:
+        return dist
+    if dist not in DISTRIBUTIONS:
         problems.append(
             f"{where}.distribution: unknown distribution {dist!r}{did_you_mean(dist, DISTRIBUTIONS)}; "
             f"valid: {', '.join(DISTRIBUTIONS)}"
         )
         return None
-
     if dist in EXPONENT_LAWS:  # W&B's schema flags these (sweeps' PARAM_DEPRECATION_MAP); its engine runs them
         problems.append(
             SchemaViolation(
@@ -75,21 +103,7 @@ def _parse_param(name: str, entry: dict, problems: list[str], nest: tuple[str, .
                 f"e^{fields.get('max')}); W&B's schema flags it: use {dist}_values to give the limits themselves"
             )
         )
-    law = DISTRIBUTIONS[dist]
-    allowed = law.required + law.optional
-    stray = [k for k in fields if k not in allowed]
-    missing = [k for k in law.required if k not in fields]
-    if stray:
-        takes = ", ".join(allowed) or "no fields"
-        hint = f"; set distribution: q_{dist}" if "q" in stray and f"q_{dist}" in DISTRIBUTIONS else ""
-        problems.append(f"{where}: {', '.join(stray)} not used by distribution {dist} (it takes {takes}){hint}")
-    if missing:
-        problems.append(f"{where}: distribution {dist} needs {' and '.join(missing)}")
-    if stray or missing:
-        return None
-    param = Param(name=name, distribution=dist, nest=nest, **(law.defaults | fields))
-    problems.extend(f"{where}: {p}" for p in law.check(param))
-    return param
+    return dist
 
 
 def parse_parameters(block: Any, problems: list[str], prefix: str = "", nest: tuple[str, ...] = ()) -> list[Param]:

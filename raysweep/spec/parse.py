@@ -8,23 +8,18 @@ did-you-mean. The spec records what ran: ``SweepSpec.to_json`` is written to the
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
-from dataclasses import replace
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from raysweep.errors import SpecError
 from raysweep.spec.checks import (
     SchemaViolation,
-    boolean,
     choice,
-    gpu_share,
     int_at_least,
     mapping,
     non_finite,
     number,
-    parse_block,
-    positive,
     text,
     unknown_keys,
     walk_size,
@@ -33,27 +28,16 @@ from raysweep.spec.distributions import DISTRIBUTIONS
 from raysweep.spec.engine import check_rules, is_engine_block, objectives_of, parse_engine
 from raysweep.spec.grow_block import parse_grow
 from raysweep.spec.model import (
-    DDP_WORKERS,
     METHODS,
-    PROCESS_GROUP_TIMEOUT_S,
-    SAMPLERS,
     SCHEDULER_KINDS,
     SCHEDULERS,
-    SIZE,
-    USE_GPU,
-    WANDB_MODES,
-    WORKER_START_TIMEOUT_S,
-    Budget,
     Objectives,
-    Resources,
     Scheduler,
-    Searcher,
     SweepSpec,
-    WandbSettings,
-    world_sizes,
 )
 from raysweep.spec.param import Param
-from raysweep.spec.parameters_block import check_paths, check_program_names, check_size_param, parse_parameters
+from raysweep.spec.parameters_block import check_paths, check_program_names, parse_parameters
+from raysweep.spec.raysweep_block import check_packing, parse_blocks, parse_settings, parse_size
 from raysweep.spec.reading import MAX_VALUES, apply_set, read_yaml
 from raysweep.spec.wandb_keys import (
     RAYSWEEP_KEYS,
@@ -64,7 +48,6 @@ from raysweep.spec.wandb_keys import (
     split_raysweep_block,
 )
 from raysweep.values import finite_number
-from raysweep.words import Runner
 
 
 def _parse_scheduler(early: Any, block: Any, problems: list[str]) -> Scheduler | None:
@@ -115,19 +98,6 @@ def _parse_base_config(value: Any, base_dir: Path, problems: list[str]) -> dict:
         if problems:
             return {}
     return mapping(value, "raysweep.base_config", problems) or {}
-
-
-def _check_packing(resources: Resources, size_param: Param | None, num_gpus: int | None, problems: list[str]) -> None:
-    """A GPU share below 1 packs 1-worker trials; a DDP rank needs a GPU of its own (NCCL)."""
-    if resources.gpus_per_worker >= 1:
-        return
-    sizes = world_sizes(size_param, num_gpus)
-    if max(sizes) > 1:
-        problems.append(
-            f"raysweep.resources.gpus_per_worker: {resources.gpus_per_worker:g} packs 1-worker trials onto one GPU, "
-            f"but this sweep has trials with num_gpus up to {max(sizes)}: each DDP rank "
-            "needs a GPU of its own (NCCL refuses two ranks on one device)"
-        )
 
 
 def _local_controller(doc: dict) -> bool:
@@ -206,7 +176,7 @@ def _check_method_needs(
         )
     if scheduler is None:
         return None
-    if scheduler.type != "wandb_hyperband" and objectives.single is None:
+    if scheduler.kind.in_raysweep_block and objectives.single is None:
         problems.append(
             "raysweep.scheduler: early stopping compares trials on one metric, and this sweep has "
             + (
@@ -216,83 +186,13 @@ def _check_method_needs(
                 else "none: give metric.name, or remove the scheduler"
             )
         )
-    if scheduler.type == "wandb_hyperband" and "metric" not in doc:
+    if not scheduler.kind.in_raysweep_block and "metric" not in doc:
         notes.append(
             "warning: early_terminate: W&B's hyperband compares runs on metric.name, and this sweep has no metric: "
             "W&B's service stops no run, and neither does raysweep"
         )
         return None
     return scheduler
-
-
-def _parse_size(params: list[Param], own: dict, problems: list[str]) -> tuple[Param | None, int | None, bool]:
-    """A trial's size: the ``num_gpus`` parameter or ``raysweep.num_gpus`` (one of them), and
-    whether the parameter's values are known good (whole numbers >= 1)."""
-    size_param = next((p for p in params if p.name == SIZE), None)
-    sizes_known = True
-    if size_param is not None:
-        before = len(problems)
-        check_size_param(size_param, problems)
-        sizes_known = len(problems) == before
-    num_gpus = int_at_least(own[SIZE], 1, f"raysweep.{SIZE}", problems) if SIZE in own else None
-    if num_gpus is not None and size_param is not None:
-        problems.append(
-            f"raysweep.{SIZE}: the file also sweeps parameters.{SIZE}; size trials with one of them "
-            "(the parameter reaches the script, raysweep's key does not)"
-        )
-    return size_param, num_gpus, sizes_known
-
-
-def _parse_blocks(doc: dict, own: dict, problems: list[str]) -> tuple[Resources, Budget, Searcher, WandbSettings]:
-    """``raysweep.resources``, ``raysweep.searcher`` and ``raysweep.wandb`` (with W&B's own
-    ``project`` and ``entity`` as the defaults)."""
-    resources = Resources()
-    if "resources" in own:
-        resources = parse_block(
-            own["resources"],
-            "raysweep.resources",
-            Resources,
-            {
-                "cpus_per_worker": positive,
-                "gpus_per_worker": gpu_share,
-                "memory_per_worker_gb": positive,
-                "network_interface": text,
-                "use_gpu": lambda v, w, pr: choice(v, USE_GPU, w, pr),
-            },
-            problems,
-        )
-    budget = Budget()
-    if "budget" in own:
-        budget = parse_block(
-            own["budget"], "raysweep.budget", Budget, {"gpu_hours": positive, "epoch_seconds": positive}, problems
-        )
-    searcher = Searcher()
-    if "searcher" in own:
-        searcher = parse_block(
-            own["searcher"],
-            "raysweep.searcher",
-            Searcher,
-            {
-                "sampler": lambda v, w, pr: choice(v, SAMPLERS, w, pr),
-                "n_startup_trials": lambda v, w, pr: int_at_least(v, 0, w, pr),
-                "constant_liar": boolean,
-                "skip_duplicates": boolean,
-            },
-            problems,
-        )
-    wandb = WandbSettings(project=doc.get("project"), entity=doc.get("entity"))
-    if isinstance(own.get("wandb"), str):  # the mode alone, as --wandb takes it: `wandb: disabled`
-        wandb = replace(wandb, mode=choice(own["wandb"], WANDB_MODES, "raysweep.wandb", problems))
-    elif "wandb" in own:
-        block = parse_block(
-            own["wandb"],
-            "raysweep.wandb",
-            WandbSettings,
-            {"project": text, "entity": text, "group": text, "mode": lambda v, w, pr: choice(v, WANDB_MODES, w, pr)},
-            problems,
-        )
-        wandb = replace(block, project=block.project or wandb.project, entity=block.entity or wandb.entity)
-    return resources, budget, searcher, wandb
 
 
 def _apply_strictness(problems: list[str], notes: list[str], strict: bool) -> list[str]:
@@ -311,33 +211,6 @@ def _apply_strictness(problems: list[str], notes: list[str], strict: bool) -> li
     return problems
 
 
-def _parse_settings(doc: dict, own: dict, problems: list[str]) -> dict[str, Any]:
-    """``run_cap`` and raysweep's scalar settings, each checked, with its default."""
-
-    def optional(key: str, check: Callable, *args: Any) -> Any:
-        return check(own[key], *args, f"raysweep.{key}", problems) if key in own else None
-
-    settings = {
-        "run_cap": int_at_least(doc["run_cap"], 1, "run_cap", problems) if "run_cap" in doc else None,
-        "max_concurrent": optional("max_concurrent", int_at_least, 1),
-        "max_failures": optional("max_failures", int_at_least, 0) or 0,
-        "max_initial_failures": optional("max_initial_failures", int_at_least, 0),
-        "seed": optional("seed", int_at_least, 0),
-        "report_timeout_s": optional("report_timeout_s", positive),
-        "process_group_timeout_s": optional("process_group_timeout_s", positive) or PROCESS_GROUP_TIMEOUT_S,
-        "worker_start_timeout_s": optional("worker_start_timeout_s", positive) or WORKER_START_TIMEOUT_S,
-        "reuse_actors": optional("reuse_actors", boolean) is not False,
-        "ddp_workers": optional("ddp_workers", choice, DDP_WORKERS) or Runner.WARM,
-    }
-    if settings["max_initial_failures"] is None:
-        settings["max_initial_failures"] = 5
-    optional("strict", boolean)
-    for key in ("name", "description", "project", "entity"):
-        if key in doc:
-            text(doc[key], key, problems)
-    return settings
-
-
 def parse_spec(
     doc: Any, source: str | None = None, base_dir: Path = Path(), strict: bool = False, function: str | None = None
 ) -> SweepSpec:
@@ -352,51 +225,23 @@ def parse_spec(
     """
     problems: list[str] = []
     notes: list[str] = []
-    if not isinstance(doc, dict):
-        raise SpecError([f"the sweep file must be a mapping of keys (method, parameters, ...), got {doc!r}"], source)
-    walk_size(doc, MAX_VALUES, "the sweep file", problems)
-    if problems:
-        raise SpecError(problems, source)
-    unknown: list[str] = []
-    unknown_keys(doc, WANDB_KEYS + ("raysweep",) + RAYSWEEP_KEYS, "", unknown)
-    problems += [SchemaViolation(f"{p} (W&B's service ignores it)") for p in unknown]
-    own = split_raysweep_block(doc, problems, notes)
-    check_wandb_only_keys(doc, problems, notes)
-
-    method = choice(doc.get("method"), METHODS, "method", problems) if "method" in doc else None
-    engine = (
-        parse_engine(doc["scheduler"], base_dir, problems, notes) if is_engine_block(doc.get("scheduler")) else None
-    )
-    method = check_rules(doc, method, engine, problems)  # custom where the engine's optimizer searches
-    objectives = objectives_of(doc, engine, method, problems)
+    own = _read_document(doc, source, problems, notes)
+    method, engine, objectives = _search_of(doc, base_dir, problems, notes)
     base_config = _parse_base_config(own.get("base_config", {}), base_dir, problems)
     non_finite(base_config, "raysweep.base_config", problems)
     params = parse_parameters(doc.get("parameters"), problems) if "parameters" in doc else []
     early = doc.get("early_terminate") if engine is None else None  # a custom scheduler stops runs itself
     scheduler = _parse_scheduler(early, own.get("scheduler"), problems)
-
     train_loop, program, command = _parse_entry_point(doc, own, function, problems)
-    if train_loop is None and function != "raysweep":
-        check_program_names(params, problems)
-    else:
-        check_paths(params, base_config, "base_config" in own, problems)
-
+    _check_names(params, base_config, "base_config" in own, train_loop is None and function != "raysweep", problems)
     scheduler = _check_method_needs(method, params, objectives, doc, scheduler, problems, notes)
-
-    size_param, num_gpus, sizes_known = _parse_size(params, own, problems)
+    size_param, num_gpus, sizes_known = parse_size(params, own, problems)
     runs_program = train_loop is None and function is None
-    grow = (
-        parse_grow(own["grow"], params, base_config, scheduler, runs_program, num_gpus, problems)
-        if "grow" in own
-        else None
-    )
-
-    settings = _parse_settings(doc, own, problems)
-
-    resources, budget, searcher, wandb = _parse_blocks(doc, own, problems)
+    grow = parse_grow(own, params, base_config, scheduler, runs_program, num_gpus, problems)
+    settings = parse_settings(doc, own, problems)
+    resources, budget, searcher, wandb = parse_blocks(doc, own, problems)
     if sizes_known:  # the size parameter's values are whole numbers >= 1
-        _check_packing(resources, size_param, num_gpus, problems)
-
+        check_packing(resources, size_param, num_gpus, problems)
     problems = _apply_strictness(problems, notes, strict or own.get("strict") is True or _local_controller(doc))
     if problems:
         raise SpecError(problems, source)
@@ -424,3 +269,37 @@ def parse_spec(
         engine=engine,
         grow=grow,
     )
+
+
+def _search_of(doc: dict, base_dir: Path, problems: list[str], notes: list[str]) -> tuple[str | None, Any, Objectives]:
+    """The method, W&B's scheduler-engine block (custom method where its optimizer searches) and the objectives."""
+    method = choice(doc.get("method"), METHODS, "method", problems) if "method" in doc else None
+    engine = (
+        parse_engine(doc["scheduler"], base_dir, problems, notes) if is_engine_block(doc.get("scheduler")) else None
+    )
+    method = check_rules(doc, method, engine, problems)
+    return method, engine, objectives_of(doc, engine, method, problems)
+
+
+def _check_names(params: list[Param], base_config: dict, has_base: bool, to_script: bool, problems: list[str]) -> None:
+    """A script's parameters are named as its flags; a loop's are paths into its config."""
+    if to_script:
+        check_program_names(params, problems)
+    else:
+        check_paths(params, base_config, has_base, problems)
+
+
+def _read_document(doc: Any, source: str | None, problems: list[str], notes: list[str]) -> dict:
+    """The document's shape and keys: a mapping of bounded size, W&B's keys and raysweep's (an
+    unknown one is W&B's schema violation), and its ``raysweep:`` block, returned."""
+    if not isinstance(doc, dict):
+        raise SpecError([f"the sweep file must be a mapping of keys (method, parameters, ...), got {doc!r}"], source)
+    walk_size(doc, MAX_VALUES, "the sweep file", problems)
+    if problems:
+        raise SpecError(problems, source)
+    unknown: list[str] = []
+    unknown_keys(doc, WANDB_KEYS + ("raysweep",) + RAYSWEEP_KEYS, "", unknown)
+    problems += [SchemaViolation(f"{p} (W&B's service ignores it)") for p in unknown]
+    own = split_raysweep_block(doc, problems, notes)
+    check_wandb_only_keys(doc, problems, notes)
+    return own

@@ -30,7 +30,7 @@ def summary_json(spec: SweepSpec, count: int | None = None) -> dict[str, Any]:
             "reduction_factor": sched.reduction_factor,
             "rungs": sched.rungs,
         }
-        | ({"strict": sched.strict} if sched.type == "wandb_hyperband" else {}),
+        | ({"strict": sched.strict} if not sched.kind.in_raysweep_block else {}),
         **({"grow": spec.grow.to_json()} if spec.grow else {}),
     }
 
@@ -44,7 +44,7 @@ def _describe(fields: dict[str, Any]) -> str:
 
 def _searcher(spec: SweepSpec) -> str:
     if spec.engine is not None and spec.method == "custom":
-        default = "Ax's default generation strategy" if spec.engine.kind == "ax" else "TPE"
+        default = spec.engine.record.default_optimizer
         optimizer = f"{spec.engine.optimizer}() in {spec.engine.source}" if spec.engine.optimizer else default
         return f" (engine {spec.engine.kind}: {optimizer})"
     if spec.search_method.learns:

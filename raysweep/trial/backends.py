@@ -20,15 +20,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from raysweep.words import Runner
-
 if TYPE_CHECKING:  # torch is heavy: imported only where a device is needed
     import torch
 
     from raysweep.placement import RankPlace
     from raysweep.trial.warm_rank import RankLink
 
-from raysweep.env import LOCAL_RANK, METRIC, METRICS_FILE
+from raysweep.env import LOCAL_RANK, METRIC, METRICS_FILE, RANK, WORLD_SIZE
 from raysweep.trial.wandb_log import item
 
 
@@ -107,8 +105,6 @@ class LocalBackend(Backend):
 
 
 class TuneBackend(Backend):
-    name = Runner.IN_PROCESS
-
     def context(self) -> TrialContext:
         import ray
         import torch
@@ -129,8 +125,6 @@ class TuneBackend(Backend):
 
 
 class WarmBackend(Backend):
-    name = Runner.WARM
-
     def __init__(self, link: RankLink, trial_dir: str | None = None, metric: str | None = None, watchdog: Any = None):
         super().__init__(trial_dir, metric, watchdog)
         self.link = link
@@ -154,7 +148,6 @@ class WarmBackend(Backend):
 
 
 class TrainBackend(Backend):
-    name = Runner.TORCHTRAINER
     group_from_torch = False  # Ray Train's context has the ranks
 
     def prepare_model(self, model: Any, wrap: Any) -> Any:
@@ -238,7 +231,7 @@ class ProgramBackend(Backend):
         local_rank = int(os.environ.get(LOCAL_RANK, 0))  # the torchrun variables raysweep set for this worker
         device = torch.device(f"cuda:{local_rank}" if torch.cuda.is_available() else "cpu")
         return TrialContext(
-            int(os.environ.get("RANK", 0)), local_rank, int(os.environ.get("WORLD_SIZE", 1)), device, self.trial_dir
+            int(os.environ.get(RANK, 0)), local_rank, int(os.environ.get(WORLD_SIZE, 1)), device, self.trial_dir
         )
 
     def report(self, metrics: dict[str, Any], checkpoint: str | None) -> None:

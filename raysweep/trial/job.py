@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Protocol
 
+from raysweep.env import GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME
 from raysweep.placement import Capacity, RankPlace, Shape
 from raysweep.spec import SweepSpec
 from raysweep.spec.model import PROCESS_GROUP_TIMEOUT_S, WORKER_START_TIMEOUT_S
@@ -118,7 +119,7 @@ class TrialJob:
         """What every rank's process (and a script's) sets so that gloo and NCCL use the chosen interface."""
         if not self.network_interface:
             return {}
-        return {"GLOO_SOCKET_IFNAME": self.network_interface, "NCCL_SOCKET_IFNAME": self.network_interface}
+        return {GLOO_SOCKET_IFNAME: self.network_interface, NCCL_SOCKET_IFNAME: self.network_interface}
 
     def new_attempt(self) -> TrialJob:
         return replace(self, attempt=uuid.uuid4().hex[:8])

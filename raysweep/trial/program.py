@@ -31,7 +31,22 @@ from pathlib import Path
 from typing import Any
 
 from raysweep import private_api
-from raysweep.env import METRIC, METRICS_FILE
+from raysweep.env import (
+    CUDA_VISIBLE_DEVICES,
+    METRIC,
+    METRICS_FILE,
+    PYTHONPATH,
+    PYTHONUNBUFFERED,
+    WANDB_DIR,
+    WANDB_ENTITY,
+    WANDB_MODE,
+    WANDB_PROJECT,
+    WANDB_RESUME,
+    WANDB_RUN_GROUP,
+    WANDB_RUN_ID,
+    WANDB_SWEEP_ID,
+    WANDB_SWEEP_PARAM_PATH,
+)
 from raysweep.placement import RankPlace
 from raysweep.trial import torchrun_env
 from raysweep.trial.job import ProgramLaunch, TrialJob, WandbSetup
@@ -113,13 +128,13 @@ def script_env(
     variables, the network interface, and where metrics go."""
     trial_dir, world_size = Path(job.trial_dir), job.world_size
     hook = str(Path(__file__).with_name("program_hook"))
-    pythonpath = os.pathsep.join(p for p in (hook, os.environ.get("PYTHONPATH")) if p)
+    pythonpath = os.pathsep.join(p for p in (hook, os.environ.get(PYTHONPATH)) if p)
     env = (
         dict(os.environ)
         | torchrun_env.variables(rank, world_size, place, master)
         | {
-            "PYTHONPATH": pythonpath,
-            "PYTHONUNBUFFERED": "1",
+            PYTHONPATH: pythonpath,
+            PYTHONUNBUFFERED: "1",
             METRICS_FILE: str(metrics_file(trial_dir, job.attempt, rank)),
             METRIC: job.metric or "",
         }
@@ -128,7 +143,7 @@ def script_env(
     env |= wandb_variables(launch.wandb, job.trial_id, rank)
     env = {key: value for key, value in env.items() if value is not None}  # None: unset, as wandb agent leaves it
     if visible_devices:  # the trial's GPUs on this node (the warm worker that starts it sees only its own)
-        env["CUDA_VISIBLE_DEVICES"] = visible_devices
+        env[CUDA_VISIBLE_DEVICES] = visible_devices
     return env
 
 
@@ -138,17 +153,17 @@ def wandb_variables(launch: WandbSetup, trial_id: str, rank: int) -> dict[str, s
     ranks that call ``wandb.init`` get runs of their own in the group. WANDB_SWEEP_ID names only
     a sweep W&B created: with none, the run is no sweep's, as outside ``wandb agent``."""
     env: dict[str, str | None] = {
-        "WANDB_SWEEP_PARAM_PATH": launch.param_file,
-        "WANDB_RESUME": "allow",  # a restarted trial continues its W&B run
-        "WANDB_RUN_GROUP": launch.group,
-        "WANDB_SWEEP_ID": launch.sweep_id,  # what wandb.run.sweep_id reads, as under wandb agent
-        "WANDB_PROJECT": launch.project,
-        "WANDB_DIR": launch.wandb_dir,  # as wandb.agent sets it; the run is linked into the trial dir
-        "WANDB_MODE": launch.wandb_mode,
-        "WANDB_RUN_ID": trial_id if rank == 0 else None,
+        WANDB_SWEEP_PARAM_PATH: launch.param_file,
+        WANDB_RESUME: "allow",  # a restarted trial continues its W&B run
+        WANDB_RUN_GROUP: launch.group,
+        WANDB_SWEEP_ID: launch.sweep_id,  # what wandb.run.sweep_id reads, as under wandb agent
+        WANDB_PROJECT: launch.project,
+        WANDB_DIR: launch.wandb_dir,  # as wandb.agent sets it; the run is linked into the trial dir
+        WANDB_MODE: launch.wandb_mode,
+        WANDB_RUN_ID: trial_id if rank == 0 else None,
     }
     if launch.entity:
-        env["WANDB_ENTITY"] = launch.entity
+        env[WANDB_ENTITY] = launch.entity
     return env
 
 
@@ -277,6 +292,23 @@ def _forward_output(shown: dict[Path, int], trial_id: str) -> None:
         shown[path] = forward(path, offset, trial_id, sys.stdout if "stdout" in path.name else sys.stderr)
 
 
+def _on_rank(rank: int, world_size: int, stderr_path: Path) -> str:
+    """Where a script failed, and the end of its stderr."""
+    return f"on rank {rank} of {world_size}; the end of its stderr ({stderr_path}):\n{_tail(stderr_path)}"
+
+
+def _script_ended(job: TrialJob, launch: ProgramLaunch, rank: int, proc: Any, shown: dict[Path, int]) -> None:
+    """The script ended (or is ended now): rank 0's last lines and the end of its output on the
+    console, and the W&B runs its ranks logged linked into the trial's dir."""
+    _end_script(proc)
+    if rank == 0:
+        _forward_output(shown, job.trial_id)
+        console_ended(job.trial_id)
+    own = {job.trial_id} if rank == 0 else set()
+    trial_dir = Path(job.trial_dir)
+    link_wandb_runs(trial_dir, launch.wandb.wandb_dir, own, run_dirs_logged(metrics_file(trial_dir, job.attempt, rank)))
+
+
 def run_program(
     job: TrialJob,
     launch: ProgramLaunch,
@@ -321,26 +353,18 @@ def run_program(
                 last_progress = time.monotonic()
             if code is not None and code != 0:
                 raise ProgramFailed(
-                    f"program {launch.label} {_exit_text(code)} on rank {rank} of {world_size}; "
-                    f"the end of its stderr ({stderr_path}):\n{_tail(stderr_path)}"
+                    f"program {launch.label} {_exit_text(code)} {_on_rank(rank, world_size, stderr_path)}"
                 )
             if rank_zero_code is not None:
                 break  # rank 0's script ended: so does this rank, whatever its script does
             if timeout and time.monotonic() - last_progress > timeout:
                 raise ProgramHung(
                     f"watchdog: program {launch.label} logged no {metric or 'metric'} for {timeout:g} s "
-                    f"(report_timeout_s) after {reports} report(s) on rank {rank} of {world_size}; "
-                    f"the trial was ended as hung. The end of its stderr ({stderr_path}):\n{_tail(stderr_path)}"
+                    f"(report_timeout_s) after {reports} report(s), the trial ended as hung, "
+                    + _on_rank(rank, world_size, stderr_path)
                 )
             time.sleep(SHARE_S if world_size > 1 else POLL_S)
     finally:
-        _end_script(proc)
-        if rank == 0:  # the script's last lines, then the end of its output
-            _forward_output(shown, job.trial_id)
-            console_ended(job.trial_id)
-        own = {job.trial_id} if rank == 0 else set()
-        link_wandb_runs(
-            trial_dir, launch.wandb.wandb_dir, own, run_dirs_logged(metrics_file(trial_dir, job.attempt, rank))
-        )
+        _script_ended(job, launch, rank, proc, shown)
     if metric and reports == 0:  # as under wandb agent, the run is done, without the metric
         report_without_metric(logged)

@@ -113,3 +113,11 @@ def probe_bundles(group: Any, indices: Iterable[int], gpus: float) -> list[Any]:
 @ray.remote
 def _bundle_node() -> tuple[str, str, list[Any]]:
     return ray.get_runtime_context().get_node_id(), ray.util.get_node_ip_address(), ray.get_gpu_ids()
+
+
+def bundle_nodes(job: TrialJob, group: Any) -> list[str]:
+    """The node of each bundle of the group holding the trial's slots, rank 0's first."""
+    if job.shape.nodes == 1 and group == ray.util.get_current_placement_group():
+        return [ray.get_runtime_context().get_node_id()]
+    table = ray.util.placement_group_table(group)
+    return [table["bundles_to_node_id"][i] for i in range(job.shape.nodes)]

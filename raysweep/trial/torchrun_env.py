@@ -13,6 +13,17 @@ from __future__ import annotations
 
 import os
 
+from raysweep.env import (
+    GROUP_RANK,
+    GROUP_WORLD_SIZE,
+    LOCAL_RANK,
+    LOCAL_WORLD_SIZE,
+    MASTER_ADDR,
+    MASTER_PORT,
+    NODE_RANK,
+    RANK,
+    WORLD_SIZE,
+)
 from raysweep.placement import RankPlace
 from raysweep.trial.ports import free_port
 
@@ -21,16 +32,16 @@ def variables(rank: int, world_size: int, place: RankPlace, master: tuple[str, i
     """The rank's variables; ``master``: its process group's address and port (None: the one a
     ``TorchTrainer`` worker already has, else this node and a free port, as torchrun's standalone)."""
     if master is None:
-        address, port = os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT")
+        address, port = os.environ.get(MASTER_ADDR), os.environ.get(MASTER_PORT)
         master = (address, int(port)) if address and port else ("127.0.0.1", free_port())
     return {
-        "RANK": str(rank),
-        "LOCAL_RANK": str(place.local_rank),
-        "WORLD_SIZE": str(world_size),
-        "LOCAL_WORLD_SIZE": str(place.local_world_size),
-        "GROUP_RANK": str(place.node_rank),
-        "NODE_RANK": str(place.node_rank),
-        "GROUP_WORLD_SIZE": str(world_size // place.local_world_size),
-        "MASTER_ADDR": master[0],
-        "MASTER_PORT": str(master[1]),
+        RANK: str(rank),
+        LOCAL_RANK: str(place.local_rank),
+        WORLD_SIZE: str(world_size),
+        LOCAL_WORLD_SIZE: str(place.local_world_size),
+        GROUP_RANK: str(place.node_rank),
+        NODE_RANK: str(place.node_rank),
+        GROUP_WORLD_SIZE: str(world_size // place.local_world_size),
+        MASTER_ADDR: master[0],
+        MASTER_PORT: str(master[1]),
     }

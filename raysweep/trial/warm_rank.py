@@ -17,7 +17,7 @@ from typing import Any
 
 import ray
 
-from raysweep.env import set_env
+from raysweep.env import GLOO_SOCKET_IFNAME, set_env
 from raysweep.placement import RankPlace
 from raysweep.trial import devices
 from raysweep.trial.cpu_threads import RankThreads, ThreadCount
@@ -235,7 +235,7 @@ def _join_group(backend: str, call: RankCall, rank: int, world_size: int, master
         dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=timeout)
     except Exception as e:  # noqa: BLE001  (a store timeout, a refused connection: the sentence says what to check)
         nodes = ", ".join(dict.fromkeys(p.address for p in call.places))
-        interface = call.env.get("GLOO_SOCKET_IFNAME")
+        interface = call.env.get(GLOO_SOCKET_IFNAME)
         raise RuntimeError(
             f"the trial's {backend} process group was not set up within {call.group_timeout_s:g} s "
             f"(raysweep.process_group_timeout_s): rank {rank} of {world_size} on {call.places[rank].address} "

@@ -165,7 +165,7 @@ def test_the_plan_of_a_grid_sweep_counts_its_reports_and_never_more_than_it_spen
     """The plan of a grid is its reports times the report's seconds: exactly the reports the sweep
     makes, and never more than it spends (each report sleeps 2 s; a trial's start-up, which the plan
     does not count, comes on top). How close the two are is a figure of bench.admission's kind,
-    not an assert: it hangs on the machine's load (docs/budget.md)."""
+    not an assert: it hangs on the machine's load (docs/budgets-and-admission.md, "A budget worked through")."""
     spec = sweep(tmp_path, "planned", max_concurrent=2)
     doc = yaml.safe_load(spec.read_text())
     doc["parameters"]["x"] = {"values": [0.1, 0.2]}

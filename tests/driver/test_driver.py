@@ -74,13 +74,14 @@ def run(spec: Path, cluster: str, *flags: str) -> subprocess.CompletedProcess:
 def test_actor_reuse_is_chosen_where_a_stopped_trial_ends_at_its_report(tmp_path, doc, reuse):
     """The decision only; test_warm_workers.py's reuse test shows Tune running the next trial in
     the same process when it says yes, and in a new one when it says no."""
-    from raysweep.driver.experiment import _reuse_actors
+    from raysweep.driver.trainable import runners
+    from raysweep.driver.tuner import reuse_actors
     from raysweep.spec import load_spec
 
     path = sweep(tmp_path, method="grid", **{"parameters": {"x": {"value": 1}}} | doc)
     write_spec(path, **{k: v for k, v in yaml.safe_load(path.read_text()).items() if v is not None})
     spec = load_spec(path)
-    assert _reuse_actors(spec, spec.world_sizes) is reuse
+    assert reuse_actors(spec, runners(spec)) is reuse
 
 
 def test_grid_runs_its_grid_and_logs_every_trial_to_wandb(tmp_path, ray_cluster):

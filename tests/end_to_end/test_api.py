@@ -174,13 +174,13 @@ def test_bad_options_raise_a_user_error_before_anything_starts(tmp_path, kwargs,
 
 
 def test_the_shipped_example_is_a_valid_wandb_style_sweep():
-    """examples/wandb_quickstart.py (docs/python-api.md) stays runnable: its main is W&B's style and its dict validates."""
+    """train_loops/wandb_quickstart.py (docs/python-api.md) stays runnable: its main is W&B's style and its dict validates."""
     import importlib.util
 
     from raysweep.api import function_style
     from raysweep.spec import parse_spec
 
-    spec_ = importlib.util.spec_from_file_location("wandb_quickstart", ROOT / "examples" / "wandb_quickstart.py")
+    spec_ = importlib.util.spec_from_file_location("wandb_quickstart", ROOT / "train_loops" / "wandb_quickstart.py")
     example = importlib.util.module_from_spec(spec_)
     spec_.loader.exec_module(example)
     assert function_style(example.main) == "wandb"

@@ -197,7 +197,7 @@ def test_png_a_render_that_fails_is_an_error(tmp_path, monkeypatch):
     import plotly.graph_objects as go
 
     from raysweep.errors import UserError
-    from raysweep.runs import figures as figures_module
+    from raysweep.runs.figures import png as figures_module
 
     chromium()
     good, slow = go.Figure(go.Scatter(x=[1, 2], y=[3, 4])), go.Figure(go.Bar(x=[1, 2], y=[3, 4]))

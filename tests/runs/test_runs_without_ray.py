@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import ROOT
 
 from bench.readers import write_run_dir
@@ -75,9 +76,9 @@ def test_raysweep_load_reads_a_run_dir_like_show_with_no_ray(tmp_path: Path):
 import json, raysweep
 result = raysweep.load({str(run_dir)!r})
 frame = result.dataframe()
-first = result.trials[0]["trial_id"]
-print(json.dumps({{"trials": result.trials, "best": result.best, "rows": len(frame), "columns": list(frame.columns),
-                  "history": len(result.history(first))}}, default=str))
+first = result.trials[0].trial_id
+print(json.dumps({{"trials": [t.to_json() for t in result.trials], "best": result.best.to_json(), "rows": len(frame),
+                  "columns": list(frame.columns), "history": len(result.history(first))}}, default=str))
 loaded = sorted({{m.split(".")[0] for m in sys.modules}} & set({BLOCKED!r}))
 print("LOADED", loaded, file=sys.stderr)
 """
@@ -90,6 +91,27 @@ print("LOADED", loaded, file=sys.stderr)
     assert data["trials"] == json.loads(json.dumps(shown["trials"], default=str)) and data["best"] == shown["best"]
     assert data["rows"] == 5 and {"trial_id", "status", "iterations", "wall_s"} <= set(data["columns"])
     assert data["history"] == 3
+
+
+def test_trials_and_best_are_frozen_records_whose_json_is_shows_row(tmp_path: Path):
+    """Issue 76: ``SweepResult.trials`` and ``.best`` are records, as Optuna hands ``FrozenTrial``s;
+    a script written for the dicts they were still reads them, warned."""
+    import dataclasses
+
+    import raysweep
+    from raysweep.runs.trial_result import TrialResult
+    from raysweep.words import TrialStatus
+
+    run_dir = write_run_dir(tmp_path, trials=3, epochs=2)
+    result = raysweep.load(run_dir)
+    shown = json.loads(run_without_ray("show", str(run_dir), "--json").stdout)
+    assert all(isinstance(t, TrialResult) for t in result.trials) and result.best == result.trials[0]
+    assert [t.to_json() for t in result.trials] == shown["trials"] and result.best.to_json() == shown["best"]
+    assert result.best.status is TrialStatus.DONE and result.best.metric == shown["best"]["metric"]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        result.best.metric = 0.0
+    with pytest.warns(DeprecationWarning, match=r"use \.config"):
+        assert result.best["config"] == shown["best"]["config"]
 
 
 def test_resume_refuses_a_run_dir_of_another_format_in_one_sentence_and_show_still_reads_it(tmp_path: Path):

@@ -14,6 +14,7 @@ import json
 import signal
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -92,7 +93,7 @@ def test_every_run_of_every_rank_names_the_wandb_sweep_and_no_other(
         workdir=str(tmp_path),
         wandb_mode="online",
         wandb_sweep_id=sweep_id,
-        runners=runners(spec, pooled),
+        runners=runners(replace(spec, ddp_workers="warm" if pooled else "torchtrainer")),
     )
     job = build_job(sweep, {"x": 1, "num_gpus": workers}, "t1", str(tmp_path / "t1"))
     assert job.runner == runner

@@ -113,7 +113,12 @@ def main(mode: str, address: str, storage: str) -> None:
     frame = result.dataframe()
     print(
         json.dumps(
-            {"trials": result.trials, "columns": list(frame.columns), "rows": frame.to_dict("records")}, default=str
+            {
+                "trials": [t.to_json() for t in result.trials],
+                "columns": list(frame.columns),
+                "rows": frame.to_dict("records"),
+            },
+            default=str,
         )
     )
 

@@ -332,7 +332,7 @@ def test_a_wandb_style_function_spans_two_nodes(tmp_path, two_nodes):
         f"    'parameters': {{'x': {{'values': [1]}}, 'record_dir': {{'value': {str(record_dir)!r}}}, 'num_gpus': {{'value': 4}}}},\n"
         "    'raysweep': {'resources': {'network_interface': 'lo'}}}\n"
         f"result = raysweep.run(sweep, function=main, address={address!r}, storage={str(tmp_path / 'runs')!r}, wandb='offline', quiet=True)\n"
-        "print('STATUS', result.best['status'], result.best['metric'])\n"
+        "print('STATUS', result.best.status, result.best.metric)\n"
     )
     out = subprocess.run(
         [sys.executable, str(script)], capture_output=True, text=True, cwd=ROOT, env=cli_env(), timeout=600

@@ -128,28 +128,6 @@ def test_workers_that_died_while_idle_are_never_lent():
     assert lending.idle["A"] == ["A2"] and "A1" not in lending.gpu
 
 
-def test_every_runner_has_its_entry_and_the_driver_picks_one_per_size(monkeypatch):
-    """Issue 45: the runner was decided three times, twice from ``worker_pool is not None``. Now
-    the driver decides it once per trial size (``driver/trainable.runners``), and every
-    ``Runner`` has its entry in ``tune_trial.RUNNERS`` and its ``Backend``."""
-    from raysweep.driver.trainable import runners
-    from raysweep.spec import parse_spec
-    from raysweep.trial.backends import Backend
-    from raysweep.trial.tune_trial import RUNNERS
-    from raysweep.words import Runner
-
-    assert set(RUNNERS) == set(Runner)
-    assert {getattr(b, "name", None) for b in Backend.__subclasses__()} >= set(Runner)  # where each one's loop reports
-    doc = {"method": "grid", "parameters": {"num_gpus": {"values": [1, 2, 4]}}, "raysweep": {"train_loop": "m:f"}}
-    spec = parse_spec(doc)
-    assert runners(spec, pooled=True) == {1: Runner.WARM, 2: Runner.WARM, 4: Runner.WARM}
-    assert runners(spec, pooled=False) == {1: Runner.IN_PROCESS, 2: Runner.TORCHTRAINER, 4: Runner.TORCHTRAINER}
-    monkeypatch.setenv("RAYSWEEP_ONE_WORKER_TORCHTRAINER", "1")
-    assert runners(spec, pooled=False)[1] == Runner.TORCHTRAINER
-    script = parse_spec({"program": "t.py", "method": "grid", "parameters": {"num_gpus": {"values": [1, 2]}}})
-    assert runners(script, pooled=True) == {1: Runner.IN_PROCESS, 2: Runner.WARM}  # one script: the trial's own
-
-
 # --- threads: what each lent CPU worker computes with (``cpu_threads.py``) ----------------------
 
 LONE = ThreadShare(own=1, node_cpus=4)

@@ -24,6 +24,7 @@ def _load(name, path):
     """One raysweep module, loaded by path: importing the raysweep package here would slow every script's start."""
     spec = importlib.util.spec_from_file_location(name, os.path.join(_PACKAGE, *path))
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # as an import does (a dataclass looks its module up there)
     spec.loader.exec_module(module)
     return module
 
@@ -31,7 +32,7 @@ def _load(name, path):
 def _patch(module) -> None:
     run_cls = getattr(module, _TARGETS[module.__name__])
     original = run_cls.log
-    path = os.environ["RAYSWEEP_METRICS_FILE"]
+    path = os.environ[_ENV.METRICS_FILE]
 
     def log(self, data, *args, **kwargs):
         result = original(self, data, *args, **kwargs)
@@ -90,7 +91,8 @@ def _chain_original() -> None:
         spec.loader.exec_module(module)
 
 
-if os.environ.get("RAYSWEEP_METRICS_FILE"):
+_ENV = _load("_raysweep_env", ("env.py",))  # the variables' names (os and dataclasses: nothing slow)
+if os.environ.get(_ENV.METRICS_FILE):
     _numbers = _load("_raysweep_wandb_log", ("trial", "wandb_log.py")).numbers
     _TARGETS = _load("_raysweep_private_api", ("private_api.py",)).WANDB_RUN_CLASSES
     sys.meta_path.insert(0, _Finder())

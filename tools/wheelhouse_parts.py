@@ -1,27 +1,23 @@
-"""Put raysweep on a machine with no package index through a copy channel of limited size.
+"""A wheelhouse in parts of a size the user picks, for a node with no internet reached through
+copies of limited size (``make wheelhouse PART_MIB=N``; docs/clusters.md, "A GPU node without
+internet").
 
-``python tools/offline_carry.py WHEELHOUSE --has PACKAGES --part-mib N`` (``make offline-carry``)
-takes a wheelhouse built for the machine's Python (``make wheelhouse PYTHON_VERSION=3.12``) and
-writes the wheels the machine lacks into ``.carry/a``, ``.carry/b``, ... of at most ``N`` MiB each,
-for one copy each. ``PACKAGES`` is what the machine already has, one name per line or as
-``pip freeze`` writes it (``name==version``): run ``pip freeze`` there and copy its output here.
+``python tools/wheelhouse_parts.py WHEELHOUSE --part-mib N [--has PACKAGES]`` takes a wheelhouse
+built for the node's Python (``make wheelhouse PYTHON_VERSION=3.12``) and writes its wheels into
+``WHEELHOUSE-parts/a``, ``b``, ... of at most ``N`` MiB each, one copy each. ``PACKAGES``, if given,
+is what the node already has, one name per line or as ``pip freeze`` writes it (``name==version``):
+run ``pip freeze`` there and copy its output here.
 
 What it leaves behind:
-* the large wheels of what the machine has (its small ones travel anyway, under ``--small-mib``:
-  the machine's version can be older than raysweep's pin);
-* torch, triton and NVIDIA's wheels: the machine's own CUDA build of torch is the one to use;
+* the large wheels of what the node has (its small ones travel anyway, under ``--small-mib``:
+  the node's version can be older than raysweep's pin);
+* torch, triton and NVIDIA's wheels: the node's own CUDA build of torch is the one to use;
 * what a sweep does not run (the browser and lint tools of ``raysweep[dev]``, and engine ax's
   packages, ``raysweep[ax]``);
 * Ray's Java worker (``ray/jars/``, 31 of its wheel's 76 MiB), which raysweep never starts.
 
-On the machine, with every part copied beside the repository:
-
-    make gpu-install CARRY=.carry
-    make gpu-check GPU_PY=.gpu-venv/bin/python
-
-(``make gpu-carry`` does this for an offline GPU node, from its package
-list, ``tools/offline_gpu_node_packages.txt``, into parts of 58 MiB: a copy there holds 64 MiB,
-the tree included.)
+On the node, with every part copied beside the repository: ``make offline-install``, a venv over
+the node's own torch.
 """
 
 from __future__ import annotations
@@ -80,10 +76,11 @@ def main() -> None:
     p.add_argument("wheelhouse", type=Path, help="a wheelhouse built for the machine's Python (make wheelhouse)")
     p.add_argument("--has", type=Path, help="what the machine has: `pip freeze` there, or one name per line")
     p.add_argument("--part-mib", type=float, required=True, help="the most one copy holds (leave room for the rest)")
-    p.add_argument("--out", type=Path, default=ROOT / ".carry")
+    p.add_argument("--out", type=Path, help="where the parts go (default: WHEELHOUSE-parts)")
     p.add_argument("--small-mib", type=float, default=2.0, help="a wheel the machine has travels when under this")
     args = p.parse_args()
     there = machine_has(args.has) if args.has else set()
+    args.out = args.out or args.wheelhouse.with_name(args.wheelhouse.name + "-parts")
     shutil.rmtree(args.out, ignore_errors=True)
     staging = args.out / "all"
     staging.mkdir(parents=True)

@@ -1,4 +1,4 @@
-"""``tools/offline_carry.py``: Ray's wheel without its Java jars, a package list as ``pip freeze``
+"""``tools/wheelhouse_parts.py`` (``make wheelhouse PART_MIB=N``): Ray's wheel without its Java jars, a package list as ``pip freeze``
 writes it, and parts that fit a copy."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "tools"))
-from offline_carry import machine_has, without_jars  # noqa: E402
+from wheelhouse_parts import machine_has, without_jars  # noqa: E402
 
 
 def fake_wheel(path: Path, files: dict[str, bytes]) -> Path:
@@ -52,7 +52,7 @@ def test_parts_leave_out_what_the_machine_has_and_fit_their_size(tmp_path):
     has.write_text("scipy==1.16.0\naiohttp==3.9.1\n")  # as `pip freeze` writes it on the machine
     out = subprocess.run(
         [
-            *(sys.executable, "tools/offline_carry.py", str(house), "--out", str(tmp_path / "carry")),
+            *(sys.executable, "tools/wheelhouse_parts.py", str(house)),
             *("--has", str(has), "--part-mib", "0.35", "--small-mib", "0.2"),
         ],
         cwd=ROOT,
@@ -60,7 +60,7 @@ def test_parts_leave_out_what_the_machine_has_and_fit_their_size(tmp_path):
         text=True,
     )
     assert out.returncode == 0, out.stderr
-    carried = {w.name.split("-")[0]: w.parent.name for w in (tmp_path / "carry").glob("*/*.whl")}
+    carried = {w.name.split("-")[0]: w.parent.name for w in (tmp_path / "house-parts").glob("*/*.whl")}
     assert (
         set(carried) == {"ray", "optuna", "aiohttp"} and carried["ray"] != carried["optuna"]
     )  # one part each at 0.35 MiB

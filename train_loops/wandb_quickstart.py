@@ -7,7 +7,7 @@
 
 ``main`` is W&B's style, unchanged: it calls ``wandb.init()``, reads ``wandb.config`` and logs
 with ``wandb.log``. It is a logistic regression on scikit-learn's bundled handwritten digits
-(no download), a few seconds per trial. Run it with ``python examples/wandb_quickstart.py``
+(no download), a few seconds per trial. Run it with ``python train_loops/wandb_quickstart.py``
 (W&B offline without a key); the results come back as a pandas DataFrame.
 """
 
