@@ -539,6 +539,21 @@ def idle_slot_seconds(trials: list[dict[str, Any]], slots: int) -> dict[str, flo
     return {k: round(v, 1) for k, v in out.items()}
 
 
+def replay(trials: list[dict[str, Any]], admission: str, epoch_s: float) -> Simulation:
+    """A simulation of ``bench.admission``'s two-node run (its raw timeline's ``trials``, in the order
+    made): the same sizes and epochs, 2 nodes of 2 slots, the smoke loop's epochs (``epoch_s`` at
+    every size: it sleeps), each size's start-up (the median trial's seconds held beyond its
+    epochs), no early stopping, under ``admission`` (``raysweep`` or ``tune``)."""
+    held: dict[int, list[float]] = {}
+    for t in trials:
+        held.setdefault(t["size"], []).append(t["end"] - t["start"] - t["epochs"] * epoch_s)
+    starts = tuple((size, round(max(0.0, statistics.median(v)), 2)) for size, v in sorted(held.items()))
+    curves = [{METRIC: [0.5] * t["epochs"], "cost": 1.0} for t in trials]
+    spec = SweepSpec(method="random", parameters=(), train_loop="bench.simulate:none")
+    setup = Setup(2, 2, len(trials), "searched", admission, 0.5, epoch_s, starts[0][1], starts)  # speedup 1: it sleeps
+    return Simulation(setup, curves, spec=spec, sizes=[t["size"] for t in trials])
+
+
 def validate(raw_path: Path) -> dict[str, Any]:
     """The simulator against ``bench.admission``'s two-node run (its raw timeline, ``raw_path``):
     the same trials (sizes and epochs, in the order made), 2 nodes of 2 slots, the smoke loop's
@@ -552,16 +567,9 @@ def validate(raw_path: Path) -> dict[str, Any]:
         if not trials:
             continue
         real = json.loads((RESULTS / raw_path.name).read_text())["starvation"][mode]
-        held: dict[int, list[float]] = {}  # each size's start-up: the median trial's seconds held beyond its epochs
-        for t in trials:
-            held.setdefault(t["size"], []).append(t["end"] - t["start"] - t["epochs"] * epoch_s)
-        starts = tuple((size, round(max(0.0, statistics.median(v)), 2)) for size, v in sorted(held.items()))
-        curves = [{METRIC: [0.5] * t["epochs"], "cost": 1.0} for t in trials]
-        spec = SweepSpec(method="random", parameters=(), train_loop="bench.simulate:none")
-        setup = Setup(
-            2, 2, len(trials), "searched", admission, 0.5, epoch_s, starts[0][1], starts
-        )  # speedup 1: it sleeps
-        sim = Simulation(setup, curves, spec=spec, sizes=[t["size"] for t in trials]).run()
+        replayed = replay(trials, admission, epoch_s)
+        setup, curves, spec, starts = replayed.setup, replayed.curves, replayed.spec, replayed.setup.start_s_by_size
+        sim = replayed.run()
         pairs = {
             "slots_busy": (sim["slots_busy"], real["slot_busy_fraction"]),
             "wall_s": (sim["wall_s"], real["wall_s"]),

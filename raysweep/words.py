@@ -38,4 +38,4 @@ class Runner(Word):
     TORCHTRAINER = "torchtrainer"  # a Ray Train TorchTrainer run per trial
 
 
-DDP_WORKERS = (Runner.WARM, Runner.TORCHTRAINER)
+DDP_WORKERS = tuple(r for r in Runner if r is not Runner.IN_PROCESS)  # what ``ddp_workers`` may choose

@@ -23,16 +23,15 @@ from raysweep.words import Runner
 
 
 def runners(spec: SweepSpec) -> dict[int, Runner]:
-    """How a trial of each of the sweep's sizes runs (``trial/runners.RUNNERS``): its 2+-worker
-    trials on the sweep's warm DDP workers or as TorchTrainer runs, as ``ddp_workers`` says."""
-    pooled = spec.ddp_workers == Runner.WARM
-    # RAYSWEEP_ONE_WORKER_TORCHTRAINER=1: a 1-worker trial under ddp_workers: torchtrainer is a
-    # TorchTrainer run too, not the trial's own process (the GPU suite runs Ray Train's 1-GPU path).
-    one_in_process = kind_of(spec).runs_own_process or (not pooled and os.environ.get(ONE_WORKER_TORCHTRAINER) != "1")
-    return {
-        size: Runner.IN_PROCESS if size == 1 and one_in_process else Runner.WARM if pooled else Runner.TORCHTRAINER
-        for size in spec.world_sizes
-    }
+    """How a trial of each of the sweep's sizes runs (``trial/runners.RUNNERS``): the runner
+    ``ddp_workers`` chooses, its 1-worker trials in the trial's own process where its record says
+    so, and a script's too (it runs in a process of its own anyway)."""
+    chosen = RUNNERS[spec.ddp_workers]
+    # RAYSWEEP_ONE_WORKER_TORCHTRAINER=1: a 1-worker trial runs on the chosen runner too (the GPU
+    # suite runs Ray Train's 1-GPU path)
+    alone = chosen.one_worker_in_process and os.environ.get(ONE_WORKER_TORCHTRAINER) != "1"
+    one_in_process = kind_of(spec).runs_own_process or alone
+    return {size: Runner.IN_PROCESS if size == 1 and one_in_process else chosen.word for size in spec.world_sizes}
 
 
 def kinds(trial_runners: dict[int, Runner]) -> list[RunnerKind]:

@@ -135,7 +135,7 @@ def parse_settings(doc: dict, own: dict, problems: list[str]) -> dict[str, Any]:
         "process_group_timeout_s": optional("process_group_timeout_s", positive) or PROCESS_GROUP_TIMEOUT_S,
         "worker_start_timeout_s": optional("worker_start_timeout_s", positive) or WORKER_START_TIMEOUT_S,
         "reuse_actors": optional("reuse_actors", boolean) is not False,
-        "ddp_workers": Runner(optional("ddp_workers", choice, DDP_WORKERS) or Runner.WARM),
+        "ddp_workers": _runner(optional("ddp_workers", choice, DDP_WORKERS)),
     }
     if settings["max_initial_failures"] is None:
         settings["max_initial_failures"] = 5
@@ -144,3 +144,9 @@ def parse_settings(doc: dict, own: dict, problems: list[str]) -> dict[str, Any]:
         if key in doc:
             text(doc[key], key, problems)
     return settings
+
+
+def _runner(chosen: Any) -> Runner:
+    """``ddp_workers`` as its runner's word: warm unless a valid other one is chosen (an invalid
+    one is already a problem)."""
+    return Runner(chosen) if chosen in DDP_WORKERS else Runner.WARM

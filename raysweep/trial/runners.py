@@ -2,7 +2,8 @@
 ``BackendConfig`` names its backend. The driver chooses a runner per trial size once
 (``driver/trainable.runners``) and reads only these traits, never a runner's name.
 
-Adding a runner is a ``Runner`` word, its record here and its test (``tests/trial/test_runners.py``).
+Adding a runner is a ``Runner`` word (which ``ddp_workers`` then accepts), its record here and its
+test (``tests/trial/test_runners.py``).
 ``TrialJob`` carries the word, not the record: a warm worker unpickles jobs, and this module imports
 Tune and Ray Train.
 """
@@ -42,6 +43,9 @@ class RunnerKind:
     reuses_tune_actor: bool  # a stopped trial ends at its report, so the next may reuse its Tune actor
     in_trial_process: bool  # its one rank is the Tune trial's process: its failure is the trial's own
     needs_dashboard: bool  # Ray Train frees a stopped trial's workers through the dashboard's State API
+    # chosen by ``ddp_workers``, its 1-worker trials run in the Tune trial's process instead
+    # (starting it for one rank costs more than it gives)
+    one_worker_in_process: bool
 
 
 RUNNERS: dict[Runner, RunnerKind] = {
@@ -58,6 +62,7 @@ RUNNERS: dict[Runner, RunnerKind] = {
             reuses_tune_actor=True,
             in_trial_process=True,
             needs_dashboard=False,
+            one_worker_in_process=True,
         ),
         RunnerKind(
             Runner.WARM,
@@ -70,6 +75,7 @@ RUNNERS: dict[Runner, RunnerKind] = {
             reuses_tune_actor=True,
             in_trial_process=False,
             needs_dashboard=False,
+            one_worker_in_process=False,
         ),
         RunnerKind(
             Runner.TORCHTRAINER,
@@ -82,6 +88,7 @@ RUNNERS: dict[Runner, RunnerKind] = {
             reuses_tune_actor=False,  # a stopped fit() runs on in the old trial's thread until its process ends
             in_trial_process=False,
             needs_dashboard=True,
+            one_worker_in_process=True,
         ),
     )
 }

@@ -13,9 +13,10 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import raysweep, start_sweep, write_spec
+from conftest import raysweep, show, start_sweep, write_spec
 
 from raysweep.runs.files import TRIALS_FILE, read_trials
+from raysweep.runs.results import load
 
 pytestmark = pytest.mark.ray
 
@@ -71,11 +72,20 @@ def test_a_promoted_trial_grows_to_two_workers_and_learns_as_it_would_have_on_on
     for grown_epoch, fixed_epoch in zip(grown_reports, fixed_reports, strict=True):
         assert grown_epoch["val/loss"] == pytest.approx(fixed_epoch["val/loss"], rel=1e-4)
     assert "grows to 2 workers" in (grown / "driver.log").read_text()
+    # every reader takes a grown row: its size reached, its cost charged per segment
+    (shown,) = show(grown)["trials"]
+    assert shown["num_workers"] == 2 and shown["cost_hours"] == pytest.approx(row["worker_s"] / 3600, abs=1e-6)
+    assert load(grown).dataframe()["num_workers"].tolist() == [2]
+    page = tmp_path / "grown.html"
+    out = raysweep("report", str(grown), "-o", str(page))
+    assert out.returncode == 0 and "(2w)" in page.read_text(), out.stderr  # the timeline's row of the trial
 
 
-def test_a_driver_killed_after_a_trial_grew_resumes_it_at_the_size_it_reached(tmp_path, ray_cluster):
-    """SIGKILL once the trial runs at 2 workers, then ``resume``: it goes on from its checkpoint at
-    2, each rank with half the global batch, and its row keeps the two sizes it held."""
+@pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGINT], ids=["kill", "ctrl-c"])
+def test_a_driver_stopped_after_a_trial_grew_resumes_it_at_the_size_it_reached(tmp_path, ray_cluster, stop):
+    """SIGKILL (or a Ctrl-C, which saves the sweep and exits 130) once the trial runs at 2 workers,
+    then ``resume``: it goes on from its checkpoint at 2, each rank with half the global batch, and
+    its row keeps the two sizes it held."""
     spec = write_spec(
         tmp_path / "k.yaml",
         name="k",
@@ -96,9 +106,10 @@ def test_a_driver_killed_after_a_trial_grew_resumes_it_at_the_size_it_reached(tm
         if rows and rows[0].get("sizes"):  # it started again at 2 workers
             break
         time.sleep(0.2)
-    driver.send_signal(signal.SIGKILL)
-    driver.wait()
+    driver.send_signal(stop)
+    code = driver.wait(timeout=120)
     assert rows and rows[0].get("sizes"), driver.stderr.read()
+    assert code == (130 if stop == signal.SIGINT else -signal.SIGKILL)
 
     out = raysweep("resume", "k", "--storage", str(tmp_path / "runs"), "--address", ray_cluster)
     assert out.returncode == 0, out.stdout + out.stderr

@@ -35,7 +35,8 @@ def test_the_records_are_what_show_json_and_load_read(tmp_path: Path):
     assert top["best"]["trial_id"] == results.best.trial_id and top["cost"] == results.to_json()["cost"]
 
     loaded = SweepResult(run_dir)
-    assert loaded.trials == [t.to_json() for t in results.trials] and loaded.best == results.best.to_json()
+    assert [t.to_json() for t in loaded.trials] == [t.to_json() for t in results.trials]
+    assert loaded.best.to_json() == results.best.to_json()
     frame = loaded.dataframe()
     assert list(frame["trial_id"]) == [t.trial_id for t in results.trials]
     assert math.isclose(frame["cost_hours"].sum(), results.cost.spent_hours, abs_tol=1e-5)

@@ -3,9 +3,12 @@ whose answers are known by hand."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
-from bench.simulate import SCHEDULER, Setup, Simulation, passed_over, sim_spec
+from bench.simulate import SCHEDULER, Setup, Simulation, passed_over, replay, sim_spec
 from raysweep.spec.model import Budget
 
 FLAT = [{"exact_accuracy": [0.5] * 6, "epoch_s": [1.0] * 6}]  # every trial alike: ASHA stops none
@@ -103,3 +106,27 @@ def test_passed_over_is_the_wait_after_a_later_trial_started():
     # only trials larger than 1 GPU count (the one made second is): t0 waited 40 s, but it is small
     assert passed_over([T(0, 50.0), T(1, 10.0), T(2, 20.0)], larger_than=1) == 0.0
     assert passed_over([T(0, 5.0), T(1, 30.0), T(2, 20.0)], larger_than=1) == pytest.approx(10.0)
+
+
+TIMELINE = Path(__file__).parents[1] / "support" / "admission_two_nodes_timeline.json"  # bench.admission, 2026-12-06
+
+
+@pytest.mark.parametrize("mode, admission", [("backfill_start_ahead", "raysweep"), ("tune_default", "tune")])
+def test_the_simulator_starts_trials_in_the_order_a_real_two_node_run_did(mode, admission):
+    """Issue 75: ``bench.admission``'s two-node run (2 nodes of 2 slots, 24 trials of 3-6 one-second
+    epochs, a 4-worker trial among every four; its recorded timeline) replayed on the simulated
+    clock: the trials start in the real run's order. Under raysweep's admission the sizes' order and
+    each 4-worker trial's predecessors are the real run's (the first three large trials, then the
+    small ones beside the fourth's reservation...); under Tune's default the same (every large
+    trial last). Trials that started together (within a second) count in either order."""
+    trials = json.loads(TIMELINE.read_text())["starvation"][mode]
+    run = replay(trials, admission, epoch_s=1.0)
+    run.run()
+    simulated = sorted(run.trials.values(), key=lambda t: (t.start, t.trial_id))
+    sim_order = [int(t.trial_id[1:]) for t in simulated]
+    real_order = sorted(range(len(trials)), key=lambda i: trials[i]["start"])
+    assert [trials[i]["size"] for i in sim_order] == [trials[i]["size"] for i in real_order]
+    for large in (i for i, t in enumerate(trials) if t["size"] == 4):
+        before_real = {i for i in real_order if trials[i]["start"] < trials[large]["start"] - 1.0}
+        before_sim = {int(t.trial_id[1:]) for t in simulated if t.start < run.trials[f"t{large:05d}"].start - 1.0}
+        assert before_sim == before_real, large

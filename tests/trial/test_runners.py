@@ -34,6 +34,7 @@ def test_the_traits_say_what_the_driver_used_to_work_out_from_the_name():
     assert [k.reuses_tune_actor for k in (warm, train, alone)] == [True, False, True]
     assert [k.places_own_slots for k in (warm, train, alone)] == [True, False, False]
     assert [k.in_trial_process for k in (warm, train, alone)] == [False, False, True]
+    assert [k.one_worker_in_process for k in (warm, train)] == [False, True]  # Ray Train for one rank: not worth it
 
 
 @pytest.mark.parametrize(
