@@ -105,11 +105,11 @@ def start(
     interrupt.ray_is_up(signals)
     settings, limit, planned = admit(spec, settings, capacity, restore)
     write_settings(run_dir, settings)
-    print_banner(spec, settings, run_dir, capacity, dashboard=dashboard, limit=limit, on_wandb=on_wandb)
+    trial_runners = runners(spec)  # decided once: the banner, the pool, the admission and the Tuner read it
+    print_banner(spec, settings, run_dir, capacity, trial_runners, dashboard=dashboard, limit=limit, on_wandb=on_wandb)
     told, tried = _told(spec, settings, run_dir, restore, tried)
     if not settings.quiet and (settings.budget_gpu_hours or spec.budget.epoch_seconds):
         print("\n".join(planned.lines(capacity.total)))
-    trial_runners = runners(spec)
     pool = _start_pool(spec, capacity, trials_at_once(settings, limit), trial_runners)
     holdings = pool if pool is not None else start_holdings()  # the pool is the sweep's record too
     sweep = _sweep(spec, settings, capacity, run_dir, function, on_wandb, trial_runners, holdings)
@@ -117,7 +117,7 @@ def start(
     board, rows = Board(), journal_rows(run_dir)
     estimates = Estimates(spec, rows, planned.rungs)
     ledger = Ledger(estimates, settings.budget_gpu_hours, capacity.use_gpu) if settings.budget_gpu_hours else None
-    admission = _admission(spec, capacity, estimates, holdings=holdings, board=board, ledger=ledger)
+    admission = _admission(spec, capacity, estimates, trial_runners, holdings=holdings, board=board, ledger=ledger)
     ray_settings.pending_trials(_pending_trials(spec, capacity, ledger, admission))
     restored = restored_tuner(run_dir, trainable, settings) if restore else None  # its own scheduler and search
     scheduler = restored_config(restored)[1].scheduler if restored else build_scheduler(spec)
@@ -126,9 +126,9 @@ def start(
     monitor = _monitor(spec, settings, run_dir, (board, rows, ledger), scheduler)
     stoppers = _stoppers(spec, monitor, ledger)
     callbacks = _all_callbacks(spec, settings, (signals, monitor, holdings), restore, on_wandb)
-    admits = {"ledger": ledger, "admission": admission}
+    ours = {"callbacks": callbacks, "stoppers": stoppers, "ledger": ledger, "admission": admission}  # this driver's
     if restored is not None:
-        tuner = attach(restored, callbacks=callbacks, stoppers=stoppers, **admits)
+        tuner = attach(restored, **ours)
     else:
         tuner = new_tuner(
             spec,
@@ -137,11 +137,10 @@ def start(
             scheduler=scheduler,
             limit=limit,
             trainable=trainable,
-            callbacks=callbacks,
-            stoppers=stoppers,
+            trial_runners=trial_runners,
             tried=tried,
             told=told,
-            **admits,
+            **ours,
         )
     search = innermost(restored_config(tuner)[1].search_alg)
     if isinstance(search, EngineSearch) and hasattr(scheduler, "watch_engine"):  # its pruner stops trials via Tune
@@ -231,18 +230,17 @@ def _all_callbacks(
     """Tune's callbacks of this driver (``parts``: its signals, monitor and the trials' holdings):
     Ctrl-C, newest stored checkpoints on resume, the monitor, result.json, W&B, what trials hold."""
     signals, monitor, holdings = parts
-    callbacks = [interrupt.TuneListens(signals), monitor, ResultLog()] + _callbacks(spec, settings, restore, on_wandb)
-    if (
-        restore
-    ):  # each trial goes on from the newest checkpoint on storage (a killed driver's state may name a gone one)
-        callbacks.insert(0, StoredCheckpoints())
-    return callbacks + [ReleaseHoldings(holdings)]
+    # resumed, each trial goes on from the newest checkpoint on storage (a killed driver's state may name a gone one)
+    stored = [StoredCheckpoints()] if restore else []
+    listens = [interrupt.TuneListens(signals), monitor, ResultLog()]
+    return stored + listens + _callbacks(spec, settings, restore, on_wandb) + [ReleaseHoldings(holdings)]
 
 
 def _admission(
     spec: SweepSpec,
     capacity: Capacity,
     estimates: Estimates,
+    trial_runners: dict[int, Runner],
     *,
     holdings: Any,
     board: Board,
@@ -256,7 +254,7 @@ def _admission(
         return None
     if spec.scheduler is not None and spec.scheduler.kind.pauses_trials:
         return None
-    own = {size for size, runner in runners(spec).items() if RUNNERS[runner].places_own_slots}
+    own = {size for size, runner in trial_runners.items() if RUNNERS[runner].places_own_slots}
     ahead = frozenset(own if os.environ.get(START_AHEAD) != "0" else ())
     return Admission(
         spec,

@@ -7,12 +7,13 @@ from dataclasses import replace
 from pathlib import Path
 
 from raysweep import wandb_sweep
-from raysweep.driver.trainable import kinds, runners
+from raysweep.driver.trainable import kinds
 from raysweep.errors import UserError
 from raysweep.placement import Capacity, concurrency_limit, never_placed
 from raysweep.runs.run_settings import RunSettings
 from raysweep.search.plan import Plan, cheapest_trial_hours, plan
 from raysweep.spec import SweepSpec
+from raysweep.words import Runner
 
 
 def check_feasible(sizes: set[int], capacity: Capacity) -> None:
@@ -48,6 +49,7 @@ def print_banner(
     settings: RunSettings,
     run_dir: Path,
     capacity: Capacity,
+    trial_runners: dict[int, Runner],
     *,
     dashboard: str | None,
     limit: int | None,
@@ -73,7 +75,7 @@ def print_banner(
             )
         if not capacity.managed_slots:
             print(f"note: the cluster's nodes don't advertise raysweep_slot; running at most {limit} trials at once")
-    if any(kind.needs_dashboard for kind in kinds(runners(spec))) and not dashboard:
+    if any(kind.needs_dashboard for kind in kinds(trial_runners)) and not dashboard:
         print(
             "warning: this Ray cluster runs no dashboard. Ray Train frees the workers of a 2+-worker trial "
             "that the scheduler stops through the dashboard's State API; without it their CPUs/GPUs stay "

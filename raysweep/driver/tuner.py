@@ -12,7 +12,7 @@ from ray.tune.search import Searcher, SearchGenerator
 from raysweep.driver.admission import Admission
 from raysweep.driver.admitted_search import AdmittedSearch
 from raysweep.driver.budget import Ledger
-from raysweep.driver.trainable import kinds, runners
+from raysweep.driver.trainable import kinds
 from raysweep.private_api import restored_config
 from raysweep.runs.run_settings import RunSettings
 from raysweep.search.searchers import build_search
@@ -73,6 +73,7 @@ def new_tuner(
     trainable: Any,
     callbacks: list[Any],
     stoppers: list[Any],
+    trial_runners: dict[int, Runner],
     tried: list[dict[str, Any]] | None = None,
     ledger: Ledger | None = None,
     admission: Admission | None = None,
@@ -91,7 +92,7 @@ def new_tuner(
             search_alg=search,
             scheduler=scheduler,
             num_samples=budget,
-            reuse_actors=reuse_actors(spec, runners(spec)),
+            reuse_actors=reuse_actors(spec, trial_runners),
         ),
         run_config=tune.RunConfig(
             name=run_dir.name,

@@ -96,7 +96,7 @@ def test_a_scheduler_stops_two_worker_trials_and_the_next_trial_gets_their_slots
 
 @pytest.mark.parametrize("reuse_actors", [True, False])
 def test_tune_reuses_a_trials_process_for_the_next_trial_unless_told_not_to(tmp_path, ray_cluster, reuse_actors):
-    """What ``driver.experiment._reuse_actors`` decides (test_driver.py) is what Tune does: 1-worker
+    """What ``driver.tuner.reuse_actors`` decides (test_driver.py) is what Tune does: 1-worker
     trials under torchtrainer run in the Tune trial's own process, which runs the next trial too."""
     spec = sweep(
         tmp_path,
