@@ -81,7 +81,12 @@ def test_a_promoted_trial_grows_to_two_workers_and_learns_as_it_would_have_on_on
     assert out.returncode == 0 and "(2w)" in page.read_text(), out.stderr  # the timeline's row of the trial
 
 
-@pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGINT], ids=["kill", "ctrl-c"])
+@pytest.mark.parametrize(
+    "stop",
+    # make test: the kill's resume of a grown trial, and test_interrupt.py's Ctrl-C then resume
+    [signal.SIGKILL, pytest.param(signal.SIGINT, marks=pytest.mark.slow)],
+    ids=["kill", "ctrl-c"],
+)
 def test_a_driver_stopped_after_a_trial_grew_resumes_it_at_the_size_it_reached(tmp_path, ray_cluster, stop):
     """SIGKILL (or a Ctrl-C, which saves the sweep and exits 130) once the trial runs at 2 workers,
     then ``resume``: it goes on from its checkpoint at 2, each rank with half the global batch, and
