@@ -25,9 +25,11 @@ BIN = "RAYSWEEP_BIN"
 BACKFILL = "RAYSWEEP_BACKFILL"
 START_AHEAD = "RAYSWEEP_START_AHEAD"
 WARM_IMPORTS = "RAYSWEEP_WARM_IMPORTS"
+CACHE_DIR = "RAYSWEEP_CACHE_DIR"
 # what raysweep tells a program: script it starts
 METRICS_FILE = "RAYSWEEP_METRICS_FILE"
 METRIC = "RAYSWEEP_METRIC"
+CHECKPOINT_DIR = "RAYSWEEP_CHECKPOINT_DIR"
 # Ray's, Tune's, torch's and W&B's that raysweep reads or sets
 RAY_ADDRESS = "RAY_ADDRESS"
 RAY_AUTH_MODE = "RAY_AUTH_MODE"
@@ -89,6 +91,11 @@ VARIABLES = (
         "read",
         "modules a warm worker imports before its first trial, comma-separated (default torch._dynamo; empty: none)",
     ),
+    Variable(
+        CACHE_DIR,
+        "read",
+        "where the local copies of run dirs on a URI --storage go (default: ~/.cache/raysweep)",
+    ),
     Variable(BIN, "read", "the virtualenv a `raysweep slurm` batch script runs (default: the one that wrote it)"),
     Variable(RAY_ADDRESS, "read", "the Ray cluster to join when --address is not given (`ray job submit` sets it)"),
     Variable(
@@ -104,6 +111,12 @@ VARIABLES = (
     Variable(WANDB_ENTITY, "read", "kept as it was around creating a W&B sweep, which sets it"),
     Variable(METRICS_FILE, "script", "a program: script's reports go to this file, which its trial reads live"),
     Variable(METRIC, "script", "the sweep's metric.name, in a program: script"),
+    Variable(
+        CHECKPOINT_DIR,
+        "script",
+        "the trial checkpoint directory: what rank 0 wrote there is kept with its next report and put back "
+        "before a restarted trial's script starts",
+    ),
     Variable(CUDA_VISIBLE_DEVICES, "set", "a rank's GPUs (a warm worker: its one GPU; --gpus: the embedded Ray's)"),
     Variable(GLOO_SOCKET_IFNAME, "set", "raysweep.resources.network_interface, on every rank and script"),
     Variable(NCCL_SOCKET_IFNAME, "set", "raysweep.resources.network_interface, on every rank and script"),

@@ -59,18 +59,29 @@ def restored_config(tuner: Any) -> tuple[Any, Any]:
     return local._run_config, local._tune_config  # noqa: SLF001
 
 
+def trial_filesystem(trial: Any) -> Any:
+    """The pyarrow filesystem a Tune trial's ``path`` is on (the storage's: local, or a URI's)."""
+    return trial.storage.storage_filesystem
+
+
 def restart_from(trial: Any, checkpoint_path: str | None, report: dict[str, Any]) -> None:
     """A restored trial goes on from ``checkpoint_path`` (``report``: the one that saved it, whose
     ``training_iteration`` Tune counts on from), or starts over (None): its checkpoint manager's
     latest checkpoint, and the kept ones that are gone dropped."""
-    import os
-
+    import pyarrow.fs
     from ray import tune
     from ray.train._internal.session import _TrainingResult
 
+    fs = trial_filesystem(trial)
     manager = trial.run_metadata.checkpoint_manager
-    kept = [r for r in manager._checkpoint_results if os.path.isdir(r.checkpoint.path)]  # noqa: SLF001
-    latest = None if checkpoint_path is None else _TrainingResult(tune.Checkpoint(checkpoint_path), report)
+    kept = [
+        r
+        for r in manager._checkpoint_results  # noqa: SLF001
+        if fs.get_file_info(r.checkpoint.path).type == pyarrow.fs.FileType.Directory
+    ]
+    latest = (
+        None if checkpoint_path is None else _TrainingResult(tune.Checkpoint(checkpoint_path, filesystem=fs), report)
+    )
     if latest is not None and all(r.checkpoint.path != checkpoint_path for r in kept):
         kept.append(latest)
     manager._checkpoint_results = kept  # noqa: SLF001

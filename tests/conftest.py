@@ -44,6 +44,14 @@ def ray_cluster():
     yield from one_node_cluster(cli_env())
 
 
+@pytest.fixture(scope="session")
+def s3():
+    """A local S3 API (moto's server, ``tests/support/s3.py``); ``s3.bucket()`` makes a bucket per test."""
+    from s3 import serve
+
+    yield from serve()
+
+
 def one_node_cluster(env: dict[str, str]):
     """``ray_cluster``'s cluster, its processes started with ``env`` (a module's own fixture)."""
     port = free_port()
@@ -146,15 +154,17 @@ def cli_env() -> dict[str, str]:
     return env
 
 
-def raysweep(*args: str, timeout: float = 600, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    """Run the CLI as a user would; output captured, never a shell."""
+def raysweep(
+    *args: str, timeout: float = 600, cwd: Path = ROOT, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """Run the CLI as a user would (``env``: variables set besides); output captured, never a shell."""
     return subprocess.run(
         [sys.executable, "-m", "raysweep", *args],
         capture_output=True,
         text=True,
         cwd=cwd,
         timeout=timeout,
-        env=cli_env(),
+        env=cli_env() | (env or {}),
     )
 
 

@@ -16,31 +16,34 @@ from __future__ import annotations
 
 import json
 import logging
-from pathlib import Path
+from pathlib import PurePosixPath
 from typing import Any
 
+import pyarrow.fs
 from ray.tune import Callback
 from ray.tune.experiment import Trial
 
 from raysweep import private_api
 from raysweep.runs.files import RESULTS_FILE
+from raysweep.runs.storage import read_text
 
 log = logging.getLogger("raysweep")
 
 
-def newest_stored(trial_dir: Path) -> tuple[str, dict[str, Any]] | None:
-    """The newest checkpoint of a trial that is on storage, with the report that saved it."""
-    path = trial_dir / RESULTS_FILE
+def newest_stored(trial_dir: str, fs: Any = None) -> tuple[str, dict[str, Any]] | None:
+    """The newest checkpoint of a trial that is on storage (``fs``: its pyarrow filesystem, local
+    by default), with the report that saved it."""
+    fs = fs or pyarrow.fs.LocalFileSystem()
     reports = []
-    for line in path.read_text().splitlines() if path.exists() else []:
+    for line in read_text(fs, f"{trial_dir}/{RESULTS_FILE}").splitlines():
         try:
             reports.append(json.loads(line))
         except json.JSONDecodeError:  # the line a killed driver was writing
             continue
     for report in reversed(reports):
         name = report.get("checkpoint_dir_name")
-        if name and (trial_dir / name).is_dir():
-            return str(trial_dir / name), report
+        if name and fs.get_file_info(f"{trial_dir}/{name}").type == pyarrow.fs.FileType.Directory:
+            return f"{trial_dir}/{name}", report
     return None
 
 
@@ -57,10 +60,10 @@ class StoredCheckpoints(Callback):
             if trial.status in (Trial.TERMINATED, Trial.ERROR):  # ended (an errored one retried is PENDING)
                 continue
             named = trial.checkpoint.path if trial.checkpoint is not None else None
-            stored = newest_stored(Path(trial.path))
+            stored = newest_stored(trial.path, private_api.trial_filesystem(trial))
             if stored is None and named is None:
                 continue  # it never saved one: it starts over, as Tune starts it
-            if stored is not None and named is not None and Path(named) == Path(stored[0]):
+            if stored is not None and named is not None and PurePosixPath(named) == PurePosixPath(stored[0]):
                 continue
             if stored is None:
                 log.warning(

@@ -21,8 +21,10 @@ from raysweep.driver.budget import BudgetStopper, Ledger
 from raysweep.driver.checkpoints import StoredCheckpoints
 from raysweep.driver.cluster import start_or_connect
 from raysweep.driver.estimates import Estimates
+from raysweep.driver.mirror import remote_of, tune_storage
 from raysweep.driver.monitor import SweepMonitor, journal_rows
 from raysweep.driver.result_log import ResultLog
+from raysweep.driver.storage_check import check_seen_by_every_node
 from raysweep.driver.sweep_checks import admit, print_banner
 from raysweep.driver.trainable import kinds, make_trainable, runners
 from raysweep.driver.trial_ends import ReleaseHoldings
@@ -52,7 +54,11 @@ log = logging.getLogger("raysweep")
 
 
 def _callbacks(
-    spec: SweepSpec, settings: RunSettings, resuming: bool, on_wandb: wandb_sweep.WandbSweep | None
+    spec: SweepSpec,
+    settings: RunSettings,
+    resuming: bool,
+    on_wandb: wandb_sweep.WandbSweep | None,
+    run_dir: Path,
 ) -> list[Any]:
     # a script (a W&B-style function) logs its own W&B run
     if settings.wandb == "disabled" or kind_of(spec).calls_wandb_init:
@@ -69,6 +75,7 @@ def _callbacks(
             sweep_id=sweep_id,
             goals=spec.objectives,
             world_size=spec.world_size,
+            run_dir=run_dir,
         )
     ]
 
@@ -100,7 +107,7 @@ def start(
 ) -> Experiment:
     """Ray, the worker pool and the Tuner (restored from the run dir with ``restore``); ``function``:
     raysweep.run's, bound into every trial; ``on_wandb``: the W&B sweep every trial's run joins."""
-    capacity, dashboard = _start_ray(spec, settings)
+    capacity, dashboard = _start_ray(spec, settings, run_dir)
     output = show_trial_output(settings.quiet)
     interrupt.ray_is_up(signals)
     settings, limit, planned = admit(spec, settings, capacity, restore)
@@ -140,6 +147,7 @@ def start(
             trial_runners=trial_runners,
             tried=tried,
             told=told,
+            storage_path=tune_storage(run_dir, settings),
             **ours,
         )
     search = innermost(restored_config(tuner)[1].search_alg)
@@ -171,6 +179,7 @@ def _sweep(
         wandb_dir=settings.wandb_dir,
         runners=trial_runners,
         holdings=holdings,
+        storage=remote.uri if (remote := remote_of(run_dir, settings)) is not None else None,
     )
 
 
@@ -193,9 +202,10 @@ def _monitor(
     )
 
 
-def _start_ray(spec: SweepSpec, settings: RunSettings) -> tuple[Capacity, str | None]:
-    """Ray started or joined (``cluster.py``): its capacity for this sweep's workers, and its dashboard."""
-    return start_or_connect(
+def _start_ray(spec: SweepSpec, settings: RunSettings, run_dir: Path) -> tuple[Capacity, str | None]:
+    """Ray started or joined (``cluster.py``), a local run dir seen by every node of it
+    (``storage_check.py``): its capacity for this sweep's workers, and its dashboard."""
+    started = start_or_connect(
         settings.address,
         spec.resources.use_gpu,
         spec.resources.cpus_per_worker,
@@ -204,6 +214,9 @@ def _start_ray(spec: SweepSpec, settings: RunSettings) -> tuple[Capacity, str | 
         gpus_per_worker=spec.resources.gpus_per_worker,
         memory_per_worker=spec.resources.memory_per_worker_gb * GIB,
     )
+    if settings.storage is None:
+        check_seen_by_every_node(run_dir)
+    return started
 
 
 def _told(
@@ -233,7 +246,8 @@ def _all_callbacks(
     # resumed, each trial goes on from the newest checkpoint on storage (a killed driver's state may name a gone one)
     stored = [StoredCheckpoints()] if restore else []
     listens = [interrupt.TuneListens(signals), monitor, ResultLog()]
-    return stored + listens + _callbacks(spec, settings, restore, on_wandb) + [ReleaseHoldings(holdings)]
+    run_dir = monitor.path.parent
+    return stored + listens + _callbacks(spec, settings, restore, on_wandb, run_dir) + [ReleaseHoldings(holdings)]
 
 
 def _admission(

@@ -81,7 +81,7 @@ class SweepMonitor(Callback):
             start=row.start if row.start is not None or not started else time.time(),
             config={k: plain(v) for k, v in trial.config.items()},
             world_size=_world_size(self.spec, trial.config),
-            trial_dir=_trial_dir(trial) or row.trial_dir,
+            trial_dir=_trial_dir(trial, self.path.parent) or row.trial_dir,
             **changes,
         )
         self.rows[trial.trial_id] = row
@@ -219,7 +219,7 @@ class SweepMonitor(Callback):
         )
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        self._end(trials, trial, TrialStatus.FAILED, _error_text(trial))
+        self._end(trials, trial, TrialStatus.FAILED, _error_text(trial, self.path.parent))
 
     def on_step_begin(self, iteration: int, trials: list, **info: Any) -> None:
         if not self._reconciled:
@@ -306,14 +306,14 @@ def journal_rows(run_dir: Path) -> dict[str, TrialRow]:
     return Rows({r.trial_id: replace(r, since=None) for r in read_rows(run_dir)})
 
 
-def _error_text(trial: Any) -> str:
+def _error_text(trial: Any, run_dir: Path) -> str:
     """The part of the trial's error a user reads first: the sentence of one of raysweep's own
     errors (they say what happened and what to do) without its traceback, else the last lines of
     the traceback; never terminal colour codes (the text goes to files and pipes).
 
     A trial the watchdog ended died with its process; its explanation is in the trial dir.
     """
-    for trial_dir in (trial.path, trial.local_path):
+    for trial_dir in (trial.path, trial.local_path, run_dir / Path(trial.path or "-").name):
         explanation = read_explanation(trial_dir or "")
         if explanation:
             return explanation
@@ -336,11 +336,12 @@ def error_summary(text: str) -> str:
     return "\n".join(lines[-12:])
 
 
-def _trial_dir(trial: Any) -> str | None:
-    """The trial's dir in the run dir (``trial.local_path`` is Ray's session staging copy); None
-    for a trial held back before Tune named its dir."""
+def _trial_dir(trial: Any, run_dir: Path) -> str | None:
+    """The trial's dir in the run dir (``trial.local_path`` is Ray's session staging copy, and
+    ``trial.path`` is on the storage, which may be a URI's); None for a trial held back before
+    Tune named its dir."""
     try:
-        return trial.path
+        return str(run_dir / Path(trial.path).name)
     except RuntimeError:
         return None
 

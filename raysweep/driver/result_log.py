@@ -7,13 +7,14 @@ Tune's own JSON logger is off (``ray_settings.py``); this one is built on Tune's
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any, TextIO
 
 from ray.tune.logger import LoggerCallback
 
+from raysweep.private_api import trial_filesystem
 from raysweep.runs.files import RESULTS_FILE, TUNE_KEYS, replace_text
+from raysweep.runs.storage import read_text
 from raysweep.values import finite_number, json_default
 
 PARAMS_FILE = "params.json"  # the trial's flat config, where Tune's own logger put it
@@ -39,9 +40,11 @@ class ResultLog(LoggerCallback):
         trial.init_local_path()
         local = Path(trial.local_path)
         (local / PARAMS_FILE).write_text(json.dumps(trial.config, indent=2, sort_keys=True, default=json_default))
-        stored = Path(trial.path, RESULTS_FILE)
-        if _empty(local / RESULTS_FILE) and trial.checkpoint and stored.exists() and stored != local / RESULTS_FILE:
-            shutil.copyfile(stored, local / RESULTS_FILE)
+        stored = f"{trial.path}/{RESULTS_FILE}"
+        if _empty(local / RESULTS_FILE) and trial.checkpoint and Path(stored) != local / RESULTS_FILE:
+            text = read_text(trial_filesystem(trial), stored)  # on the storage, which may be a URI's
+            if text:
+                (local / RESULTS_FILE).write_text(text)
         self._files[trial] = (local / RESULTS_FILE).open("at")
 
     def log_trial_result(self, iteration: int, trial: Any, result: dict) -> None:

@@ -26,8 +26,11 @@ from ray import tune
 from raysweep import hints, wandb_sweep
 from raysweep.driver import experiment, interrupt, outcome
 from raysweep.driver.agents import driver_lock, plan_join
+from raysweep.driver.home import sweep_home
+from raysweep.driver.mirror import Mirror, experiment_path
 from raysweep.driver.request import RunRequest, check_budget, trials_to_run
 from raysweep.errors import UserError
+from raysweep.runs import storage
 from raysweep.runs.files import (
     OPTUNA_JOURNAL,
     SPEC_FILE,
@@ -61,20 +64,9 @@ def _sweep_name(spec: SweepSpec, name: str | None) -> str:
 
 
 def run_dir_for(spec: SweepSpec, name: str | None, storage: str | os.PathLike) -> Path:
-    """The run dir ``run_sweep`` uses for ``spec`` under ``name`` (None: the spec's) in ``storage``."""
-    return Path(storage).resolve() / _sweep_name(spec, name)
-
-
-def new_run_dir(storage: str | os.PathLike, name: str) -> Path:
-    """``<storage>/<name>`` (it holds no sweep yet), checked before anything is written; created user-only (``resume``
-    unpickles Tune's state from it, so whoever can write it can run code as the sweep's user)."""
-    root = Path(storage).resolve()
-    if root.exists() and not root.is_dir():
-        raise UserError(f"--storage {storage}: is a file; it must be a directory (it is created if missing)")
-    run_dir = root / name
-    if run_dir.parent != root:
-        raise UserError(f"--name {name!r} would leave --storage {storage}; pick a plain name")
-    return run_dir
+    """The run dir ``run_sweep`` uses for ``spec`` under ``name`` (None: the spec's) in ``storage``
+    (on a URI storage, its local copy)."""
+    return sweep_home(storage, _sweep_name(spec, name), check=False).run_dir
 
 
 def _check_entry_point(spec: SweepSpec) -> SweepSpec:
@@ -128,7 +120,20 @@ def _run(
     tried: list[dict[str, Any]] | None = None,
 ) -> int:
     """Run (or restore) the sweep's Tune experiment in the run dir; ``tried``: the configurations
-    an earlier driver ran (a joining one's grid goes on with the rest)."""
+    an earlier driver ran (a joining one's grid goes on with the rest). On a URI storage the run
+    dir is pushed to it as the sweep goes (``mirror.py``)."""
+    with Mirror(run_dir, settings):
+        return _run_mirrored(spec, settings, run_dir, restore, function, tried)
+
+
+def _run_mirrored(
+    spec: SweepSpec,
+    settings: RunSettings,
+    run_dir: Path,
+    restore: bool,
+    function: Callable | None,
+    tried: list[dict[str, Any]] | None,
+) -> int:
     # from here on, a Ctrl-C leaves the sweep resumable
     with interrupt.handled(run_dir, settings.exit_at_once) as signals:
         _setup_logging(run_dir)
@@ -193,11 +198,11 @@ def run_sweep(spec: SweepSpec, request: RunRequest, function: Callable | None = 
         spec = replace(spec, seed=draw_seed())
     budget = trials_to_run(spec, request.count)
     name = _sweep_name(spec, request.name)
-    storage = request.storage
-    if (Path(storage).resolve() / name / SPEC_FILE).exists():
-        return _existing(spec, request, function, Path(storage).resolve() / name)
+    home = sweep_home(request.storage, name)
+    if home.exists():
+        return _existing(spec, request, function, home.fetch())
     _say_run_cap(spec, request.count)
-    run_dir = new_run_dir(storage, name)
+    run_dir = home.new_run_dir()
     mode = request.wandb or spec.wandb.mode or ("online" if wandb_sweep.key_configured() else "offline")
     settings = RunSettings(
         name=name,
@@ -213,6 +218,7 @@ def run_sweep(spec: SweepSpec, request: RunRequest, function: Callable | None = 
         seed_drawn=seed_drawn,
         budget_gpu_hours=request.budget_gpu_hours or spec.budget.gpu_hours,
         warm_start=tuple(str(resolve_run_dir(d)) for d in request.warm_start),
+        storage=home.uri,
     )
     created = not run_dir.exists()
     run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -225,6 +231,8 @@ def run_sweep(spec: SweepSpec, request: RunRequest, function: Callable | None = 
     except UserError:
         if created and not (run_dir / TRIALS_FILE).exists():  # nothing ran: leave no dir to block the retry
             shutil.rmtree(run_dir, ignore_errors=True)
+            if home.remote is not None:
+                storage.remove(home.remote)
         raise
     finally:
         if ray.is_initialized():
@@ -329,7 +337,9 @@ def resume_sweep(
     # nothing to resume: it starts afresh. Tune may have no state yet (it writes it when the
     # Tuner is built), and Ray 2.60 cannot restore a state of no trials (an IndexError in
     # TuneController._restore_trials, after which it ran one trial of the budget and ended).
-    restore = any(row.start is not None for row in read_rows(run_dir)) and tune.Tuner.can_restore(run_dir)
+    restore = any(row.start is not None for row in read_rows(run_dir)) and tune.Tuner.can_restore(
+        experiment_path(run_dir, settings)
+    )
     if not restore:
         print(f"sweep {settings.name}: no trial had started; starting it")
         (run_dir / OPTUNA_JOURNAL).unlink(missing_ok=True)  # its study, if any, holds no finished trial

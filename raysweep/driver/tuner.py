@@ -12,6 +12,7 @@ from ray.tune.search import Searcher, SearchGenerator
 from raysweep.driver.admission import Admission
 from raysweep.driver.admitted_search import AdmittedSearch
 from raysweep.driver.budget import Ledger
+from raysweep.driver.mirror import experiment_path
 from raysweep.driver.trainable import kinds
 from raysweep.private_api import restored_config
 from raysweep.runs.run_settings import RunSettings
@@ -37,7 +38,10 @@ def reuse_actors(spec: SweepSpec, trial_runners: dict[int, Runner]) -> bool:
 def restored_tuner(run_dir: Path, trainable: Any, settings: RunSettings) -> tune.Tuner:
     """Tune's Tuner from the run dir, with its original RunConfig, search and scheduler."""
     return tune.Tuner.restore(
-        str(run_dir), trainable=trainable, resume_unfinished=True, resume_errored=settings.retry_failed
+        experiment_path(run_dir, settings),
+        trainable=trainable,
+        resume_unfinished=True,
+        resume_errored=settings.retry_failed,
     )
 
 
@@ -78,6 +82,7 @@ def new_tuner(
     ledger: Ledger | None = None,
     admission: Admission | None = None,
     told: list[Any] | None = None,
+    storage_path: str | None = None,
 ) -> tune.Tuner:
     search, param_space = build_search(spec, budget, run_dir, limit, tried, told)
     if ledger is not None or admission is not None:
@@ -96,7 +101,7 @@ def new_tuner(
         ),
         run_config=tune.RunConfig(
             name=run_dir.name,
-            storage_path=str(run_dir.parent),
+            storage_path=storage_path or str(run_dir.parent),
             callbacks=callbacks,
             stop=SweepStoppers(*stoppers),
             verbose=0,

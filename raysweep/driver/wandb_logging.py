@@ -73,7 +73,9 @@ class WandbRuns(LoggerCallback):
         sweep_id: str | None = None,
         goals: Objectives | None = None,
         world_size: Callable[[dict[str, Any]], int] | None = None,
+        run_dir: Path | None = None,
     ):
+        self.run_dir = run_dir  # the trials' runs go in their dirs there (the local copy of a URI storage's)
         self.init_kwargs: dict[str, Any] = {"project": project, "group": group, "mode": mode}
         if entity:
             self.init_kwargs["entity"] = entity
@@ -103,13 +105,14 @@ class WandbRuns(LoggerCallback):
     def log_trial_start(self, trial: Any) -> None:
         if trial.trial_id in self._open:  # a restarted trial goes on in its run
             return
-        Path(trial.path).mkdir(parents=True, exist_ok=True)
+        trial_dir = self._dir(trial)
+        Path(trial_dir).mkdir(parents=True, exist_ok=True)
         again = self.resuming or trial.trial_id in self._started
         init = {
             **self.init_kwargs,
             "id": trial.trial_id,
             "name": str(trial),
-            "dir": trial.path,
+            "dir": trial_dir,
             "config": {**trial.config, "trial_log_path": trial.path},
             "resume": "allow" if again else None,
         }
@@ -171,11 +174,17 @@ class WandbRuns(LoggerCallback):
                 continue
             reopen = None
             if trial.trial_id not in self._open:
-                reopen = {**self.init_kwargs, "id": trial.trial_id, "dir": trial.path, "resume": "allow"}
+                reopen = {**self.init_kwargs, "id": trial.trial_id, "dir": self._dir(trial), "resume": "allow"}
             self._mark(trial.trial_id, on, reopen)
 
+    def _dir(self, trial: Any) -> str:
+        """The trial's dir on this machine: ``trial.path`` is on the storage, which may be a URI's."""
+        return str(self.run_dir / Path(trial.path).name) if self.run_dir is not None else trial.path
+
     def _replay(self, trial: Any) -> None:
-        results = Path(trial.path) / "result.json"
+        results = Path(trial.local_path or "", "result.json")  # restored there by ResultLog
+        if not results.exists():
+            results = Path(self._dir(trial)) / "result.json"
         if results.exists():
             for line in results.read_text().splitlines():
                 if line.strip():

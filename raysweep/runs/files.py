@@ -83,10 +83,19 @@ def read_trials(path: Path) -> list[dict[str, Any]]:
     return list(rows.values())
 
 
-def read_results(trial_dir: str | os.PathLike | None) -> list[dict[str, Any]]:
+def in_run_dir(run_dir: str | os.PathLike, trial_dir: str | os.PathLike) -> Path:
+    """A trial's dir as a reader finds it: where its row says, or, where that is not here (a run
+    dir on a URI storage, pulled into a local copy; a run dir moved), the same name in ``run_dir``."""
+    named = Path(trial_dir)
+    return named if named.is_dir() else Path(run_dir) / named.name
+
+
+def read_results(trial_dir: str | os.PathLike | None, run_dir: str | os.PathLike | None = None) -> list[dict[str, Any]]:
     """A trial's reports from its ``result.json``, oldest first (none for an unknown dir)."""
-    path = Path(trial_dir or "") / RESULTS_FILE
-    if not trial_dir or not path.exists():
+    if not trial_dir:
+        return []
+    path = (in_run_dir(run_dir, trial_dir) if run_dir is not None else Path(trial_dir)) / RESULTS_FILE
+    if not path.exists():
         return []
     out = []
     for line in path.read_text().splitlines():

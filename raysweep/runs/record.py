@@ -40,6 +40,6 @@ class SweepRecord:
             trials=results.trials,
             best=results.best,
             rows=rows,
-            histories={tid: read_results(r.trial_dir) for tid, r in rows.items()},
+            histories={tid: read_results(r.trial_dir, run_dir) for tid, r in rows.items()},
             cost=results.cost,
         )

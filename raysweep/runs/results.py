@@ -90,7 +90,7 @@ class SweepResult:
         row = next((r for r in read_rows(self.run_dir) if r.trial_id == trial_id), None)
         if row is None:
             raise KeyError(f"sweep {self.name} has no trial {trial_id!r}")
-        return read_results(row.trial_dir)
+        return read_results(row.trial_dir, self.run_dir)
 
 
 def load(run: str | os.PathLike, storage: str | os.PathLike = "raysweep_runs") -> SweepResult:

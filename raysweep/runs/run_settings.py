@@ -100,6 +100,7 @@ class RunSettings:
     budget_gpu_hours: float | None = None  # what it may spend (GPU-hours; worker-hours on CPUs); None: no limit
     plan: Plan | None = None  # its latest driver's plan, beside what it spent (show, report)
     segment_budget: int | None = None  # the trials of the latest driver's Tune experiment (None: budget)
+    storage: str | None = None  # the --storage URI the run dir lives under (None: a local path, the run dir itself)
     warm_start: tuple[str, ...] = ()  # run dirs whose finished trials the search was told first (run --warm-start)
     retry_failed: bool = False  # resume --retry-failed (not saved)
     exit_at_once: bool = True  # a second Ctrl-C ends the process (the CLI) or raises KeyboardInterrupt (not saved)

@@ -11,12 +11,17 @@ from pathlib import Path
 from raysweep.errors import UserError
 from raysweep.runs.files import SPEC_FILE
 from raysweep.runs.rows import LATE_GRACE
+from raysweep.runs.storage import fetch, remote_run
 from raysweep.runs.sweep_results import SweepResults
 from raysweep.values import short
 
 
 def resolve_run_dir(run: str | os.PathLike, storage: str | os.PathLike = "raysweep_runs") -> Path:
-    """A run dir given as a path, or a sweep name under ``storage``."""
+    """A run dir given as a path, or a sweep name under ``storage``; one on a URI storage is pulled
+    into its local copy first (``storage.py``)."""
+    remote = remote_run(run, storage)
+    if remote is not None:
+        return fetch(remote)
     for candidate in (Path(run), Path(storage) / str(run)):
         if (candidate / SPEC_FILE).exists():
             return candidate.resolve()

@@ -144,7 +144,7 @@ class WarmBackend(Backend):
         return self.link.share(value)
 
     def checkpoint(self) -> Any:
-        return _checkpoint_at(self.link.checkpoint_dir)
+        return self.link.checkpoint  # on the storage: ``as_directory`` reads it from this rank's node
 
 
 class TrainBackend(Backend):

@@ -207,6 +207,7 @@ class Script(Entry):
             share=backend.share,
             visible_devices=visible_devices,
             report_without_metric=trial.report_without_metric,
+            checkpoint=backend.checkpoint(),
         )
 
 

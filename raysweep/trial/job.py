@@ -53,6 +53,25 @@ class Sweep:
     # how a trial of each world size runs, decided once by the driver (``driver/trainable.runners``)
     runners: dict[int, Runner] = field(default_factory=dict)
     holdings: Any = None  # the sweep's record of what each trial holds: its pool, or an actor (trial/holdings.py)
+    storage: str | None = None  # the run dir's URI where it lives on a URI storage (runs/storage.py); None: run_dir
+
+    @property
+    def home(self) -> str:
+        """Where the run dir is for every node: its URI, or the (shared) local path."""
+        return self.storage or self.run_dir
+
+    def uri_of(self, fs_path: str) -> str:
+        """A path on the storage's filesystem (as Ray Train names its checkpoints) as a URI every node opens."""
+        if not self.storage:
+            return fs_path
+        scheme = self.storage.partition("://")[0]
+        head, sep, query = self.storage.partition("?")
+        return f"{scheme}://{fs_path.lstrip('/')}{sep}{query}"
+
+    def in_home(self, *parts: str) -> str:
+        from raysweep.runs.storage import join
+
+        return join(self.home, *parts)
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -32,6 +33,7 @@ from typing import Any
 
 from raysweep import private_api
 from raysweep.env import (
+    CHECKPOINT_DIR,
     CUDA_VISIBLE_DEVICES,
     METRIC,
     METRICS_FILE,
@@ -48,7 +50,7 @@ from raysweep.env import (
     WANDB_SWEEP_PARAM_PATH,
 )
 from raysweep.placement import RankPlace
-from raysweep.trial import torchrun_env
+from raysweep.trial import script_checkpoints, torchrun_env
 from raysweep.trial.job import ProgramLaunch, TrialJob, WandbSetup
 from raysweep.trial.metrics import check_metric
 from raysweep.trial.output_marks import ended as console_ended
@@ -137,6 +139,7 @@ def script_env(
             PYTHONUNBUFFERED: "1",
             METRICS_FILE: str(metrics_file(trial_dir, job.attempt, rank)),
             METRIC: job.metric or "",
+            CHECKPOINT_DIR: str(script_checkpoints.directory(job.trial_id)),
         }
         | job.network_env()
     )
@@ -309,6 +312,18 @@ def _script_ended(job: TrialJob, launch: ProgramLaunch, rank: int, proc: Any, sh
     link_wandb_runs(trial_dir, launch.wandb.wandb_dir, own, run_dirs_logged(metrics_file(trial_dir, job.attempt, rank)))
 
 
+def _report_with_checkpoint(
+    report: Callable[..., None], metrics: dict[str, Any], snapshots: script_checkpoints.Snapshots | None
+) -> None:
+    """One report, with rank 0's checkpoint directory where it changed since the last one kept."""
+    copy = snapshots.changed() if snapshots is not None else None
+    try:
+        report(metrics, copy)
+    finally:
+        if copy is not None:
+            shutil.rmtree(copy, ignore_errors=True)
+
+
 def run_program(
     job: TrialJob,
     launch: ProgramLaunch,
@@ -316,17 +331,19 @@ def run_program(
     place: RankPlace,
     master: tuple[str, int],
     *,
-    report: Callable[[dict[str, Any]], None],
+    report: Callable[..., None],
     share: Callable[[Any], Any],
     visible_devices: str | None = None,
     report_without_metric: Callable[[dict[str, Any]], None] = lambda metrics: None,
+    checkpoint: Any = None,
 ) -> None:
     """Run the script as one rank of the trial and report rank 0's metrics until rank 0's ends;
     ``share(value)`` is rank 0's value on every rank (the runner's collective). A script that never
-    logged the metric ends with one ``report_without_metric`` of what rank 0 logged."""
+    logged the metric ends with one ``report_without_metric`` of what rank 0 logged; ``checkpoint``
+    (the trial's) is put back in its checkpoint directory first (``script_checkpoints.py``)."""
     trial_dir, world_size, metric = Path(job.trial_dir), job.world_size, job.metric
+    snapshots = script_checkpoints.ready(job.trial_id, rank, place.local_rank, world_size, checkpoint, share)
     logs = rank_logs(trial_dir, rank)
-    stderr_path = logs[1]
     proc = _start_script(
         job, launch, rank, script_env(job, launch, rank, place, master, visible_devices=visible_devices)
     )
@@ -348,20 +365,18 @@ def run_program(
                 new, rank_zero_code, logged = share((new, code, metrics.logged.latest) if rank == 0 else None)
             for m in new:
                 check_metric(m, metric)
-                report(m)
+                _report_with_checkpoint(report, m, snapshots)
                 reports += 1
                 last_progress = time.monotonic()
             if code is not None and code != 0:
-                raise ProgramFailed(
-                    f"program {launch.label} {_exit_text(code)} {_on_rank(rank, world_size, stderr_path)}"
-                )
+                raise ProgramFailed(f"program {launch.label} {_exit_text(code)} {_on_rank(rank, world_size, logs[1])}")
             if rank_zero_code is not None:
                 break  # rank 0's script ended: so does this rank, whatever its script does
             if timeout and time.monotonic() - last_progress > timeout:
                 raise ProgramHung(
                     f"watchdog: program {launch.label} logged no {metric or 'metric'} for {timeout:g} s "
                     f"(report_timeout_s) after {reports} report(s), the trial ended as hung, "
-                    + _on_rank(rank, world_size, stderr_path)
+                    + _on_rank(rank, world_size, logs[1])
                 )
             time.sleep(SHARE_S if world_size > 1 else POLL_S)
     finally:

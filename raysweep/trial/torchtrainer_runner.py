@@ -60,14 +60,14 @@ def _report_to_tune(metrics: dict[str, Any], train_checkpoint: str | None) -> No
         tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(d))
 
 
-def _restored_train_checkpoint() -> str | None:
+def _restored_train_checkpoint(sweep: Sweep) -> str | None:
     """The Ray Train checkpoint of the Tune checkpoint this trial was restored from, if any."""
     restored = tune.get_checkpoint()
     if restored is None:
         return None
     with restored.as_directory() as d:
         if not os.path.exists(os.path.join(d, _POINTER)):  # it ran in its own process before, at 1 worker
-            return restored.path  # (``raysweep.grow``): its checkpoint is the trial's own
+            return sweep.uri_of(restored.path)  # (``raysweep.grow``): its checkpoint is the trial's own
         with open(os.path.join(d, _POINTER)) as f:
             return json.load(f)["path"]
 
@@ -83,7 +83,7 @@ def run_torchtrainer(job: TrialJob, sweep: Sweep, worker_pool: Any, bound: Start
     second after its start (the matrix's resumed TorchTrainer cell; ray-project/ray#65447's review
     names the false death). Such a run, which no failure of the trial's own ended, starts again
     once, as a run of its own, from the last checkpoint it reported."""
-    restored = _restored_train_checkpoint()
+    restored = _restored_train_checkpoint(sweep)
     for attempt in range(GROUP_LOSSES_RETRIED + 1):
         failure, last = _fit(job, sweep, bound, group, restored)
         if failure is None:
@@ -137,7 +137,7 @@ def _trainer(job: TrialJob, sweep: Sweep, group: Any, restored: str | None, run_
             # restored (TrialJob.restored_checkpoint), not from the latest one Ray Train saved,
             # which a killed driver may not have recorded.
             name=run_name,
-            storage_path=f"{sweep.run_dir}/train_runs",
+            storage_path=sweep.in_home("train_runs"),
             callbacks=[RankMeanReports(reports)],
             # Ray Train gives up on a worker group that cannot start (controller_failure_limit=0), at
             # the trial's own bound (TRAIN_START_TIMEOUT, in _fit), and removes its group: retried
@@ -183,8 +183,10 @@ def _fit(
     last = None
     try:
         while (item := reports.get())[0] != _FIT_ENDED:  # reports reach Tune from this, the trial's own thread
-            _report_to_tune(*item)
-            last = item[1] or last
+            metrics, path = item
+            train_checkpoint = sweep.uri_of(path) if path else None  # one every node opens
+            _report_to_tune(metrics, train_checkpoint)
+            last = train_checkpoint or last
     except BaseException:  # Tune stopped the trial (or refused a report): take the ranks' last reports
         _drain(reports, fitting)
         raise

@@ -31,19 +31,23 @@ GROUP_TIMEOUT = timedelta(minutes=30)  # torch.distributed's default for a colle
 class RankCall:
     """What every warm rank of one trial runs: ``fn(args, link, master)``, in a process group of
     ``group_backend`` (None: no group) that waits ``group_timeout_s`` at most, with the
-    checkpoint in ``checkpoint_dir``; rank r at ``places[r]`` (its node, its local rank, its GPU
+    trial's restored ``checkpoint`` (a ``ray.train.Checkpoint`` on the storage, which each rank reads
+    from its own node); rank 0 on another node than ``trial_node`` stages its checkpoints under
+    ``stage_at`` (``staging.py``); rank r at ``places[r]`` (its node, its local rank, its GPU
     when ``use_gpu``, else the CPU with ``threads`` threads to start with: the pool's count,
     ``cpu_threads.py``), with ``env`` set while it runs."""
 
     fn: Callable[..., None]
     args: Any
     group_backend: str | None
-    checkpoint_dir: str | None
+    checkpoint: Any
     places: list[RankPlace]
     use_gpu: bool
     threads: ThreadCount | None
     group_timeout_s: float = GROUP_TIMEOUT.total_seconds()
     env: dict[str, str] = field(default_factory=dict)
+    trial_node: str = ""
+    stage_at: str | None = None
 
 
 @dataclass(frozen=True)
@@ -53,7 +57,7 @@ class RankMessage:
 
     kind: str  # REPORT, SHARE, DONE or ERROR
     metrics: dict[str, Any] | None = None  # REPORT
-    checkpoint: str | None = None  # REPORT: a directory on the rank's node
+    checkpoint: Any = None  # REPORT: a directory on the trial's node, or a checkpoint staged on the storage
     value: Any = None  # SHARE: what rank 0 shares with the others (theirs: None)
     error: BaseException | None = None  # ERROR, with its traceback
     trace: str = ""
@@ -78,13 +82,15 @@ class RankLink:
         world_size: int,
         place: RankPlace,
         device: str,
-        checkpoint_dir: str | None,
+        checkpoint: Any,
         outbox: queue.Queue,
         inbox: queue.Queue,
         threads: RankThreads,
+        stage_at: str | None = None,
     ):
         self.rank, self.world_size, self.place, self.device = rank, world_size, place, device
-        self.checkpoint_dir = checkpoint_dir
+        self.checkpoint = checkpoint
+        self.stage_at = stage_at  # set where this rank is on another node than its trial's process
         self.outbox, self.inbox = outbox, inbox
         self.threads = threads
 
@@ -94,7 +100,12 @@ class RankLink:
         return list(self.place.node_gpus) or None
 
     def report(self, metrics: dict[str, Any], checkpoint: str | os.PathLike | None) -> None:
-        self.outbox.put(RankMessage(REPORT, metrics=metrics, checkpoint=os.fspath(checkpoint) if checkpoint else None))
+        handed = os.fspath(checkpoint) if checkpoint else None
+        if handed is not None and self.stage_at is not None:
+            from raysweep.trial.staging import stage
+
+            handed = stage(handed, self.stage_at)
+        self.outbox.put(RankMessage(REPORT, metrics=metrics, checkpoint=handed))
         if not self.inbox.get():
             raise TrialStopped
         self.threads.apply(grow=True)  # the node's share, as the pool last told it
@@ -174,10 +185,11 @@ class DDPWorker:
                 world_size,
                 place,
                 _use_device(gpu, self._gpu),
-                call.checkpoint_dir,
+                call.checkpoint,
                 self._outbox,
                 self._inbox,
                 self._threads,
+                stage_at=call.stage_at if ray.get_runtime_context().get_node_id() != call.trial_node else None,
             )
             self._gpu = gpu or self._gpu
             os.environ.update(call.env)

@@ -4,7 +4,7 @@ by the trial's placement group (Tune's, or ``slots.py``'s)."""
 
 from __future__ import annotations
 
-import contextlib
+from pathlib import Path
 from typing import Any
 
 import ray
@@ -15,6 +15,7 @@ from raysweep.trial import gang, rank, slots
 from raysweep.trial.cpu_threads import ThreadShare
 from raysweep.trial.job import Sweep, TrialJob
 from raysweep.trial.lease import borrow, give_back
+from raysweep.trial.staging import STAGED, unstage
 from raysweep.trial.start_bound import StartBound, group_state
 from raysweep.trial.warm_rank import RankCall
 
@@ -25,25 +26,30 @@ def run_warm(job: TrialJob, sweep: Sweep, worker_pool: Any, bound: StartBound, g
     capacity = job.capacity
     places = rank_places(trial_nodes(job, bound, group), job.shape.per_node)
 
-    def forward(metrics: dict[str, Any], checkpoint_dir: str | None) -> None:
-        tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(checkpoint_dir) if checkpoint_dir else None)
+    def forward(metrics: dict[str, Any], checkpoint: Any) -> None:
+        if isinstance(checkpoint, str):  # a directory on this node
+            tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(checkpoint))
+            return
+        tune.report(metrics, checkpoint=checkpoint)
+        if checkpoint is not None:  # staged on the storage by a rank 0 on another node
+            unstage(checkpoint)
 
-    restored = tune.get_checkpoint()
     lease = borrow(worker_pool, places, group, thread_share(job))
     try:
-        with restored.as_directory() if restored else contextlib.nullcontext() as checkpoint_dir:
-            call = RankCall(
-                fn=rank.on_warm_worker,
-                args=job,
-                group_backend=job.group_backend,
-                checkpoint_dir=checkpoint_dir,
-                places=places,
-                use_gpu=capacity.use_gpu,
-                threads=lease.threads,
-                group_timeout_s=job.group_timeout_s,
-                env=job.network_env(),
-            )
-            gang.run(lease, call, forward, bound)
+        call = RankCall(
+            fn=rank.on_warm_worker,
+            args=job,
+            group_backend=job.group_backend,
+            checkpoint=tune.get_checkpoint(),
+            places=places,
+            use_gpu=capacity.use_gpu,
+            threads=lease.threads,
+            group_timeout_s=job.group_timeout_s,
+            env=job.network_env(),
+            trial_node=ray.get_runtime_context().get_node_id(),
+            stage_at=sweep.in_home(Path(job.trial_dir).name, STAGED),
+        )
+        gang.run(lease, call, forward, bound)
     finally:
         give_back(worker_pool, lease)
 
