@@ -159,18 +159,21 @@ def _resume(args: argparse.Namespace) -> int:
 
 def _show(args: argparse.Namespace) -> int:
     from raysweep.runs.show import render_csv, render_table, resolve_run_dir
+    from raysweep.runs.storage import held
     from raysweep.runs.sweep_results import load_results
 
-    results = load_results(resolve_run_dir(args.run, args.storage))
+    run_dir = resolve_run_dir(args.run, args.storage)
+    results = load_results(run_dir)
     total = len(results.trials)
     if args.top:
         results = results.top(args.top)
     if args.json:
-        print(json.dumps(results.to_json(), default=str))
+        print(json.dumps(results.to_json() | {"storage": held(run_dir).to_json()}, default=str))
     elif args.csv:
         sys.stdout.write(render_csv(results))
     else:
         print(render_table(results, of=total))
+        print(f"storage: {held(run_dir).text()}")
     return 0
 
 

@@ -18,6 +18,7 @@ from raysweep import ray_settings, wandb_sweep
 from raysweep.driver import interrupt
 from raysweep.driver.admission import Admission, Board, mixes_sizes
 from raysweep.driver.budget import BudgetStopper, Ledger
+from raysweep.driver.checkpoint_policy import PruneCheckpoints
 from raysweep.driver.checkpoints import StoredCheckpoints
 from raysweep.driver.cluster import start_or_connect
 from raysweep.driver.estimates import Estimates
@@ -247,7 +248,14 @@ def _all_callbacks(
     stored = [StoredCheckpoints()] if restore else []
     listens = [interrupt.TuneListens(signals), monitor, ResultLog()]
     run_dir = monitor.path.parent
-    return stored + listens + _callbacks(spec, settings, restore, on_wandb, run_dir) + [ReleaseHoldings(holdings)]
+    prune = PruneCheckpoints(spec, run_dir, monitor.stopped_by_scheduler)  # after the monitor: it reads its rows
+    return (
+        stored
+        + listens
+        + [prune]
+        + _callbacks(spec, settings, restore, on_wandb, run_dir)
+        + [ReleaseHoldings(holdings)]
+    )
 
 
 def _admission(

@@ -22,6 +22,8 @@ from raysweep.spec import SweepSpec
 from raysweep.trial.entries import kind_of
 from raysweep.words import Runner
 
+SYNC_PERIOD_S = 5.0
+
 
 def reuse_actors(spec: SweepSpec, trial_runners: dict[int, Runner]) -> bool:
     """Run trials one after another in the same Tune actor (a trial on warm workers then starts
@@ -108,7 +110,10 @@ def new_tuner(
             failure_config=tune.FailureConfig(max_failures=spec.max_failures),
             # Tune deletes a trial's third-newest checkpoint as it saves a new one, and saves its own
             # state every 2 of them (docs/guarantees.md: the moment between the two)
-            checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
+            checkpoint_config=tune.CheckpointConfig(num_to_keep=spec.checkpoints.keep_per_trial),
+            # Tune's results and state reach the storage this often (its default, 300 s, would leave a
+            # killed driver's URI storage minutes behind its checkpoints)
+            sync_config=tune.SyncConfig(sync_period=SYNC_PERIOD_S),
         ),
     )
 

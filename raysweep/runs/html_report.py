@@ -15,6 +15,7 @@ from pathlib import Path
 
 from raysweep.runs.figures import figures, write_pngs
 from raysweep.runs.record import SweepRecord
+from raysweep.runs.storage import held
 from raysweep.runs.sweep_results import Cost
 from raysweep.spec import SweepSpec
 from raysweep.values import duration, finite_number, short, short_config
@@ -82,6 +83,7 @@ def summary_html(sweep: SweepRecord) -> str:
         config = short_config(best.config)
         items.append(("best", f"{sweep.metric} = {best.metric:.6g} (trial {best.trial_id}: {config})"))
     items.append(("cost", cost_text(sweep.cost)))
+    items.append(("storage", held(sweep.run_dir).text()))
     rows = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in items)
     return f'<section id="summary"><h2>Summary</h2><table class="summary">{rows}</table></section>'
 

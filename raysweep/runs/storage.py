@@ -221,6 +221,17 @@ class Usage:
     def to_json(self) -> dict[str, int]:
         return {"bytes": self.bytes, "checkpoints": self.checkpoints, "checkpoint_bytes": self.checkpoint_bytes}
 
+    def text(self) -> str:
+        return f"{_size(self.bytes)} held, {_size(self.checkpoint_bytes)} of it in {self.checkpoints} checkpoint(s)"
+
+
+def _size(count: int) -> str:
+    for unit in ("B", "kB", "MB", "GB"):
+        if count < 1000 or unit == "GB":
+            return f"{count:.3g} {unit}" if unit != "B" else f"{count} B"
+        count /= 1000
+    return f"{count:.3g} TB"
+
 
 def usage(fs: Any, path: str) -> Usage:
     """Bytes under ``path`` on ``fs``, and those in checkpoint dirs."""
@@ -264,6 +275,18 @@ def remote_run(run: str | os.PathLike, storage: str | os.PathLike) -> Remote | N
     if is_uri(str(storage)) and not Path(run).is_dir():
         return parse(str(storage)).join(str(run))
     return None
+
+
+def held(run_dir: Path) -> Usage:
+    """What the sweep of ``run_dir`` holds on its storage (a URI's, where its run.json names one)."""
+    import json
+
+    try:
+        uri = json.loads((Path(run_dir) / "run.json").read_text()).get("storage")
+    except (OSError, ValueError):
+        uri = None
+    where = Remote(uri).join(Path(run_dir).name).uri if uri else str(run_dir)
+    return usage(*open_path(where))
 
 
 def open_path(where: str | os.PathLike) -> tuple[Any, str]:

@@ -187,6 +187,14 @@ class Budget:
 
 
 @dataclass(frozen=True)
+class CheckpointPolicy:
+    """``raysweep.checkpoints``: what a sweep keeps on its storage (``driver/checkpoint_policy.py``)."""
+
+    keep_best_trials: int | None = 3  # None ("all"): every finished trial keeps its checkpoints
+    keep_per_trial: int = 2  # Tune's CheckpointConfig(num_to_keep)
+
+
+@dataclass(frozen=True)
 class Searcher:
     """Optuna's settings for ``method: bayes``: TPE by default, or a Gaussian process (W&B's
     own bayes is one) with ``sampler: gp``."""
@@ -242,6 +250,7 @@ class SweepSpec:
     seed: int | None = None  # None: not fixed, so each sweep draws its own (draw_seed), as W&B's searches do
     resources: Resources = Resources()
     budget: Budget = Budget()
+    checkpoints: CheckpointPolicy = CheckpointPolicy()
     searcher: Searcher = Searcher()
     wandb: WandbSettings = WandbSettings()
     source: str | None = None
@@ -351,6 +360,7 @@ class SweepSpec:
             "scheduler": Scheduler,
             "resources": Resources,
             "budget": Budget,
+            "checkpoints": CheckpointPolicy,
             "searcher": Searcher,
             "wandb": WandbSettings,
         }

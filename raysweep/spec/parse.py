@@ -37,7 +37,13 @@ from raysweep.spec.model import (
 )
 from raysweep.spec.param import Param
 from raysweep.spec.parameters_block import check_paths, check_program_names, parse_parameters
-from raysweep.spec.raysweep_block import check_packing, parse_blocks, parse_settings, parse_size
+from raysweep.spec.raysweep_block import (
+    check_packing,
+    parse_blocks,
+    parse_checkpoints,
+    parse_settings,
+    parse_size,
+)
 from raysweep.spec.reading import MAX_VALUES, apply_set, read_yaml
 from raysweep.spec.wandb_keys import (
     RAYSWEEP_KEYS,
@@ -240,6 +246,7 @@ def parse_spec(
     grow = parse_grow(own, params, base_config, scheduler, runs_program, num_gpus, problems)
     settings = parse_settings(doc, own, problems)
     resources, budget, searcher, wandb = parse_blocks(doc, own, problems)
+    checkpoints = parse_checkpoints(own, problems)
     if sizes_known:  # the size parameter's values are whole numbers >= 1
         check_packing(resources, size_param, num_gpus, problems)
     problems = _apply_strictness(problems, notes, strict or own.get("strict") is True or _local_controller(doc))
@@ -261,6 +268,7 @@ def parse_spec(
         **settings,
         resources=resources,
         budget=budget,
+        checkpoints=checkpoints,
         searcher=searcher,
         wandb=wandb,
         source=source,

@@ -26,6 +26,7 @@ from raysweep.spec.model import (
     WANDB_MODES,
     WORKER_START_TIMEOUT_S,
     Budget,
+    CheckpointPolicy,
     Resources,
     Searcher,
     WandbSettings,
@@ -65,6 +66,27 @@ def parse_size(params: list[Param], own: dict, problems: list[str]) -> tuple[Par
             "(the parameter reaches the script, raysweep's key does not)"
         )
     return size_param, num_gpus, sizes_known
+
+
+def parse_checkpoints(own: dict, problems: list[str]) -> CheckpointPolicy:
+    """``raysweep.checkpoints``: ``keep_best_trials`` a whole number >= 0 or ``all``; ``keep_per_trial`` >= 1."""
+    if "checkpoints" not in own:
+        return CheckpointPolicy()
+
+    def best(value: Any, where: str, found: list[str]) -> int | None:
+        if value == "all" or (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+            return value
+        found.append(f"{where}: must be an integer >= 0 or all, got {value!r}")
+        return None
+
+    policy = parse_block(
+        own["checkpoints"],
+        "raysweep.checkpoints",
+        CheckpointPolicy,
+        {"keep_best_trials": best, "keep_per_trial": lambda v, w, pr: int_at_least(v, 1, w, pr)},
+        problems,
+    )
+    return replace(policy, keep_best_trials=None) if policy.keep_best_trials == "all" else policy
 
 
 def parse_blocks(doc: dict, own: dict, problems: list[str]) -> tuple[Resources, Budget, Searcher, WandbSettings]:

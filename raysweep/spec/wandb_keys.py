@@ -53,6 +53,7 @@ RAYSWEEP_KEYS = (
     "max_concurrent",
     "resources",
     "budget",
+    "checkpoints",
     "max_failures",
     "max_initial_failures",
     "report_timeout_s",

@@ -44,7 +44,7 @@ class RankMeanReports(UserCallback):
 _FIT_ENDED = "fit ended"
 
 
-_POINTER = "ray_train_checkpoint.json"
+POINTER = "ray_train_checkpoint.json"
 
 
 def _report_to_tune(metrics: dict[str, Any], train_checkpoint: str | None) -> None:
@@ -55,7 +55,7 @@ def _report_to_tune(metrics: dict[str, Any], train_checkpoint: str | None) -> No
         tune.report(metrics)
         return
     with tempfile.TemporaryDirectory(prefix="raysweep_pointer_") as d:
-        with open(os.path.join(d, _POINTER), "w") as f:
+        with open(os.path.join(d, POINTER), "w") as f:
             json.dump({"path": train_checkpoint}, f)
         tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(d))
 
@@ -66,9 +66,9 @@ def _restored_train_checkpoint(sweep: Sweep) -> str | None:
     if restored is None:
         return None
     with restored.as_directory() as d:
-        if not os.path.exists(os.path.join(d, _POINTER)):  # it ran in its own process before, at 1 worker
+        if not os.path.exists(os.path.join(d, POINTER)):  # it ran in its own process before, at 1 worker
             return sweep.uri_of(restored.path)  # (``raysweep.grow``): its checkpoint is the trial's own
-        with open(os.path.join(d, _POINTER)) as f:
+        with open(os.path.join(d, POINTER)) as f:
             return json.load(f)["path"]
 
 

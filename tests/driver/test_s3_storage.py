@@ -122,3 +122,87 @@ def test_a_killed_driver_resumes_from_the_bucket_alone_with_no_epoch_lost_or_rep
         # every epoch once, except one whose checkpoint the killed driver's Tune had not yet stored
         assert sorted(set(epochs)) == list(range(1, EPOCHS + 1)), (x, epochs)
         assert len(epochs) - EPOCHS <= 1, (x, epochs)
+
+
+def test_a_program_script_goes_on_from_its_trial_checkpoint_directory_after_a_killed_driver(s3, cluster, tmp_path):
+    """The script keeps its state in RAYSWEEP_CHECKPOINT_DIR; what it wrote there is on S3 with each
+    report and put back before the resumed trial's script starts: it runs every epoch once."""
+    bucket = s3.bucket()
+    uri = s3.uri(bucket)
+    cache = {"RAYSWEEP_CACHE_DIR": str(tmp_path / "cache")}
+    records = tmp_path / "records"
+    records.mkdir()
+    spec = write_spec(
+        tmp_path / "script.yaml",
+        name="script",
+        method="grid",
+        program=str(ROOT / "tests" / "support" / "programs" / "resumable.py"),
+        metric={"name": "score", "goal": "minimize"},
+        parameters={
+            "x": {"values": [0.1, 0.3]},
+            "epochs": {"value": EPOCHS},
+            "sleep": {"value": 1.0},
+            "record_dir": {"value": str(records)},
+        },
+    )
+    cmd = [sys.executable, "-m", "raysweep", "run", str(spec), "--address", cluster, "--storage", uri]
+    driver = subprocess.Popen(cmd + ["--wandb", "offline"], cwd=ROOT, env=cli_env() | cache, stderr=subprocess.PIPE)
+    deadline = time.time() + 240
+    while time.time() < deadline:  # both trials' results on S3 name two checkpoints each, and Tune's state is there
+        assert driver.poll() is None, driver.stderr.read()
+        keys = s3.keys(bucket)
+        results = [k for k in keys if k.endswith("/result.json")]
+        synced = len(results) == 2 and all(_lines(s3, bucket, k) >= 2 for k in results)
+        if synced and any("experiment_state" in k for k in keys):
+            break
+        time.sleep(0.3)
+    driver.send_signal(signal.SIGKILL)
+    driver.wait()
+    assert any(len(e) < EPOCHS for e in ran_epochs(records).values()), ran_epochs(records)
+
+    shutil.rmtree(tmp_path / "cache")
+    out = raysweep("resume", s3.uri(bucket, "runs/script"), "--address", cluster, env=cache)
+    assert out.returncode == 0, out.stderr + out.stdout
+    for x, epochs in ran_epochs(records).items():  # started again, the script went on from its directory
+        assert sorted(set(epochs)) == list(range(1, EPOCHS + 1)), (x, epochs)
+        assert epochs.count(1) == 1 and len(epochs) - EPOCHS <= 2, (x, epochs)
+
+
+def test_after_an_early_stopped_sweep_the_bucket_holds_only_what_the_checkpoint_policy_keeps(s3, cluster, tmp_path):
+    """Stopped trials keep no checkpoint, finished ones outside the best keep_best_trials none
+    either: here the best one's, its newest two (keep_per_trial)."""
+    bucket = s3.bucket()
+    cache = {"RAYSWEEP_CACHE_DIR": str(tmp_path / "cache")}
+    records = tmp_path / "records"
+    records.mkdir()
+    spec = write_spec(
+        tmp_path / "policy.yaml",
+        name="policy",
+        method="grid",
+        metric={"name": "score", "goal": "minimize"},
+        parameters={"x": {"values": [0.3, 0.9, 0.2, 0.8, 0.4, 1.0]}},
+        early_terminate={"type": "hyperband", "min_iter": 1, "eta": 2},
+        raysweep={
+            "train_loop": LOOP,
+            "base_config": {"epochs": 4, "sleep": 0.0, "record_dir": str(records)},
+            "checkpoints": {"keep_best_trials": 1},
+            "max_concurrent": 1,
+        },
+    )
+    out = raysweep(
+        "run", str(spec), "--address", cluster, "--storage", s3.uri(bucket), "--wandb", "disabled", env=cache
+    )
+    assert out.returncode == 0, out.stderr + out.stdout
+    shown = json.loads(raysweep("show", "policy", "--storage", s3.uri(bucket), "--json", env=cache).stdout)
+    by_status: dict[str, list[str]] = {}
+    for t in shown["trials"]:
+        by_status.setdefault(t["status"], []).append(t["trial_id"])
+    assert by_status.get("stopped") and len(by_status.get("done", [])) >= 2, by_status  # the policy has work
+    best = shown["best"]["trial_id"]
+    holding = {k.split("/")[2].split("_")[2] for k in s3.keys(bucket) if "/checkpoint_" in k}
+    assert holding == {best}, (holding, best, by_status)
+    assert shown["storage"]["checkpoints"] == 2
+
+
+def _lines(s3, bucket: str, key: str) -> int:
+    return s3.client().get_object(Bucket=bucket, Key=key)["Body"].read().count(b"\n")

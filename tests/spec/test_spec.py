@@ -552,3 +552,18 @@ def test_parameter_names_as_wandb_takes_them(name):
     assert [p.name for p in script.parameters] == [name]
     loop = parse_spec({"method": "grid", "raysweep": {"train_loop": "m:f"}, "parameters": {name: {"value": 1}}})
     assert trial_config(loop, {name: 1}) == {name: 1}
+
+
+def test_the_checkpoint_policy_block_reads_its_defaults_all_and_refuses_bad_values():
+    points = {"parameters": {"x": {"values": [1, 2]}}}
+    assert spec_of(**points).checkpoints.keep_best_trials == 3 and spec_of(**points).checkpoints.keep_per_trial == 2
+    policy = spec_of(**points, raysweep={"checkpoints": {"keep_best_trials": "all"}})
+    assert policy.checkpoints.keep_best_trials is None
+    assert SweepSpec.from_json(json.loads(json.dumps(policy.to_json()))).checkpoints == policy.checkpoints
+    bad = {"keep_best_trials": -1, "keep_per_trial": 0, "keep_last": 1}
+    with pytest.raises(SpecError) as e:
+        spec_of(**points, raysweep={"checkpoints": bad})
+    said = str(e.value)
+    assert "raysweep.checkpoints.keep_best_trials: must be an integer >= 0 or all, got -1" in said
+    assert "raysweep.checkpoints.keep_per_trial: must be an integer >= 1, got 0" in said
+    assert "keep_last" in said

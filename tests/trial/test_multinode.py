@@ -22,18 +22,17 @@ import psutil
 import pytest
 import yaml
 from conftest import (
-    RAY,
     ROOT,
     cli_env,
     driver_script,
     ensure_ray_token,
-    free_port,
     processes,
     raysweep,
     show,
     stop_cluster,
     write_spec,
 )
+from loopback import head_port_for, kill_node, start_node
 
 from raysweep.runs.files import TRIALS_FILE, read_trials
 
@@ -42,49 +41,6 @@ pytestmark = pytest.mark.ray
 LOOP = "tests.support.node_loop:train"
 SPAN_LOOP = "tests.support.span_loop:train"
 HEAD_IP = "127.0.0.2"
-# The head's GCS finds a killed node dead after 3 failed health checks 1 s apart (Ray's default:
-# 5, 3 s apart). What the tests wait for after a kill is this, not raysweep.
-NODE_DEATH = {"RAY_health_check_period_ms": "1000", "RAY_health_check_failure_threshold": "3"}
-
-
-def start_node(ip: str, name: str, head: str | None = None) -> int:
-    """One node at ``ip`` (the head when ``head`` is None, else joining it); its raylet's port."""
-    raylet_port = free_port()
-    args = [
-        RAY,
-        "start",
-        f"--node-ip-address={ip}",
-        "--num-cpus=2",
-        "--num-gpus=2",
-        "--disable-usage-stats",
-        "--resources",
-        json.dumps({"raysweep_slot": 2, name: 1}),
-        f"--node-manager-port={raylet_port}",
-    ]
-    if head is None:
-        args += ["--head", f"--port={head_port_for(ip)}", "--include-dashboard=false"]
-    else:
-        args += [
-            f"--address={head}",
-            f"--object-manager-port={free_port()}",
-            f"--dashboard-agent-listen-port={free_port()}",
-            f"--dashboard-agent-grpc-port={free_port()}",
-            f"--runtime-env-agent-port={free_port()}",
-            f"--metrics-export-port={free_port()}",
-            # worker processes bind the machine's ports too: each node its own range
-            f"--min-worker-port={20000 + 1000 * int(ip.rsplit('.', 1)[1])}",
-            f"--max-worker-port={20999 + 1000 * int(ip.rsplit('.', 1)[1])}",
-        ]
-    out = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, env=cli_env() | NODE_DEATH)
-    assert out.returncode == 0, out.stdout + out.stderr
-    return raylet_port
-
-
-_HEAD_PORTS: dict[str, int] = {}
-
-
-def head_port_for(ip: str) -> int:
-    return _HEAD_PORTS.setdefault(ip, free_port())
 
 
 @pytest.fixture(scope="module")
@@ -371,27 +327,10 @@ def _end_node_once(address: str, raylet_port: int, ip: str) -> None:
         p.info["name"] == "raylet" and f"--node_manager_port={raylet_port}" in (p.info["cmdline"] or [])
         for p in psutil.process_iter(["name", "cmdline"])
     ):
-        _kill_node(raylet_port)
+        kill_node(raylet_port)
     deadline = time.time() + 120
     while (out := driver_script(address, ALIVE, timeout=60)).returncode or f"'{ip}'" in out.stdout:
         assert time.time() < deadline, out.stdout + out.stderr
-
-
-def _kill_node(raylet_port: int) -> int:
-    """SIGKILL the worker node's raylet and everything under it (its workers and agents)."""
-    raylet = next(
-        p
-        for p in psutil.process_iter(["name", "cmdline"])
-        if p.info["name"] == "raylet" and f"--node_manager_port={raylet_port}" in (p.info["cmdline"] or [])
-    )
-    tree = [*raylet.children(recursive=True), raylet]
-    for p in tree:
-        try:
-            p.send_signal(signal.SIGKILL)
-        except psutil.NoSuchProcess:
-            pass
-    psutil.wait_procs(tree, timeout=30)
-    return len(tree)
 
 
 def test_killing_a_node_mid_sweep_loses_no_trial(tmp_path, two_nodes):
@@ -426,7 +365,7 @@ def test_killing_a_node_mid_sweep_loses_no_trial(tmp_path, two_nodes):
         before = records(record_dir)
         on_worker = {r["x"] for r in before if r["node"] == "node_worker"}
         checkpointed = {r["x"] for r in before if r["node"] == "node_worker" and r["epoch"] >= 2}  # epoch 1 saved
-        assert _kill_node(raylet_port) > 1
+        assert kill_node(raylet_port) > 1
         stdout, stderr = driver.communicate(timeout=300)
     finally:
         driver.kill()
@@ -464,7 +403,7 @@ def test_a_node_killed_under_a_two_node_trial_restarts_it_or_fails_it_with_a_sen
     try:
         first = wait_for_records(record_dir, driver, lambda seen: len(seen) >= 8)  # two epochs on every rank
         victim = next(ip for ip in {r["address"] for r in first} if ip in ports)  # never the head: the driver is there
-        _kill_node(ports.pop(victim))
+        kill_node(ports.pop(victim))
         # the trial goes on, on the head and the node left, from its checkpoint
         wait_for_records(
             record_dir, driver, lambda seen: any(r["address"] not in {r0["address"] for r0 in first} for r in seen)
@@ -472,7 +411,7 @@ def test_a_node_killed_under_a_two_node_trial_restarts_it_or_fails_it_with_a_sen
         moved = records(record_dir)
         restarted = [r for r in moved if r["address"] not in {r0["address"] for r0 in first}]
         assert min(r["epoch"] for r in restarted) > 1, "the retry did not go on from its checkpoint"
-        _kill_node(ports.pop(next(iter(ports))))  # now only the head is left: 2 workers, never 4
+        kill_node(ports.pop(next(iter(ports))))  # now only the head is left: 2 workers, never 4
         stdout, stderr = driver.communicate(timeout=180)
     finally:
         driver.kill()

@@ -1,0 +1,77 @@
+"""Ray nodes of one cluster on this machine, each at its own loopback address (127.0.0.2, .3, ...)
+with its own ports, as Ray's own tests add nodes; a node may have a disk of its own (``own_disk``:
+its processes see an empty tmpfs over that directory, as a second machine would), and a node can
+be killed as a machine dies."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+
+import psutil
+from conftest import RAY, ROOT, cli_env, free_port
+
+# The head's GCS finds a killed node dead after 3 failed health checks 1 s apart (Ray's default:
+# 5, 3 s apart). What the tests wait for after a kill is this, not raysweep.
+NODE_DEATH = {"RAY_health_check_period_ms": "1000", "RAY_health_check_failure_threshold": "3"}
+
+
+def start_node(ip: str, name: str, head: str | None = None, own_disk: str | None = None) -> int:
+    """One node at ``ip`` (the head when ``head`` is None, else joining it); its raylet's port.
+    ``own_disk``: a directory the node sees empty (needs root: a mount namespace of its own)."""
+    raylet_port = free_port()
+    args = [
+        RAY,
+        "start",
+        f"--node-ip-address={ip}",
+        "--num-cpus=2",
+        "--num-gpus=2",
+        "--disable-usage-stats",
+        "--resources",
+        json.dumps({"raysweep_slot": 2, name: 1}),
+        f"--node-manager-port={raylet_port}",
+    ]
+    if head is None:
+        args += ["--head", f"--port={head_port_for(ip)}", "--include-dashboard=false"]
+    else:
+        args += [
+            f"--address={head}",
+            f"--object-manager-port={free_port()}",
+            f"--dashboard-agent-listen-port={free_port()}",
+            f"--dashboard-agent-grpc-port={free_port()}",
+            f"--runtime-env-agent-port={free_port()}",
+            f"--metrics-export-port={free_port()}",
+            # worker processes bind the machine's ports too: each node its own range
+            f"--min-worker-port={20000 + 1000 * int(ip.rsplit('.', 1)[1])}",
+            f"--max-worker-port={20999 + 1000 * int(ip.rsplit('.', 1)[1])}",
+        ]
+    if own_disk is not None:  # its own mount namespace: Ray's daemons it starts stay in it
+        args = ["unshare", "-m", "sh", "-c", f'mount -t tmpfs none "{own_disk}" && exec "$@"', "sh", *args]
+    out = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, env=cli_env() | NODE_DEATH)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return raylet_port
+
+
+_HEAD_PORTS: dict[str, int] = {}
+
+
+def head_port_for(ip: str) -> int:
+    return _HEAD_PORTS.setdefault(ip, free_port())
+
+
+def kill_node(raylet_port: int) -> int:
+    """SIGKILL the worker node's raylet and everything under it (its workers and agents)."""
+    raylet = next(
+        p
+        for p in psutil.process_iter(["name", "cmdline"])
+        if p.info["name"] == "raylet" and f"--node_manager_port={raylet_port}" in (p.info["cmdline"] or [])
+    )
+    tree = [*raylet.children(recursive=True), raylet]
+    for p in tree:
+        try:
+            p.send_signal(signal.SIGKILL)
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(tree, timeout=30)
+    return len(tree)
