@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import json
 import os
 import shlex
 import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+
+from raysweep.runs.storage import stored_at
 
 # Set while raysweep.run/resume runs: the name its function goes by ("" for a sweep file's own entry).
 _PYTHON_FUNCTION: contextvars.ContextVar[str | None] = contextvars.ContextVar("raysweep_python_function", default=None)
@@ -56,24 +57,12 @@ def command(*args: object) -> str:
     return shlex.join([*program, *(_shown(a) for a in args)])
 
 
-def _stored_at(run_dir: Path) -> str | None:
-    """The URI of the run dir ``run_dir`` is the local copy of; None for any other path."""
-    from raysweep.runs.files import SETTINGS_FILE
-    from raysweep.runs.storage import Remote
-
-    try:
-        storage = json.loads((run_dir / SETTINGS_FILE).read_text()).get("storage")
-    except (OSError, ValueError):
-        return None
-    return Remote(storage).join(run_dir.name).uri if storage else None
-
-
 def _shown(arg: object) -> str:
     """A path under the current directory as a relative one (what the user typed, usually); the
     local copy of a run dir on a URI storage as that run dir's URI (the truth, from any machine)."""
-    uri = _stored_at(arg) if isinstance(arg, Path) else None
-    if uri is not None:
-        return uri
+    run = stored_at(arg) if isinstance(arg, Path) else None
+    if run is not None:
+        return run.uri
     if isinstance(arg, Path) and arg.is_absolute() and arg.is_relative_to(Path.cwd()):
         return str(arg.relative_to(Path.cwd()))
     return str(arg)

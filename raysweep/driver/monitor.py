@@ -246,12 +246,15 @@ class SweepMonitor(Callback):
         self._print(trials)
 
     # --- the view ---
-    def best(self) -> TrialRow | None:
-        """The best trial by its last report: under one metric (none under several: a front, or none)."""
+    def best(self, ended: bool = True) -> TrialRow | None:
+        """The best trial by its last report, among the ended trials (``ended``: a value that can no
+        longer change, so the line's best never goes back), else among all: under one metric (none
+        under several: a front, or none)."""
         metric = self.spec.objectives.single
         if metric is None:
             return None
-        best = min(self.rows.values(), key=lambda r: metric.best_first(r.metric(metric.name)), default=None)
+        rows = [r for r in self.rows.values() if r.status in ENDED or not ended]
+        best = min(rows, key=lambda r: metric.best_first(r.metric(metric.name)), default=None)
         return best if best is not None and finite_number(best.metric(metric.name)) else None
 
     def status_line(self, trials: list) -> str:
@@ -275,10 +278,15 @@ class SweepMonitor(Callback):
             parts.append(f"| trial {reservation.trial_id} ({workers}) reserved, {when}")
         if self.ledger is not None:
             parts.append(f"spent {self.ledger.spent_s() / HOUR:.3g}/{self.ledger.limit_s / HOUR:g} {self.ledger.unit}")
-        best = self.best()
-        if best:  # each trial ranked by its last report, as show, the report and W&B's summary rank it
+        # each trial ranked by its last report, as show, the report and W&B's summary rank it; "best"
+        # is the ended trials' (it only gets better), "leading" a running trial's while none has ended
+        best, word = self.best(), "best"
+        if best is None:
+            best, word = self.best(ended=False), "leading"
+        if best:
             name = self.spec.objectives.single.name
-            parts.append(f"| best {name}={short(best.metric(name))} (last report)")
+            said = "of the ended trials" if word == "best" else "a running trial's last report"
+            parts.append(f"| {word} {name}={short(best.metric(name))} ({said})")
             parts.append(f"({short_config(best.config)})")
         return " ".join(parts)
 

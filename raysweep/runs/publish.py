@@ -20,6 +20,7 @@ from raysweep.errors import UserError
 from raysweep.runs.files import read_spec
 from raysweep.runs.rows import read_rows
 from raysweep.runs.run_settings import read_settings
+from raysweep.runs.storage import push_back
 
 
 def offline_runs(run_dir: Path) -> dict[str, list[Path]]:
@@ -75,6 +76,7 @@ def publish(run_dir: Path) -> int:
         print(f"raysweep: W&B: {e}; the runs were synced, on no sweep page. Publish again to retry", file=sys.stderr)
         return 1
     wandb_sweep.save(run_dir, sweep)
+    push_back(run_dir)  # a run dir on a URI storage: the sweep's page is its too, for the next publish or resume
     rows = read_rows(run_dir)
     ended = len(rows) >= settings.budget and all(row.ended for row in rows)
     wandb_sweep.set_state(sweep, wandb_sweep.FINISHED if ended else wandb_sweep.PAUSED)

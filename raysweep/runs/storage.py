@@ -277,16 +277,28 @@ def remote_run(run: str | os.PathLike, storage: str | os.PathLike) -> Remote | N
     return None
 
 
-def held(run_dir: Path) -> Usage:
-    """What the sweep of ``run_dir`` holds on its storage (a URI's, where its run.json names one)."""
+def stored_at(run_dir: Path) -> Remote | None:
+    """The URI of the run dir ``run_dir`` is the local copy of (its run.json names the storage); None for another."""
     import json
 
     try:
         uri = json.loads((Path(run_dir) / "run.json").read_text()).get("storage")
-    except (OSError, ValueError):
-        uri = None
-    where = Remote(uri).join(Path(run_dir).name).uri if uri else str(run_dir)
-    return usage(*open_path(where))
+    except (OSError, ValueError, AttributeError):
+        return None
+    return Remote(uri).join(Path(run_dir).name) if uri else None
+
+
+def push_back(run_dir: Path) -> None:
+    """What a reader wrote in a local copy (``publish``: the W&B sweep's file), pushed to its storage."""
+    run = stored_at(run_dir)
+    if run is not None:
+        Pusher(run_dir, run).push()
+
+
+def held(run_dir: Path) -> Usage:
+    """What the sweep of ``run_dir`` holds on its storage (a URI's, where its run.json names one)."""
+    run = stored_at(run_dir)
+    return usage(*open_path(run.uri if run is not None else str(run_dir)))
 
 
 def open_path(where: str | os.PathLike) -> tuple[Any, str]:

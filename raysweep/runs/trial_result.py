@@ -55,12 +55,34 @@ class TrialResult:
                 del out[key]
         return out
 
-    def __getitem__(self, key: str) -> Any:
-        """The row's key, as ``trials`` and ``best`` were dicts before (deprecated: use the attribute)."""
+    # The dict reading users' code did before the records (``t["metric"]``, ``t.get``, ``"error" in t``,
+    # ``t.keys()``, ``dict(t)``) keeps working, each with a DeprecationWarning naming what to write.
+    def _as_dict(self, reading: str) -> dict[str, Any]:
         warnings.warn(
-            f"SweepResult trials are records: use .{key} (or .to_json() for the dict)", DeprecationWarning, stacklevel=2
+            f"SweepResult trials are records: {reading} reads the dict they were; use the attributes "
+            "(t.metric, t.config) or t.to_json() for the dict",
+            DeprecationWarning,
+            stacklevel=3,
         )
-        row = self.to_json()
+        return self.to_json()
+
+    def __getitem__(self, key: str) -> Any:
+        row = self._as_dict(f"t[{key!r}]")
         if key not in row:
             raise KeyError(key)
         return row[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._as_dict(f"t.get({key!r})").get(key, default)
+
+    def keys(self) -> Any:
+        return self._as_dict("t.keys()").keys()
+
+    def items(self) -> Any:
+        return self._as_dict("t.items()").items()
+
+    def values(self) -> Any:
+        return self._as_dict("t.values()").values()
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._as_dict(f"{key!r} in t")

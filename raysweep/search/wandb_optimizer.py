@@ -65,6 +65,13 @@ def build_optimizer(spec: SweepSpec, seed: int | None = None) -> Built:
             optimizer = BUILDERS[spec.engine.kind](w, info, spec.engine, spec.seed if seed is None else seed)
     except UserError:
         raise
+    except ModuleNotFoundError as e:
+        if (e.name or "").partition(".")[0] != "ax":
+            raise
+        raise UserError(
+            "scheduler.engine: ax needs Ax (ax-platform), which raysweep installs as an extra: "
+            "pip install 'raysweep[ax]'"
+        ) from None
     except Exception as e:  # W&B's wandb.Error and ValueError: its scheduler stops at start with this sentence
         raise UserError(f"scheduler: W&B's sweep scheduler refuses this sweep at start: {sentence(e)}") from None
     warned = (line.strip() for line in said.getvalue().splitlines())

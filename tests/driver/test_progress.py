@@ -114,8 +114,26 @@ def test_the_progress_lines_best_is_each_trials_last_report_as_show_ranks_it(tmp
     monitor.on_trial_result(0, trials, trials[0], {"score": 0.9, "training_iteration": 2})  # worse at its end
     monitor.on_trial_result(0, trials, trials[1], {"score": 0.5, "training_iteration": 1})
     line = monitor.status_line(trials)
-    assert "best score=0.5 (last report) (x=1)" in line, line
-    assert monitor.best().trial_id == "t1"
+    assert "leading score=0.5 (a running trial's last report) (x=1)" in line, line
+    assert monitor.best(ended=False).trial_id == "t1"
+
+
+def test_the_progress_lines_best_is_the_ended_trials_and_never_goes_back(tmp_path):
+    """From outside: `make run`'s line said best 0.965, then 0.9615, and users read it as the best so
+    far. It is the ended trials' best, whose values no longer change; a running trial that does
+    better, then worse, moves it neither way."""
+    monitor, trials = monitor_and_trials(tmp_path, 2)  # metric score, minimize
+    for t in trials:
+        monitor.on_trial_start(0, trials, t)
+    monitor.on_trial_result(0, trials, trials[0], {"score": 0.3, "training_iteration": 1})
+    monitor.on_trial_complete(0, trials, trials[0])
+    seen = []
+    for value in (0.2, 0.1, 0.9):  # the running trial leads, then falls back
+        monitor.on_trial_result(0, trials, trials[1], {"score": value, "training_iteration": 1})
+        seen.append(monitor.status_line(trials))
+    assert all("| best score=0.3 (of the ended trials) (x=0)" in line for line in seen), seen
+    monitor.on_trial_complete(0, trials, trials[1])
+    assert "| best score=0.3 (of the ended trials)" in monitor.status_line(trials)  # 0.9 at its end: not better
 
 
 def test_the_progress_line_names_a_waiting_trials_reservation_and_its_size(tmp_path):

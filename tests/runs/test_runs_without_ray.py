@@ -110,8 +110,15 @@ def test_trials_and_best_are_frozen_records_whose_json_is_shows_row(tmp_path: Pa
     assert result.best.status is TrialStatus.DONE and result.best.metric == shown["best"]["metric"]
     with pytest.raises(dataclasses.FrozenInstanceError):
         result.best.metric = 0.0
-    with pytest.warns(DeprecationWarning, match=r"use \.config"):
-        assert result.best["config"] == shown["best"]["config"]
+    best = shown["best"]
+    with pytest.warns(DeprecationWarning, match=r"t\['config'\] reads the dict they were; use the attributes"):
+        assert result.best["config"] == best["config"]
+    with pytest.warns(DeprecationWarning, match=r"t\.get\('metric'\)"):  # as dicts, where users' code read them so
+        assert result.best.get("metric") == best["metric"] and result.best.get("nope", 7) == 7
+    with pytest.warns(DeprecationWarning):
+        assert "metric" in result.best and "nope" not in result.best
+    with pytest.warns(DeprecationWarning):
+        assert set(result.best.keys()) == set(best) and dict(result.best.items()) == best
 
 
 def test_resume_refuses_a_run_dir_of_another_format_in_one_sentence_and_show_still_reads_it(tmp_path: Path):

@@ -192,3 +192,32 @@ def test_a_run_dir_keeps_the_new_format_and_one_from_before_objectives_is_read()
     no_metric = spec(method="grid", parameters={"a": {"values": [1, 2]}}).to_json() | {"metric": None}
     del no_metric["objectives"]
     assert SweepSpec.from_json(no_metric).objectives == ()
+
+
+def test_engine_ax_without_ax_installed_names_the_extra(tmp_path):
+    """``validate`` on an engine-ax file where Ax is missing: one sentence naming ``raysweep[ax]``
+    (it said "No module named 'ax'"). Ax is hidden from a fresh interpreter."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    path = tmp_path / "ax.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "method": "custom",
+                "scheduler": {"engine": "ax"},
+                "metric": {"name": "loss", "goal": "minimize"},
+                "parameters": {"lr": {"min": 0.001, "max": 0.1}},
+                "raysweep": {"train_loop": "train_loops.smoke:train"},
+            }
+        )
+    )
+    code = (
+        "import sys\nsys.modules['ax'] = None\n"  # an import of ax now fails as where it is not installed
+        "from raysweep.cli import main\nsys.exit(main(['validate', sys.argv[1]]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "pip install 'raysweep[ax]'" in out.stderr and "Traceback" not in out.stderr, out.stderr

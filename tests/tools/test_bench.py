@@ -139,3 +139,19 @@ def test_search_proxy_replays_samplers_on_the_grids_recorded_values(tmp_path: Pa
     for row in data["variants"].values():
         assert len(row["counts"]) == 2 and all(1 <= c <= data["budget"] + 1 for c in row["counts"])
     assert "| TPE, raysweep's defaults (10 random first) |" in proc.stdout
+
+
+def test_quick_storage_part_counts_what_each_policy_leaves_and_times_a_persist(tmp_path: Path) -> None:
+    env = {**os.environ, "BENCH_RESULTS_DIR": str(tmp_path)}
+    proc = subprocess.run(
+        ["flock", LOCK, sys.executable, "-m", "bench.storage", "--quick"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    data = json.loads((tmp_path / "storage_quick.json").read_text())
+    assert data["tune_default"]["checkpoints"] > data["policy"]["checkpoints"] > 0
+    assert all(s["s3"] > 0 and s["local"] > 0 for s in data["persist_s"].values())

@@ -238,7 +238,7 @@ outcome = []
 def trial(gpu):
     try:
         call = RankCall(  # slice(args, link, master): a no-op loop
-            fn=slice, args=None, group_backend=None, checkpoint_dir=None, places=[place(gpu)], use_gpu=True, threads=None
+            fn=slice, args=None, group_backend=None, checkpoint=None, places=[place(gpu)], use_gpu=True, threads=None
         )
         gang.run(lease, call, lambda metrics, ckpt: None, StartBound(600))
     except BaseException as e:
@@ -301,7 +301,7 @@ def loop(args, link, master):
     import torch.distributed as dist
     link.report({"world": dist.get_world_size()}, None)
 places = [RankPlace("n", "127.0.0.1", 0, r, 2) for r in range(2)]
-call = RankCall(fn=loop, args=None, group_backend="gloo", checkpoint_dir=None, places=places, use_gpu=False, threads=ThreadCount(1, 0))
+call = RankCall(fn=loop, args=None, group_backend="gloo", checkpoint=None, places=places, use_gpu=False, threads=ThreadCount(1, 0))
 reports = []
 gang.run(Lease(0, workers, None), call, lambda metrics, ckpt: reports.append(metrics), StartBound(600))
 print("REPORTS", reports)
@@ -355,7 +355,7 @@ pool = start_pool({{node: (2, 2)}}, ())
 place = [RankPlace(node, "127.0.0.1", 0, 0, 1)]
 first = borrow(pool, place, None, ThreadShare(1, 2))
 print("FIRST STARTS WITH", first.threads.count)
-call = RankCall(fn=lone, args=None, group_backend=None, checkpoint_dir=None, places=place, use_gpu=False, threads=first.threads)
+call = RankCall(fn=lone, args=None, group_backend=None, checkpoint=None, places=place, use_gpu=False, threads=first.threads)
 reports = []
 running = threading.Thread(target=gang.run, args=(first, call, lambda metrics, ckpt: reports.append(metrics), StartBound(600)))
 running.start()
