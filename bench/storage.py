@@ -44,6 +44,7 @@ def sweep_bytes(root: Path, trials: int, checkpoint_mib: float, policy: dict[str
     """Run the ASHA sweep under ``policy`` into ``root``; what its run dir holds then."""
     from raysweep.runs.storage import open_path, usage
 
+    root.mkdir(parents=True)
     spec = root / "sweep.yaml"
     spec.write_text(
         yaml.safe_dump(
