@@ -5,7 +5,8 @@ fine-tuned models keeps its best few, not two per trial.
 Deleted: every checkpoint of a trial the scheduler stopped (it never runs again), and of a
 finished trial once ``keep_best_trials`` finished ones rank above it. Kept: every unfinished
 trial's (a killed driver's ``resume`` goes on from them), a failed trial's (``resume
---retry-failed``), and the best finished ones'. A ``TorchTrainer`` trial's Tune checkpoint names
+--retry-failed``), and the best finished ones'; every trial's with ``keep_best_trials: all``
+(Tune's default). A ``TorchTrainer`` trial's Tune checkpoint names
 its Ray Train checkpoint: both go.
 """
 
@@ -40,7 +41,7 @@ class PruneCheckpoints(Callback):
         self.pruned: set[str] = set()
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        if self.keep_best is None and trial.trial_id not in self.stopped_by_scheduler:
+        if self.keep_best is None:  # "all": every trial keeps its checkpoints, as under Tune's default
             return
         for gone in self.unneeded(trials):
             try:
@@ -55,7 +56,7 @@ class PruneCheckpoints(Callback):
         by_id = {t.trial_id: t for t in trials}
         ranked = [t for t in load_results(self.run_dir).trials if t.trial_id in by_id]
         finished = [t.trial_id for t in ranked if t.status == TrialStatus.DONE]
-        kept = set(finished if self.keep_best is None else finished[: self.keep_best])
+        kept = set(finished[: self.keep_best])
         ended = set(finished) | {t.trial_id for t in ranked if t.status == TrialStatus.STOPPED}
         gone = (ended & (set(finished) | self.stopped_by_scheduler)) - kept - self.pruned
         return [by_id[i] for i in sorted(gone)]

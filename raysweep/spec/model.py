@@ -190,7 +190,7 @@ class Budget:
 class CheckpointPolicy:
     """``raysweep.checkpoints``: what a sweep keeps on its storage (``driver/checkpoint_policy.py``)."""
 
-    keep_best_trials: int | None = 3  # None ("all"): every finished trial keeps its checkpoints
+    keep_best_trials: int | None = 3  # None ("all"): every trial keeps its checkpoints (Tune's default)
     keep_per_trial: int = 2  # Tune's CheckpointConfig(num_to_keep)
 
 
