@@ -7,7 +7,10 @@ one fails there by name, not deep inside a sweep.
 * Tune: ``Tuner.restore`` keeps the original ``RunConfig``; a resumed driver attaches its own
   callbacks and stoppers, and reads the restored scheduler (``restored_config``).
 * Tune's checkpoints: a resumed trial goes on from the newest checkpoint on storage, which Tune's
-  saved state may not name (``restart_from``; ``driver/checkpoints.py`` says why).
+  saved state may not name (``restart_from``; ``driver/checkpoints.py`` says why); a trial's
+  storage may be a URI's, whose filesystem Tune keeps on the trial (``trial_filesystem``).
+* Ray's draining nodes: the GCS's list of nodes that announced their end, with each deadline
+  (``draining_nodes``; ``trial/preemption.py``), which Ray Train V2 reads the same way.
 * Ray's placement groups: a group an actor made (Ray Train's controller makes its workers') is
   removed only once its job has ended too; the GCS's record says whose it is and whether that
   actor died (``actor_groups``), which ``ray.util.placement_group_table`` leaves out.
@@ -57,6 +60,15 @@ def restored_config(tuner: Any) -> tuple[Any, Any]:
     """A restored ``Tuner``'s ``RunConfig`` (to set this driver's callbacks and stop on) and ``TuneConfig``."""
     local = tuner._local_tuner  # noqa: SLF001
     return local._run_config, local._tune_config  # noqa: SLF001
+
+
+def draining_nodes() -> dict[str, int]:
+    """Ray's draining nodes, ``{node id (hex): deadline in epoch ms}`` (0: no deadline), as the GCS
+    holds them (``ray drain-node``; autoscaler v2 and KubeRay drain so). Ray Train V2 reads the same
+    (its ``preemption.py``); Ray has no public call for it."""
+    import ray._private.state
+
+    return dict(ray._private.state.state.get_draining_nodes())
 
 
 def trial_filesystem(trial: Any) -> Any:

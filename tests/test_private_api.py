@@ -295,6 +295,8 @@ def _groups_of_a_job_and_its_actor() -> None:
         "wandb_scheduler",
         "restart_from",
         "actor_groups",
+        "trial_filesystem",
+        "draining_nodes",
     ],
 )
 def test_private_api_names_its_uses(name: str):
@@ -303,3 +305,30 @@ def test_private_api_names_its_uses(name: str):
     assert f"``{name}``" in private_api.__doc__
     users = [p for p in (ROOT / "raysweep").rglob("*.py") if p.name != "private_api.py" and f"{name}(" in p.read_text()]
     assert users, f"no module uses private_api.{name}"
+
+
+def test_the_gcs_lists_a_drained_nodes_deadline_and_a_tune_trial_its_filesystem():
+    """``draining_nodes``: a node drained through the GCS (as ``ray drain-node`` does) is listed with
+    its deadline in epoch ms; here none drains, and the call answers on a live Ray."""
+    import pyarrow.fs
+    import ray
+    from ray.tune.experiment import Trial
+
+    ray.init(address="local", num_cpus=1, include_dashboard=False, logging_level="ERROR")
+    try:
+        assert private_api.draining_nodes() == {}
+        from ray import tune
+
+        tune.register_trainable("private_api_f", lambda config: None)
+        trial = Trial("private_api_f", config={}, storage=_storage_context())
+        assert isinstance(private_api.trial_filesystem(trial), pyarrow.fs.LocalFileSystem)
+    finally:
+        ray.shutdown()
+
+
+def _storage_context():
+    import tempfile
+
+    from ray.train._internal.storage import StorageContext
+
+    return StorageContext(storage_path=tempfile.mkdtemp(), experiment_dir_name="e")

@@ -50,7 +50,7 @@ from raysweep.driver.estimates import Estimates
 from raysweep.driver.promotions import Promotions
 from raysweep.driver.turns import Turns, passing
 from raysweep.placement import Capacity, NeverPlaced, nodes_from, shape, token_bundles
-from raysweep.private_api import keep_idle_actors, save_experiment_state, set_trial_status
+from raysweep.private_api import draining_nodes, keep_idle_actors, save_experiment_state, set_trial_status
 from raysweep.spec import SweepSpec
 from raysweep.words import TrialStatus
 
@@ -366,10 +366,13 @@ class Admission:
         return {t for t in self.starting if t in by_id and self._size(by_id[t]) in self.ahead}
 
     def _slots(self) -> dict[str, int]:
-        """The workers each node alive hosts."""
+        """The workers each node alive hosts; a draining node's are gone from its notice on
+        (``trial/preemption.py``: Ray places nothing new there either)."""
         if time.monotonic() - self._live_at > NODES_EVERY_S:
             start = self.capacity
-            nodes = nodes_from(ray.nodes(), start.use_gpu, start.cpus_per_worker, start.gpus_per_worker)
+            draining = draining_nodes()
+            alive = [n for n in ray.nodes() if n["NodeID"] not in draining]
+            nodes = nodes_from(alive, start.use_gpu, start.cpus_per_worker, start.gpus_per_worker)
             self._live = replace(start, nodes=nodes)
             self._live_at = time.monotonic()
         return {n.id: self._live.hosts(n) for n in self._live.nodes}

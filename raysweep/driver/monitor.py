@@ -218,6 +218,12 @@ class SweepMonitor(Callback):
             trials, trial, TrialStatus.STOPPED if trial.trial_id in self.stopped_by_scheduler else TrialStatus.DONE
         )
 
+    def on_trial_recover(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        """A trial Tune starts again: one that left a draining or lost node counts a preemption."""
+        if _was_preempted(trial):
+            row = self.rows.get(trial.trial_id) or TrialRow(trial.trial_id)
+            self._save(self._row(trial, preemptions=row.preemptions + 1))
+
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         self._end(trials, trial, TrialStatus.FAILED, _error_text(trial, self.path.parent))
 
@@ -312,6 +318,13 @@ def journal_rows(run_dir: Path) -> dict[str, TrialRow]:
     """The run dir's rows as a driver takes them over: what an earlier driver recorded, its open
     accounts closed (a killed driver's last reports counted them)."""
     return Rows({r.trial_id: replace(r, since=None) for r in read_rows(run_dir)})
+
+
+def _was_preempted(trial: Any) -> bool:
+    """The trial's last failure was a preemption (``trial/preemption.py``'s, or Ray's actor of a preempted node)."""
+    path = Path(trial.local_path or "") / "error.txt"
+    last = path.read_text().rpartition("Failure #")[2] if path.exists() else ""
+    return "preempted: " in last or "DRAIN_PREEMPTED" in last or "preempted=True" in last
 
 
 def _error_text(trial: Any, run_dir: Path) -> str:

@@ -80,9 +80,10 @@ class SweepResult:
                 "end": t.row.end,
             }
             rows.append(row)
-        if any(not t.row.metric_logged for t in results.trials):  # a W&B-style trial that never logged it
-            for row, t in zip(rows, results.trials, strict=True):
-                row["metric_logged"] = t.row.metric_logged
+        for column, shown in (("metric_logged", False), ("preemptions", True)):  # where some trial says one
+            if any(bool(getattr(t.row, column)) is shown for t in results.trials):
+                for row, t in zip(rows, results.trials, strict=True):
+                    row[column] = getattr(t.row, column)
         return pandas.DataFrame(rows)
 
     def history(self, trial_id: str) -> list[dict[str, Any]]:

@@ -43,6 +43,7 @@ class TrialRow:
     # a trial that grew (``growth.py``): [size, from when, iterations then, run_s then], one per size
     sizes: list[list[float]] | None = None
     worker_s: float | None = None  # the seconds it held each worker, summed (None: world_size x run_s)
+    preemptions: int = 0  # the times it left a draining or lost node and went on from its checkpoint
 
     @property
     def late(self) -> bool:
@@ -67,6 +68,8 @@ class TrialRow:
         out = {_JSON_NAMES.get(k, k): v for k, v in asdict(self).items() if v is not None}
         if self.metric_logged:
             del out["metric_logged"]
+        if not self.preemptions:
+            del out["preemptions"]
         return out
 
     @property

@@ -47,7 +47,7 @@ def _columns(results: SweepResults) -> tuple[list[str], list[list[str]]]:
     rows = [
         [
             t.trial_id,
-            t.status,
+            f"{t.status} (preempted {t.row.preemptions}x)" if t.row.preemptions else t.status,
             *(short(t.config.get(p)) for p in params),
             *(
                 [short((t.objectives or {}).get(g)) for g in goals] + ["*" if t.pareto else ""]

@@ -72,6 +72,7 @@ class RankedTrial:
             **({"backfilled": True} if r.backfilled else {}),
             **({"objectives": self.objectives, "pareto": self.pareto} if self.objectives is not None else {}),
             **({} if r.metric_logged else {"metric_logged": False}),
+            **({"preemptions": r.preemptions} if r.preemptions else {}),
             **({"error": r.error} if r.error else {}),
         }
 

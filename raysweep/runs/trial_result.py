@@ -29,6 +29,7 @@ class TrialResult:
     objectives: dict[str, float | None] | None = None  # under several objectives: its value of each
     pareto: bool = False  # on the Pareto front of those
     metric_logged: bool = True  # False: a W&B-style trial that never logged the metric
+    preemptions: int = 0  # the times it left a draining or lost node and went on from its checkpoint
     error: str | None = None
 
     @classmethod
@@ -49,6 +50,7 @@ class TrialResult:
             ("objectives", self.objectives is not None),
             ("pareto", self.objectives is not None),
             ("metric_logged", not self.metric_logged),
+            ("preemptions", bool(self.preemptions)),
             ("error", bool(self.error)),
         ):
             if not shown:

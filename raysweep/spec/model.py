@@ -238,6 +238,7 @@ class SweepSpec:
     run_cap: int | None = None
     max_concurrent: int | None = None
     max_failures: int = 0
+    max_preemptions: int = 10  # restarts after a draining or lost node, apart from max_failures (trial/preemption.py)
     max_initial_failures: int = 5  # the sweep stops when its first this many trials all fail (W&B's agent: 5)
     report_timeout_s: float | None = None
     process_group_timeout_s: float = PROCESS_GROUP_TIMEOUT_S

@@ -151,6 +151,7 @@ def parse_settings(doc: dict, own: dict, problems: list[str]) -> dict[str, Any]:
         "run_cap": int_at_least(doc["run_cap"], 1, "run_cap", problems) if "run_cap" in doc else None,
         "max_concurrent": optional("max_concurrent", int_at_least, 1),
         "max_failures": optional("max_failures", int_at_least, 0) or 0,
+        "max_preemptions": _or(optional("max_preemptions", int_at_least, 0), 10),
         "max_initial_failures": optional("max_initial_failures", int_at_least, 0),
         "seed": optional("seed", int_at_least, 0),
         "report_timeout_s": optional("report_timeout_s", positive),
@@ -166,6 +167,10 @@ def parse_settings(doc: dict, own: dict, problems: list[str]) -> dict[str, Any]:
         if key in doc:
             text(doc[key], key, problems)
     return settings
+
+
+def _or(value: Any, default: Any) -> Any:
+    return default if value is None else value
 
 
 def _runner(chosen: Any) -> Runner:

@@ -55,6 +55,7 @@ RAYSWEEP_KEYS = (
     "budget",
     "checkpoints",
     "max_failures",
+    "max_preemptions",
     "max_initial_failures",
     "report_timeout_s",
     "process_group_timeout_s",

@@ -45,6 +45,15 @@ class TrialContext:
         """Only the main rank writes files and logs; every rank still calls ``report``."""
         return self.rank == 0
 
+    @property
+    def preemption(self) -> Any:
+        """A node of the trial drains (``trial/preemption.py``: its ``deadline`` and ``seconds_left``),
+        else None: a loop that checkpoints every few epochs saves one at its next report, where the
+        trial leaves the node and goes on from it (asked of Ray at most every 0.5 s)."""
+        from raysweep.trial import preemption
+
+        return preemption.notice()
+
 
 class Backend:
     """One place a loop can run. ``metric`` is the spec's metric.name: every report carries it.
@@ -117,6 +126,10 @@ class TuneBackend(Backend):
         from ray import tune
 
         tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(checkpoint) if checkpoint else None)
+        if checkpoint:
+            from raysweep.trial import preemption
+
+            preemption.after_checkpoint()
 
     def checkpoint(self) -> Any:
         from ray import tune

@@ -40,6 +40,7 @@ class Holdings:
         self._groups: dict[str, dict[str, Any]] = {}  # trial id -> placement group id (hex) -> group
         self._since: dict[str, float] = {}  # trial id -> when it began to hold its nodes
         self._stopping: set[str] = set()  # trials Tune stopped whose Ray Train ranks stop at their next report
+        self._preempted: dict[str, int] = {}  # trial id -> the times it left a draining or lost node
 
     @ray.method(concurrency_group=RECORD)
     def hold(self, trial_id: str, nodes: dict[str, int]) -> None:
@@ -82,6 +83,12 @@ class Holdings:
     @ray.method(concurrency_group=RECORD)
     def stopping(self, trial_id: str) -> bool:
         return trial_id in self._stopping
+
+    @ray.method(concurrency_group=RECORD)
+    def preempted(self, trial_id: str) -> int:
+        """The trial left a draining or lost node once more: how many times now (``max_preemptions``)."""
+        self._preempted[trial_id] = self._preempted.get(trial_id, 0) + 1
+        return self._preempted[trial_id]
 
     @ray.method(concurrency_group=RECORD)
     def nudge(self) -> None:

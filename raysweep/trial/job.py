@@ -122,6 +122,7 @@ class TrialJob:
         WORKER_START_TIMEOUT_S  # from holding its resources to every worker started (start_bound.py)
     )
     holdings: Any = None  # the sweep's Holdings actor: told the trial's nodes, and each Train worker's start
+    max_preemptions: int = 10  # restarts after a draining or lost node (preemption.py)
     network_interface: str | None = None  # GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME of every rank
     attempt: str = ""  # this start of the trial's ranks: a script's metrics files are per attempt
     restored_checkpoint: str | None = None  # torchtrainer: the Ray Train checkpoint Tune restored the trial from

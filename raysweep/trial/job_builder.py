@@ -45,6 +45,7 @@ def build_job(sweep: Sweep, flat_config: dict[str, Any], trial_id: str, staging_
         "network_interface": spec.resources.network_interface,
         "capacity": capacity,
         "max_failures": spec.max_failures,
+        "max_preemptions": spec.max_preemptions,
     }
     kind = kind_of(spec)
     job = TrialJob(entry=kind.build(sweep, flat_config, trial_dir, trial_id), **common)

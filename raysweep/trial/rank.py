@@ -11,6 +11,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from raysweep.placement import RankPlace
+from raysweep.trial import preemption
 from raysweep.trial.backends import TrainBackend, TuneBackend, WarmBackend
 from raysweep.trial.job import TrialJob
 from raysweep.trial.ports import free_port
@@ -53,6 +54,7 @@ def on_train_worker(job: TrialJob) -> None:
     else:
         nodes = [node_id]
     order = list(dict.fromkeys(nodes))  # the nodes in the order of their first rank
+    preemption.watch(order)  # what get_context().preemption reads on this worker
     place = RankPlace(
         node_id,
         ray.util.get_node_ip_address(),

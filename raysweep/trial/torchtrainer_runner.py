@@ -21,7 +21,7 @@ from ray.train import UserCallback
 from ray.util.queue import Queue
 
 from raysweep.env import TRAIN_START_TIMEOUT
-from raysweep.trial import gang, rank, slots
+from raysweep.trial import gang, preemption, rank, slots
 from raysweep.trial.job import Sweep, TrialJob
 from raysweep.trial.metrics import mean_over_ranks
 from raysweep.trial.output_marks import marked
@@ -187,7 +187,11 @@ def _fit(
             train_checkpoint = sweep.uri_of(path) if path else None  # one every node opens
             _report_to_tune(metrics, train_checkpoint)
             last = train_checkpoint or last
-    except BaseException:  # Tune stopped the trial (or refused a report): take the ranks' last reports
+            if train_checkpoint is not None:
+                preemption.after_checkpoint()
+    except BaseException as e:  # Tune stopped the trial (or refused a report), or it left a draining node
+        if isinstance(e, preemption.Preempted) and job.holdings is not None:
+            job.holdings.stop.remote(job.trial_id)  # its ranks stop at their next report
         _drain(reports, fitting)
         raise
     finally:

@@ -12,7 +12,7 @@ import ray
 from ray import tune
 
 from raysweep.runs.files import read_explanation
-from raysweep.trial import gang, slots, watchdog
+from raysweep.trial import gang, preemption, slots, watchdog
 from raysweep.trial.job import Sweep
 from raysweep.trial.job_builder import InfeasibleTrial, build_job
 from raysweep.trial.runners import RUNNERS
@@ -37,6 +37,15 @@ class TrialHung(RuntimeError):
     """A rank sent no report for report_timeout_s (the watchdog's explanation is the message)."""
 
 
+def within_limit(job: Any, preempted: preemption.Preempted, failure: str) -> Exception:
+    """``preempted`` (no failure: Tune starts the trial again from its checkpoint) while the trial has
+    been preempted at most ``max_preemptions`` times; past that, ``failure``, which counts as one."""
+    count = ray.get(job.holdings.preempted.remote(job.trial_id)) if job.holdings is not None else 1
+    if count <= job.max_preemptions:
+        return preempted
+    return NodeLost(f"{failure}; preempted {count} times, past raysweep.max_preemptions ({job.max_preemptions})")
+
+
 def run_trial(flat_config: dict[str, Any], sweep: Sweep, worker_pool: Any) -> None:
     """The Tune function trainable (bound with ``tune.with_parameters``); ``worker_pool`` is the
     sweep's ``pool.WorkerPool`` (None with ``ddp_workers: torchtrainer``)."""
@@ -46,19 +55,23 @@ def run_trial(flat_config: dict[str, Any], sweep: Sweep, worker_pool: Any) -> No
     bound = StartBound(job.start_timeout_s)  # from when the trial holds its slots
     watchdog.clear(job.trial_dir)  # a retried trial starts without the last attempt's explanation
     nodes = slots.bundle_nodes(job, group)
+    preemption.watch(nodes)
     if sweep.holdings is not None:  # the driver's admission sees which slots this trial holds
         sweep.holdings.hold.remote(job.trial_id, dict.fromkeys(nodes, job.shape.per_node))
     runner = RUNNERS[job.runner]
     try:
         runner.start(job, sweep, worker_pool, bound, group)
+    except preemption.Preempted as e:  # it left a draining node at a checkpoint
+        raise within_limit(job, e, str(e)) from None
     except Exception as e:
         if runner.in_trial_process:
             raise
         lost = lost_nodes(nodes)
         if lost:
-            raise NodeLost(
-                f"node(s) {', '.join(lost)} of this {job.shape.nodes}-node trial died; its ranks on every node "
-                "were ended. It restarts from its last checkpoint as max_failures allows, on nodes that can hold it"
+            text = f"node(s) {', '.join(lost)} of this {job.shape.nodes}-node trial died; its ranks on every node were ended"
+            preempted = preemption.Preempted(f"preempted: {text}; it goes on from its last checkpoint")
+            raise within_limit(
+                job, preempted, f"{text}. It restarts from its last checkpoint as max_failures allows"
             ) from e
         if isinstance(e, WorkersNotStarted):
             raise

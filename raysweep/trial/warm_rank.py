@@ -19,7 +19,7 @@ import ray
 
 from raysweep.env import GLOO_SOCKET_IFNAME, set_env
 from raysweep.placement import RankPlace
-from raysweep.trial import devices
+from raysweep.trial import devices, preemption
 from raysweep.trial.cpu_threads import RankThreads, ThreadCount
 from raysweep.trial.ports import free_port
 from raysweep.trial.program import end_running_scripts
@@ -193,6 +193,7 @@ class DDPWorker:
             )
             self._gpu = gpu or self._gpu
             os.environ.update(call.env)
+            preemption.watch([p.node_id for p in call.places])  # what get_context().preemption reads here
             group_backend = call.group_backend
             if group_backend == "nccl" and not torch.cuda.is_available():
                 group_backend = "gloo"  # GPUs Ray advertises that CUDA cannot see (placement tests)

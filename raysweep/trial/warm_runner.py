@@ -11,7 +11,7 @@ import ray
 from ray import tune
 
 from raysweep.placement import rank_places
-from raysweep.trial import gang, rank, slots
+from raysweep.trial import gang, preemption, rank, slots
 from raysweep.trial.cpu_threads import ThreadShare
 from raysweep.trial.job import Sweep, TrialJob
 from raysweep.trial.lease import borrow, give_back
@@ -29,10 +29,12 @@ def run_warm(job: TrialJob, sweep: Sweep, worker_pool: Any, bound: StartBound, g
     def forward(metrics: dict[str, Any], checkpoint: Any) -> None:
         if isinstance(checkpoint, str):  # a directory on this node
             tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(checkpoint))
-            return
-        tune.report(metrics, checkpoint=checkpoint)
-        if checkpoint is not None:  # staged on the storage by a rank 0 on another node
-            unstage(checkpoint)
+        else:
+            tune.report(metrics, checkpoint=checkpoint)
+            if checkpoint is not None:  # staged on the storage by a rank 0 on another node
+                unstage(checkpoint)
+        if checkpoint is not None:
+            preemption.after_checkpoint()
 
     lease = borrow(worker_pool, places, group, thread_share(job))
     try:

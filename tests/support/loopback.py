@@ -17,7 +17,7 @@ from conftest import RAY, ROOT, cli_env, free_port
 NODE_DEATH = {"RAY_health_check_period_ms": "1000", "RAY_health_check_failure_threshold": "3"}
 
 
-def start_node(ip: str, name: str, head: str | None = None, own_disk: str | None = None) -> int:
+def start_node(ip: str, name: str, head: str | None = None, own_disk: str | None = None, slots: int = 2) -> int:
     """One node at ``ip`` (the head when ``head`` is None, else joining it); its raylet's port.
     ``own_disk``: a directory the node sees empty (needs root: a mount namespace of its own)."""
     raylet_port = free_port()
@@ -29,7 +29,7 @@ def start_node(ip: str, name: str, head: str | None = None, own_disk: str | None
         "--num-gpus=2",
         "--disable-usage-stats",
         "--resources",
-        json.dumps({"raysweep_slot": 2, name: 1}),
+        json.dumps({"raysweep_slot": slots, name: 1} if slots else {name: 1}),
         f"--node-manager-port={raylet_port}",
     ]
     if head is None:
