@@ -307,9 +307,9 @@ def test_private_api_names_its_uses(name: str):
     assert users, f"no module uses private_api.{name}"
 
 
-def test_the_gcs_lists_a_drained_nodes_deadline_and_a_tune_trial_its_filesystem():
-    """``draining_nodes``: a node drained through the GCS (as ``ray drain-node`` does) is listed with
-    its deadline in epoch ms; here none drains, and the call answers on a live Ray."""
+def test_the_gcs_answers_for_draining_nodes_and_a_tune_trial_names_its_filesystem():
+    """``draining_nodes`` answers on a live Ray (none drains here; a worker node drained through the
+    GCS, listed with its deadline and acted on: tests/trial/test_preemption.py); ``trial_filesystem``."""
     import pyarrow.fs
     import ray
     from ray.tune.experiment import Trial

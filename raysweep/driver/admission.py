@@ -97,6 +97,7 @@ class Admission:
         self._asked: list[Any] | None = None  # the record's answers on their way (``_read_holdings``)
         self._live = capacity
         self._live_at = 0.0
+        self._draining: set[str] = set()  # nodes that announced their end (trial/preemption.py)
         self._kept: dict[str, int] = {}  # node address -> idle Tune actors of its token shape Tune may keep
         self._takes_at: dict[str, float] = {}  # started ahead of its slots -> when they were expected to free
         self.turns = Turns(board.reserved_at)  # the waiting trials' order, who was passed over
@@ -366,16 +367,16 @@ class Admission:
         return {t for t in self.starting if t in by_id and self._size(by_id[t]) in self.ahead}
 
     def _slots(self) -> dict[str, int]:
-        """The workers each node alive hosts; a draining node's are gone from its notice on
-        (``trial/preemption.py``: Ray places nothing new there either)."""
+        """The workers each node alive hosts; none on a draining node, from its notice on
+        (``trial/preemption.py``: Ray places nothing new there either). Sizes are still judged on
+        every node alive: a trial waits for nodes that drain, it does not fail for them."""
         if time.monotonic() - self._live_at > NODES_EVERY_S:
             start = self.capacity
-            draining = draining_nodes()
-            alive = [n for n in ray.nodes() if n["NodeID"] not in draining]
-            nodes = nodes_from(alive, start.use_gpu, start.cpus_per_worker, start.gpus_per_worker)
+            nodes = nodes_from(ray.nodes(), start.use_gpu, start.cpus_per_worker, start.gpus_per_worker)
             self._live = replace(start, nodes=nodes)
+            self._draining = set(draining_nodes())
             self._live_at = time.monotonic()
-        return {n.id: self._live.hosts(n) for n in self._live.nodes}
+        return {n.id: 0 if n.id in self._draining else self._live.hosts(n) for n in self._live.nodes}
 
 
 def _token_group(address: str) -> tune.PlacementGroupFactory:
