@@ -43,14 +43,22 @@ def start_node(ip: str, name: str, head: str | None = None, own_disk: str | None
             f"--runtime-env-agent-port={free_port()}",
             f"--metrics-export-port={free_port()}",
             # worker processes bind the machine's ports too: each node its own range
-            f"--min-worker-port={20000 + 1000 * int(ip.rsplit('.', 1)[1])}",
-            f"--max-worker-port={20999 + 1000 * int(ip.rsplit('.', 1)[1])}",
+            f"--min-worker-port={worker_ports(ip)}",
+            f"--max-worker-port={worker_ports(ip) + 599}",
         ]
     if own_disk is not None:  # its own mount namespace: Ray's daemons it starts stay in it
         args = ["unshare", "-m", "sh", "-c", f'mount -t tmpfs none "{own_disk}" && exec "$@"', "sh", *args]
     out = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, env=cli_env() | NODE_DEATH)
     assert out.returncode == 0, out.stdout + out.stderr
     return raylet_port
+
+
+def worker_ports(ip: str) -> int:
+    """The first of the 600 worker ports of the node at ``ip`` (127.0.0.2 to 127.0.0.22): above a
+    head's (Ray's default, 10002-19999), below the ephemeral ports."""
+    octet = int(ip.rsplit(".", 1)[1])
+    assert 2 <= octet <= 22, ip
+    return 20000 + 600 * (octet - 2)
 
 
 _HEAD_PORTS: dict[str, int] = {}

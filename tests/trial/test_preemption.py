@@ -110,3 +110,85 @@ def test_trials_on_a_draining_node_leave_at_their_next_checkpoint_and_lose_no_ep
     assert preempted and all(t["preemptions"] == 1 for t in preempted), shown["trials"]
     table = raysweep("show", str(tmp_path / "runs" / "spot")).stdout
     assert "done (preempted 1x)" in table, table
+
+
+def run(spec: Path, head: str, storage: Path) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "raysweep", "run", str(spec), "--address", head, "--storage", str(storage)]
+    return subprocess.Popen(cmd + ["--wandb", "disabled"], cwd=ROOT, env=cli_env(), stdout=subprocess.PIPE, text=True)
+
+
+def sweep_spec(tmp_path: Path, name: str, record_dir: Path, parameters: dict, **more) -> Path:
+    return write_spec(
+        tmp_path / f"{name}.yaml",
+        name=name,
+        method="grid",
+        metric={"name": "score", "goal": "minimize"},
+        parameters=parameters,
+        raysweep={"train_loop": LOOP, "max_failures": 0, **more},
+    )
+
+
+@pytest.mark.parametrize(
+    "ddp_workers",
+    ["warm", pytest.param("torchtrainer", marks=pytest.mark.slow)],  # make test: warm, here
+)
+def test_a_trial_spanning_two_nodes_leaves_both_when_one_drains_and_goes_on_on_two_others(head, tmp_path, ddp_workers):
+    first = 11 if ddp_workers == "warm" else 14  # each run its own nodes: the drained one is killed
+    names = [f"node_span{first + i}" for i in range(3)]
+    ports = {n: start_node(f"127.0.0.{first + i}", n, head=head) for i, n in enumerate(names)}
+    record_dir = tmp_path / "records"
+    record_dir.mkdir()
+    base = {"epochs": 10, "sleep": 1.0, "record_dir": str(record_dir)}
+    parameters = {"x": {"value": 0.1}, "checkpoint_every": {"value": 3}, "num_gpus": {"value": 4}}
+    spec = sweep_spec(tmp_path, "span", record_dir, parameters, base_config=base, ddp_workers=ddp_workers)
+    driver = run(spec, head, tmp_path / "runs")
+    try:
+        deadline = time.time() + 240
+        while not any(r["epoch"] >= 2 for r in records(record_dir)):
+            assert driver.poll() is None and time.time() < deadline, "the 4-worker trial never reached epoch 2"
+            time.sleep(0.2)
+        victim = next(r["node"] for r in records(record_dir) if r["rank"] == 3)  # not rank 0's node: the case
+        drained_at = drain(head, victim, NOTICE_S)  # of Ray #50187, where Tune lost the whole trial
+        time.sleep(max(0.0, drained_at + NOTICE_S - time.time()))
+        kill_node(ports[victim])
+        stdout, _ = driver.communicate(timeout=300)
+    finally:
+        driver.kill()
+    assert driver.returncode == 0, stdout[-3000:]
+    seen = records(record_dir)
+    for rank in range(4):  # every rank ran each epoch once, though it saved only every 3 (it read the notice)
+        assert sorted(r["epoch"] for r in seen if r["rank"] == rank) == list(range(1, 11)), (rank, seen)
+    after = {r["node"] for r in seen if r["t"] > drained_at + 2.5}
+    assert victim not in after and len(after) == 2, (victim, after)
+    (trial,) = json.loads(raysweep("show", str(tmp_path / "runs" / "span"), "--json").stdout)["trials"]
+    assert trial["status"] == "done" and trial["preemptions"] == 1, trial
+
+
+def test_a_deadline_shorter_than_an_epoch_costs_that_epoch_and_fails_nothing(head, tmp_path):
+    """The node ends before the trial's next report: Ray records its actors as lost to a preempted
+    node, so Tune starts the trial again from its last checkpoint and counts no failure."""
+    port = start_node("127.0.0.17", "node_short", head=head)
+    start_node("127.0.0.18", "node_after", head=head)
+    record_dir = tmp_path / "records"
+    record_dir.mkdir()
+    base = {"epochs": 5, "sleep": 2.0, "record_dir": str(record_dir)}
+    parameters = {"x": {"values": [0.1, 0.2, 0.3, 0.4]}, "checkpoint_every": {"value": 1}}
+    driver = run(sweep_spec(tmp_path, "short", record_dir, parameters, base_config=base), head, tmp_path / "runs")
+    try:
+        deadline = time.time() + 240
+        while not any(r["node"] == "node_short" and r["epoch"] >= 1 for r in records(record_dir)):
+            assert driver.poll() is None and time.time() < deadline, "no trial reached epoch 1 on the node"
+            time.sleep(0.2)
+        drain(head, "node_short", 1)
+        time.sleep(1.0)
+        kill_node(port)  # mid-epoch: no report came between the notice and the end
+        stdout, _ = driver.communicate(timeout=300)
+    finally:
+        driver.kill()
+    assert driver.returncode == 0, stdout[-3000:]
+    shown = json.loads(raysweep("show", str(tmp_path / "runs" / "short"), "--json").stdout)
+    assert sorted(t["status"] for t in shown["trials"]) == ["done"] * 4, shown["trials"]
+    seen = records(record_dir)
+    for trial in {r["trial"] for r in seen}:
+        epochs = [r["epoch"] for r in seen if r["trial"] == trial]
+        assert sorted(set(epochs)) == list(range(1, 6)) and len(epochs) <= 6, (trial, epochs)  # at most one again
