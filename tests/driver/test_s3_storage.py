@@ -126,7 +126,13 @@ def test_a_killed_driver_resumes_from_the_bucket_alone_with_no_epoch_lost_or_rep
 
 def test_a_program_script_goes_on_from_its_trial_checkpoint_directory_after_a_killed_driver(s3, cluster, tmp_path):
     """The script keeps its state in RAYSWEEP_CHECKPOINT_DIR; what it wrote there is on S3 with each
-    report and put back before the resumed trial's script starts: it runs every epoch once."""
+    report and put back before the resumed trial's script starts.
+
+    Guarantee: "A `program:` script that keeps its checkpoints in `RAYSWEEP_CHECKPOINT_DIR` goes on
+    from them after a resume, a node lost or a retry: what rank 0's script wrote there is kept with
+    its next report and put back on every node before the restarted scripts start
+    (tests/driver/test_s3_storage.py)."
+    """
     bucket = s3.bucket()
     uri = s3.uri(bucket)
     cache = {"RAYSWEEP_CACHE_DIR": str(tmp_path / "cache")}

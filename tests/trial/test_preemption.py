@@ -59,6 +59,16 @@ def drain(address: str, name: str, deadline_s: int) -> float:
 
 
 def test_trials_on_a_draining_node_leave_at_their_next_checkpoint_and_lose_no_epoch(head, tmp_path):
+    """Guarantee: "Preemption: a trial with a rank on a node that announces its end (drained through
+    Ray's GCS: `ray drain-node --reason DRAIN_NODE_REASON_PREEMPTION`, autoscaler v2, KubeRay) leaves
+    at its next report that carries a checkpoint and goes on from it on the nodes that are not
+    draining: no finished epoch lost or repeated when the notice is at least one report long, under
+    both runners and for a trial spanning nodes (the case Ray #50187 names, where Tune lost the whole
+    trial), and not one failure under `max_failures: 0`. A draining node takes no new trial. A
+    deadline shorter than one report costs the epoch it cut, and no failure. A node that dies under a
+    trial spanning nodes, with or without notice, costs that trial a restart from its checkpoint
+    within `raysweep.max_preemptions`; `show` says "preempted Nx" (tests/trial/test_preemption.py)."
+    """
     victim_port = start_node("127.0.0.9", "node_victim", head=head)
     start_node("127.0.0.10", "node_spare", head=head)
     record_dir = tmp_path / "records"

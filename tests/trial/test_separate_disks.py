@@ -93,6 +93,12 @@ def statuses(s3, bucket: str, name: str) -> list[str]:
 
 @pytest.mark.parametrize("ddp_workers", ["warm", "torchtrainer"])
 def test_on_s3_a_trial_runs_on_the_worker_node_and_one_spans_both(s3, apart, head_disk, tmp_path, ddp_workers):
+    """Guarantee: "Storage: a checkpoint reaches the storage from the node that made it (Tune's, from
+    the trial's process; a warm rank 0 on another node stages its own there), and a trial restarted
+    on any node reads it back from the storage, so nodes need share no disk when `--storage` is a URI
+    (tests/trial/test_separate_disks.py: a node in a mount namespace of its own). A local `--storage`
+    that some node of the cluster cannot see is refused before any trial runs." (With the tests
+    around this one.)"""
     address, _ = apart
     bucket = s3.bucket()
     spec, record_dir = node_sweep(
