@@ -201,12 +201,16 @@ class TrainBackend(Backend):
     def report(self, metrics: dict[str, Any], checkpoint: str | None) -> None:
         import ray.train
 
+        from raysweep.trial import preemption
+
         ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(checkpoint) if checkpoint else None)
         if (
             self.stopping is not None
         ):  # every rank stops at the same report, as warm ranks do: none left in a collective
             rank = ray.train.get_context().get_world_rank()
-            if self.share(self.stopping() if rank == 0 else None):
+            # stopped by Tune, or leaving a draining node at this checkpoint (the trial's process
+            # ends the trial there: no rank trains an epoch past it)
+            if self.share(self.stopping() or bool(checkpoint and preemption.notice()) if rank == 0 else None):
                 from raysweep.trial.warm_rank import TrialStopped
 
                 raise TrialStopped

@@ -69,12 +69,18 @@ def head_port_for(ip: str) -> int:
 
 
 def kill_node(raylet_port: int) -> int:
-    """SIGKILL the worker node's raylet and everything under it (its workers and agents)."""
+    """SIGKILL the worker node's raylet and everything under it (its workers and agents); how many
+    processes that was (0: the node had ended already, as a drained node does once it is idle)."""
     raylet = next(
-        p
-        for p in psutil.process_iter(["name", "cmdline"])
-        if p.info["name"] == "raylet" and f"--node_manager_port={raylet_port}" in (p.info["cmdline"] or [])
+        (
+            p
+            for p in psutil.process_iter(["name", "cmdline"])
+            if p.info["name"] == "raylet" and f"--node_manager_port={raylet_port}" in (p.info["cmdline"] or [])
+        ),
+        None,
     )
+    if raylet is None:
+        return 0
     tree = [*raylet.children(recursive=True), raylet]
     for p in tree:
         try:
