@@ -48,9 +48,10 @@ def test_show_and_report_need_no_ray(tmp_path: Path):
     assert len(data["trials"]) == 12 and data["best"]["metric"] == max(t["metric"] for t in data["trials"])
     assert "LOADED []" in shown.stderr
     table = run_without_ray("show", str(run_dir), "--top", "3")
-    assert table.returncode == 0 and len(table.stdout.strip().splitlines()) == 2 + 3 + 1, (
+    assert table.returncode == 0 and len(table.stdout.strip().splitlines()) == 2 + 3 + 2, (
         table.stdout + table.stderr
-    )  # + the cost line
+    )  # + the cost line, and what the sweep holds on its storage
+    assert table.stdout.strip().splitlines()[-1].startswith("storage: "), table.stdout
     assert table.stdout.startswith(f"sweep {run_dir.name}: top 3 of 12 trials,"), table.stdout
     report = run_without_ray("report", str(run_dir), "-o", str(tmp_path / "r.html"))
     assert report.returncode == 0, report.stderr

@@ -102,6 +102,7 @@ def test_every_run_of_every_rank_names_the_wandb_sweep_and_no_other(
         RunSettings(name="s", budget=1, wandb="online"),
         False,
         None if sweep_id is None else wandb_sweep.WandbSweep(sweep_id, "e", "p", "url"),
+        tmp_path,
     )
     if kind == "train_loop":
         (runs,) = callbacks

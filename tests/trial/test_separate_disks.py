@@ -104,22 +104,22 @@ def test_on_s3_a_trial_runs_on_the_worker_node_and_one_spans_both(s3, apart, hea
     spec, record_dir = node_sweep(
         tmp_path,
         "span",
-        parameters={"x": {"values": [0.1, 0.2]}, "num_gpus": {"values": [1, 4]}},
-        base_config={"epochs": 2, "sleep": 0.5},
+        # three 1-worker trials at once: the head has 2 slots, so one runs on the worker alone
+        parameters={"num_gpus": {"values": [1, 4]}, "x": {"values": [0.1, 0.2, 0.3]}},
+        base_config={"epochs": 2, "sleep": 1.0},
         ddp_workers=ddp_workers,
-        max_concurrent=2,
         checkpoints={"keep_best_trials": "all"},
     )
     driver = run_on_s3(s3, address, head_disk, spec, bucket)
     stdout, _ = driver.communicate(timeout=300)
     assert driver.returncode == 0, stdout[-3000:]
-    assert statuses(s3, bucket, "span") == ["done"] * 4
+    assert statuses(s3, bucket, "span") == ["done"] * 6
     seen = records(record_dir)
     assert {r["node"] for r in seen if r["world_size"] == 4} == {"node_head", "node_worker"}
     assert "node_worker" in {r["node"] for r in seen if r["world_size"] == 1}  # a trial ran on the worker alone
     keys = s3.keys(bucket)
     trial_dirs = {k.split("/")[2] for k in keys if k.startswith("runs/span/run_trial_")}
-    assert len(trial_dirs) == 4
+    assert len(trial_dirs) == 6
     for trial in trial_dirs:  # each trial's checkpoints reached S3, from whichever node ran it
         assert any(k.startswith(f"runs/span/{trial}/checkpoint_") for k in keys), (trial, keys)
 
