@@ -91,7 +91,10 @@ def statuses(s3, bucket: str, name: str) -> list[str]:
     return sorted(t["status"] for t in json.loads(out.stdout)["trials"])
 
 
-@pytest.mark.parametrize("ddp_workers", ["warm", "torchtrainer"])
+@pytest.mark.parametrize(
+    "ddp_workers",
+    ["warm", pytest.param("torchtrainer", marks=pytest.mark.slow)],  # make test: warm, and S3 under torchtrainer's
+)  # 1-worker path in tests/driver/test_s3_storage.py
 def test_on_s3_a_trial_runs_on_the_worker_node_and_one_spans_both(s3, apart, head_disk, tmp_path, ddp_workers):
     """Guarantee: "Storage: a checkpoint reaches the storage from the node that made it (Tune's, from
     the trial's process; a warm rank 0 on another node stages its own there), and a trial restarted
