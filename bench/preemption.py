@@ -70,14 +70,15 @@ class Fleet:
         self.next_ip = 3
 
     def _start(self, args: list[str]) -> None:
-        common = ["--num-cpus=2", "--disable-usage-stats", "--include-dashboard=false"]
+        common = ["--num-cpus=2", "--disable-usage-stats"]
         out = subprocess.run(args + common, capture_output=True, text=True, env=env() | NODE_DEATH, cwd=REPO)
         if out.returncode != 0:
             raise RuntimeError(out.stdout + out.stderr)
 
     def start(self, workers: int) -> None:
         subprocess.run([RAY, "get-auth-token", "--generate"], check=True, capture_output=True, env=env())
-        self._start([RAY, "start", "--head", f"--node-ip-address={HEAD}", f"--port={self.port}"])
+        head = [RAY, "start", "--head", f"--node-ip-address={HEAD}", f"--port={self.port}", "--include-dashboard=false"]
+        self._start(head)
         for _ in range(workers):
             self.add()
 
@@ -86,7 +87,8 @@ class Fleet:
         self.next_ip += 1
         raylet = free_port()
         ports = [f"--node-manager-port={raylet}", f"--object-manager-port={free_port()}"]
-        ports += [f"--{f}={free_port()}" for f in ("dashboard-agent-grpc-port", "runtime-env-agent-port")]
+        agents = ("dashboard-agent-listen-port", "dashboard-agent-grpc-port", "runtime-env-agent-port")
+        ports += [f"--{f}={free_port()}" for f in agents]
         ports += [f"--metrics-export-port={free_port()}", f"--min-worker-port={20000 + 600 * (self.next_ip - 3)}"]
         ports += [f"--max-worker-port={20599 + 600 * (self.next_ip - 3)}"]
         resources = ["--resources", json.dumps({"raysweep_slot": 2})]
@@ -163,10 +165,13 @@ def sweep(fleet: Fleet, root: Path, name: str, trials: int, epochs: int, every: 
             if ips and driver.poll() is None:
                 notices.append(fleet.preempt(ips[0]))
 
+    thread = threading.Thread(target=preempting, daemon=True)
     if every:
-        threading.Thread(target=preempting, daemon=True).start()
+        thread.start()
     driver.wait()
     wall = time.time() - t0
+    if every:
+        thread.join()  # its last preemption's node replaced
     show = [sys.executable, "-m", "raysweep", "show", str(root / name), "--json"]
     shown = json.loads(subprocess.run(show, capture_output=True, text=True, cwd=REPO, env=env()).stdout)
     seen = records(record_dir)
@@ -196,19 +201,19 @@ def main() -> int:
     p.add_argument("--every", type=float, default=12.0)
     p.add_argument("--quick", action="store_true", help="4 trials of 8 epochs: a check that it runs")
     args = p.parse_args()
-    trials, epochs = (4, 8) if args.quick else (args.trials, args.epochs)
+    trials, epochs, every = (4, 8, 6.0) if args.quick else (args.trials, args.epochs, args.every)
     fleet = Fleet()
     try:
         fleet.start(workers=3)
         with tempfile.TemporaryDirectory(prefix="bench_preemption_") as d:
             calm = sweep(fleet, Path(d), "calm", trials, epochs, None)
-            spot = sweep(fleet, Path(d), "spot", trials, epochs, args.every)
+            spot = sweep(fleet, Path(d), "spot", trials, epochs, every)
     finally:
         fleet.stop()
     data = {
         "trials": trials,
         "epochs": epochs,
-        "every_s": args.every,
+        "every_s": every,
         "notice_s": NOTICE_S,
         "without": calm,
         "with": spot,
