@@ -36,10 +36,9 @@ PARTS = {
     "readers": ["bench.readers"],
     "first_report": ["bench.first_report"],
     "plan": ["bench.plan"],  # validate --plan against what grid and ASHA sweeps spend
-    "chaos": ["bench.chaos"],
-    "storage": [
-        "bench.storage"
-    ],  # what a sweep leaves on storage (policy vs Tune's default), S3 vs disk  # a sweep through a lost node, a killed driver and a Ctrl-C on two nodes
+    "chaos": ["bench.chaos"],  # a sweep through a lost node, a killed driver and a Ctrl-C on two nodes
+    "storage": ["bench.storage"],  # what a sweep leaves on storage (policy vs Tune's default), S3 vs disk
+    "preemption": ["bench.preemption"],  # a node drained then killed every 12 s, a new one in its place
 }
 GPU_PARTS = {"gpu": ["bench.gpu"]}  # --gpu: issue 21's figures, on a machine with CUDA
 

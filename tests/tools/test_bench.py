@@ -155,3 +155,19 @@ def test_quick_storage_part_counts_what_each_policy_leaves_and_times_a_persist(t
     data = json.loads((tmp_path / "storage_quick.json").read_text())
     assert data["tune_default"]["checkpoints"] > data["policy"]["checkpoints"] > 0
     assert all(s["s3"] > 0 and s["local"] > 0 for s in data["persist_s"].values())
+
+
+def test_quick_preemption_part_preempts_and_loses_no_epoch(tmp_path: Path) -> None:
+    env = {**os.environ, "BENCH_RESULTS_DIR": str(tmp_path)}
+    proc = subprocess.run(
+        ["flock", LOCK, sys.executable, "-m", "bench.preemption", "--quick"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    data = json.loads((tmp_path / "preemption_quick.json").read_text())
+    assert data["with"]["preemptions"] >= 1 and data["with"]["epochs_trained_again"] == 0
+    assert data["with"]["done"] == data["without"]["done"] == data["trials"]
