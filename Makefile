@@ -45,6 +45,7 @@ test: $(BIN)/raysweep /usr/bin/chromium $(ORACLE)/bin/python
 # tests whose rule `make test` checks once (TorchTrainer twins, a second method or moment). Each
 # slow test names, beside its mark, the test of `make test` that covers its layer.
 test-slow: $(BIN)/raysweep /usr/bin/chromium $(ORACLE)/bin/python
+	$(BIN)/pip install -q -e '.[dev,frameworks]'  # Lightning and HF Trainer scripts' own checkpoints resumed
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m slow
 
 # The Ray versions docs/clusters.md says raysweep is tested on: a venv per version (.venv-ray<V>, torch
