@@ -11,12 +11,13 @@ from __future__ import annotations
 import html
 import time
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
 
 from raysweep.runs.figures import figures, write_pngs
 from raysweep.runs.record import SweepRecord
 from raysweep.runs.storage import held
-from raysweep.runs.sweep_results import Cost
+from raysweep.runs.sweep_results import Cost, RankedTrial
 from raysweep.spec import SweepSpec
 from raysweep.values import duration, finite_number, short, short_config
 from raysweep.words import STATES
@@ -74,7 +75,7 @@ def summary_html(sweep: SweepRecord) -> str:
     items = [
         ("sweep", f"{sweep.name} ({spec.method})"),
         ("metric", sweep.described),
-        ("trials", f"{len(trials)}: {status}"),
+        ("trials", f"{len(trials)}: {status}" + _preempted(trials)),
         ("scheduler", _scheduler_text(spec)),
     ]
     if starts:
@@ -86,6 +87,12 @@ def summary_html(sweep: SweepRecord) -> str:
     items.append(("storage", held(sweep.run_dir).text()))
     rows = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in items)
     return f'<section id="summary"><h2>Summary</h2><table class="summary">{rows}</table></section>'
+
+
+def _preempted(trials: Iterable[RankedTrial]) -> str:
+    """How often the sweep's trials left a draining or lost node and went on from a checkpoint."""
+    count = sum(t.row.preemptions for t in trials)
+    return f"; {count} preemption(s), each gone on from a checkpoint" if count else ""
 
 
 def cost_text(cost: Cost) -> str:
@@ -141,7 +148,7 @@ def table_html(sweep: SweepRecord) -> str:
         cells = [
             i,
             t.trial_id,
-            t.status,
+            t.status_text,
             *(t.config.get(p, "") for p in params),
             t.metric,
             t.iterations,

@@ -47,7 +47,7 @@ def _columns(results: SweepResults) -> tuple[list[str], list[list[str]]]:
     rows = [
         [
             t.trial_id,
-            f"{t.status} (preempted {t.row.preemptions}x)" if t.row.preemptions else t.status,
+            t.status_text,
             *(short(t.config.get(p)) for p in params),
             *(
                 [short((t.objectives or {}).get(g)) for g in goals] + ["*" if t.pareto else ""]

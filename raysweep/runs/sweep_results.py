@@ -38,6 +38,11 @@ class RankedTrial:
         return self.row.status
 
     @property
+    def status_text(self) -> str:
+        """The status as readers print it: with the times it was preempted and went on."""
+        return f"{self.status} (preempted {self.row.preemptions}x)" if self.row.preemptions else str(self.status)
+
+    @property
     def config(self) -> dict[str, Any]:
         return self.row.config
 

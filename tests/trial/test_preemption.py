@@ -120,6 +120,9 @@ def test_trials_on_a_draining_node_leave_at_their_next_checkpoint_and_lose_no_ep
     assert preempted and all(t["preemptions"] == 1 for t in preempted), shown["trials"]
     table = raysweep("show", str(tmp_path / "runs" / "spot")).stdout
     assert "done (preempted 1x)" in table, table
+    assert raysweep("report", str(tmp_path / "runs" / "spot"), "-o", str(tmp_path / "r.html")).returncode == 0
+    page = (tmp_path / "r.html").read_text()
+    assert f"{len(preempted)} preemption(s), each gone on from a checkpoint" in page
 
 
 def run(spec: Path, head: str, storage: Path) -> subprocess.Popen:
