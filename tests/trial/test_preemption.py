@@ -41,6 +41,18 @@ def records(record_dir: Path) -> list[dict]:
     return [json.loads(line) for p in sorted(record_dir.glob("*.jsonl")) for line in p.read_text().splitlines()]
 
 
+def end_nodes(address: str, ports: dict[str, int]) -> None:
+    """End the nodes a test started (``ports``: name -> raylet port), once Ray counts them gone: the
+    next test of the module starts with the head alone."""
+    for port in ports.values():
+        kill_node(port)
+    body = "print(sorted(r for n in ray.nodes() if n['Alive'] for r in n['Resources'] if r.startswith('node_')))"
+    deadline = time.time() + 120
+    while any(name in (out := driver_script(address, body)).stdout for name in ports):
+        assert time.time() < deadline, out.stdout + out.stderr
+        time.sleep(1)
+
+
 def node_id(address: str, name: str) -> str:
     body = f"print(next(n['NodeID'] for n in ray.nodes() if n['Alive'] and {name!r} in n['Resources']))"
     out = driver_script(address, body)
@@ -69,8 +81,8 @@ def test_trials_on_a_draining_node_leave_at_their_next_checkpoint_and_lose_no_ep
     trial spanning nodes, with or without notice, costs that trial a restart from its checkpoint
     within `raysweep.max_preemptions`; `show` says "preempted Nx" (tests/trial/test_preemption.py)."
     """
-    victim_port = start_node("127.0.0.9", "node_victim", head=head)
-    start_node("127.0.0.10", "node_spare", head=head)
+    ports = {"node_victim": start_node("127.0.0.9", "node_victim", head=head)}
+    ports["node_spare"] = start_node("127.0.0.10", "node_spare", head=head)
     record_dir = tmp_path / "records"
     record_dir.mkdir()
     spec = write_spec(
@@ -95,10 +107,11 @@ def test_trials_on_a_draining_node_leave_at_their_next_checkpoint_and_lose_no_ep
             time.sleep(0.2)
         drained_at = drain(head, "node_victim", NOTICE_S)
         time.sleep(max(0.0, drained_at + NOTICE_S - time.time()))
-        kill_node(victim_port)  # the reclaim, at its deadline
+        kill_node(ports["node_victim"])  # the reclaim, at its deadline
         stdout, _ = driver.communicate(timeout=300)
     finally:
         driver.kill()
+        end_nodes(head, ports)
     assert driver.returncode == 0, stdout[-3000:]
 
     seen = records(record_dir)
@@ -167,6 +180,7 @@ def test_a_trial_spanning_two_nodes_leaves_both_when_one_drains_and_goes_on_on_t
         stdout, _ = driver.communicate(timeout=300)
     finally:
         driver.kill()
+        end_nodes(head, ports)
     assert driver.returncode == 0, stdout[-3000:]
     seen = records(record_dir)
     for rank in range(4):  # every rank ran each epoch once, though it saved only every 3 (it read the notice)
@@ -181,8 +195,8 @@ def test_a_trial_spanning_two_nodes_leaves_both_when_one_drains_and_goes_on_on_t
 def test_a_deadline_shorter_than_an_epoch_costs_that_epoch_and_fails_nothing(head, tmp_path):
     """The node ends before the trial's next report: Ray records its actors as lost to a preempted
     node, so Tune starts the trial again from its last checkpoint and counts no failure."""
-    port = start_node("127.0.0.17", "node_short", head=head)
-    start_node("127.0.0.18", "node_after", head=head)
+    ports = {"node_short": start_node("127.0.0.17", "node_short", head=head)}
+    ports["node_after"] = start_node("127.0.0.18", "node_after", head=head)
     record_dir = tmp_path / "records"
     record_dir.mkdir()
     base = {"epochs": 5, "sleep": 2.0, "record_dir": str(record_dir)}
@@ -195,10 +209,11 @@ def test_a_deadline_shorter_than_an_epoch_costs_that_epoch_and_fails_nothing(hea
             time.sleep(0.2)
         drain(head, "node_short", 1)
         time.sleep(1.0)
-        kill_node(port)  # mid-epoch: no report came between the notice and the end
+        kill_node(ports["node_short"])  # mid-epoch: no report came between the notice and the end
         stdout, _ = driver.communicate(timeout=300)
     finally:
         driver.kill()
+        end_nodes(head, ports)
     assert driver.returncode == 0, stdout[-3000:]
     shown = json.loads(raysweep("show", str(tmp_path / "runs" / "short"), "--json").stdout)
     assert sorted(t["status"] for t in shown["trials"]) == ["done"] * 4, shown["trials"]
