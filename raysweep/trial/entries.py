@@ -38,7 +38,8 @@ from raysweep.trial import devices, output_marks, torchrun_env, wandb_function, 
 from raysweep.trial.backends import Backend
 from raysweep.trial.job import ProgramLaunch, Sweep, TrialJob, WandbSetup
 from raysweep.trial.ports import free_port
-from raysweep.trial.program import run_program, write_param_files, write_wandb_config
+from raysweep.trial.program import run_program
+from raysweep.trial.program_wandb import write_param_files, write_wandb_config
 
 
 class Entry:

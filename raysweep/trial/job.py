@@ -77,7 +77,7 @@ class Sweep:
 @dataclass(frozen=True)
 class WandbSetup:
     """What a trial's ``wandb.init`` meets, as under ``wandb agent``: where it runs and the
-    variables it reads (``program.wandb_variables``). A W&B-style function's whole launch."""
+    variables it reads (``program_wandb.wandb_variables``). A W&B-style function's whole launch."""
 
     param_file: str  # the YAML wandb.init reads (WANDB_SWEEP_PARAM_PATH)
     workdir: str  # where it runs (wandb.agent's caller's directory)

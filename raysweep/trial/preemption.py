@@ -53,8 +53,9 @@ class Preempted(RayActorError):
 class Watch:
     """The draining nodes among a trial's nodes, asked of the GCS at most every ``POLL_S``."""
 
-    def __init__(self, node_ids: list[str] | tuple[str, ...]):
+    def __init__(self, node_ids: list[str] | tuple[str, ...], at_checkpoints: bool = True):
         self.node_ids = tuple(dict.fromkeys(node_ids))
+        self.at_checkpoints = at_checkpoints  # False: a script, told by SIGTERM, leaves as it ends
         self._asked = 0.0
         self._seen: Preemption | None = None
 
@@ -71,10 +72,12 @@ class Watch:
 _watch: Watch | None = None  # this process's trial (a Tune actor, a warm rank, a Train worker runs one at a time)
 
 
-def watch(node_ids: list[str] | tuple[str, ...]) -> None:
-    """Watch these nodes for this process's trial (each rank's entry point, and the trial's process)."""
+def watch(node_ids: list[str] | tuple[str, ...], at_checkpoints: bool = True) -> None:
+    """Watch these nodes for this process's trial (each rank's entry point, and the trial's process);
+    ``at_checkpoints``: the trial leaves at its next checkpoint (a ``program:`` script's leaves when
+    the script, told by SIGTERM, ends: ``script_preemption.py``)."""
     global _watch
-    _watch = Watch(node_ids)
+    _watch = Watch(node_ids, at_checkpoints)
 
 
 def notice() -> Preemption | None:
@@ -82,10 +85,15 @@ def notice() -> Preemption | None:
     return _watch.notice() if _watch is not None else None
 
 
+def leaves_at_checkpoint() -> bool:
+    """A node of this process's trial drains, and the trial leaves at its next checkpoint."""
+    return _watch is not None and _watch.at_checkpoints and notice() is not None
+
+
 def after_checkpoint() -> None:
     """Called in the trial's process after a report whose checkpoint Tune has kept: a trial on a
     draining node leaves it now, from that checkpoint."""
-    seen = notice()
+    seen = notice() if _watch is not None and _watch.at_checkpoints else None
     if seen is not None:
         left = seen.seconds_left
         when = f"{left:.0f} s before its deadline" if left is not None else "(no deadline given)"

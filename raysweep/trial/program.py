@@ -39,22 +39,14 @@ from raysweep.env import (
     METRICS_FILE,
     PYTHONPATH,
     PYTHONUNBUFFERED,
-    WANDB_DIR,
-    WANDB_ENTITY,
-    WANDB_MODE,
-    WANDB_PROJECT,
-    WANDB_RESUME,
-    WANDB_RUN_GROUP,
-    WANDB_RUN_ID,
-    WANDB_SWEEP_ID,
-    WANDB_SWEEP_PARAM_PATH,
 )
 from raysweep.placement import RankPlace
-from raysweep.trial import script_checkpoints, torchrun_env
-from raysweep.trial.job import ProgramLaunch, TrialJob, WandbSetup
+from raysweep.trial import preemption, script_checkpoints, script_preemption, torchrun_env
+from raysweep.trial.job import ProgramLaunch, TrialJob
 from raysweep.trial.metrics import check_metric
 from raysweep.trial.output_marks import ended as console_ended
 from raysweep.trial.output_marks import forward, rank_logs
+from raysweep.trial.program_wandb import link_wandb_runs, run_dirs_logged, wandb_variables
 from raysweep.trial.wandb_log import LoggedReports
 from raysweep.values import plain
 
@@ -100,23 +92,6 @@ def render_command(
     return argv
 
 
-def write_wandb_config(trial_dir: Path, trial_id: str, params: Mapping[str, Any]) -> Path:
-    """The YAML config ``wandb.init`` reads, as under ``wandb agent``."""
-    sweep_dir = trial_dir / "wandb" / "sweep-raysweep"
-    sweep_dir.mkdir(parents=True, exist_ok=True)
-    yaml_path = sweep_dir / f"config-{trial_id}.yaml"
-    private_api.save_config_file(str(yaml_path), {k: {"value": plain(v)} for k, v in params.items()})
-    return yaml_path
-
-
-def write_param_files(trial_dir: Path, trial_id: str, params: Mapping[str, Any]) -> tuple[Path, Path]:
-    """A script's: the config ``wandb.init`` reads and the ``${args_json_file}`` beside it."""
-    yaml_path = write_wandb_config(trial_dir, trial_id, params)
-    json_path = yaml_path.with_suffix(".json")
-    json_path.write_text(json.dumps({k: plain(v) for k, v in params.items()}))
-    return yaml_path, json_path
-
-
 def script_env(
     job: TrialJob,
     launch: ProgramLaunch,
@@ -150,42 +125,6 @@ def script_env(
     return env
 
 
-def wandb_variables(launch: WandbSetup, trial_id: str, rank: int) -> dict[str, str | None]:
-    """What ``wandb agent`` sets for a run of a sweep (None: unset): ``wandb.init`` reads the trial's
-    values from the file WANDB_SWEEP_PARAM_PATH names. Rank 0's run is the trial's W&B run; other
-    ranks that call ``wandb.init`` get runs of their own in the group. WANDB_SWEEP_ID names only
-    a sweep W&B created: with none, the run is no sweep's, as outside ``wandb agent``."""
-    env: dict[str, str | None] = {
-        WANDB_SWEEP_PARAM_PATH: launch.param_file,
-        WANDB_RESUME: "allow",  # a restarted trial continues its W&B run
-        WANDB_RUN_GROUP: launch.group,
-        WANDB_SWEEP_ID: launch.sweep_id,  # what wandb.run.sweep_id reads, as under wandb agent
-        WANDB_PROJECT: launch.project,
-        WANDB_DIR: launch.wandb_dir,  # as wandb.agent sets it; the run is linked into the trial dir
-        WANDB_MODE: launch.wandb_mode,
-        WANDB_RUN_ID: trial_id if rank == 0 else None,
-    }
-    if launch.entity:
-        env[WANDB_ENTITY] = launch.entity
-    return env
-
-
-def link_wandb_runs(trial_dir: str | os.PathLike, wandb_dir: str, run_ids: set[str], run_dirs: set[str]) -> None:
-    """Link a trial's W&B runs (``run_dirs``, and those of ``run_ids`` under WANDB_DIR, where
-    wandb.agent's runs live) into ``<trial dir>/wandb``, where ``show``, ``publish`` and the
-    report look for them."""
-    found = set(run_dirs)
-    for run_id in run_ids:
-        found |= {str(p) for p in Path(wandb_dir, "wandb").glob(f"*run-*-{run_id}") if p.is_dir()}
-    target = Path(trial_dir) / "wandb"
-    for run_dir in sorted(found):
-        link = target / Path(run_dir).name
-        if Path(run_dir).resolve().parent == target.resolve() or link.exists() or link.is_symlink():
-            continue  # already there (WANDB_DIR is the trial dir), or linked by an earlier attempt
-        target.mkdir(parents=True, exist_ok=True)
-        link.symlink_to(Path(run_dir).resolve(), target_is_directory=True)
-
-
 def metrics_file(trial_dir: Path, attempt: str, rank: int) -> Path:
     """One file per rank and attempt: a restarted worker group never reads the last attempt's lines."""
     return trial_dir / "metrics" / f"{attempt}.rank{rank}.jsonl"
@@ -216,15 +155,6 @@ class RankZeroMetrics:
             if report is not None:
                 out.append(report)
         return out
-
-
-def run_dirs_logged(path: Path) -> set[str]:
-    """The W&B run dirs a rank's script logged from (the hook notes each run's once)."""
-    try:
-        lines = path.read_text().splitlines()
-    except OSError:
-        return set()
-    return {entry["run_dir"] for entry in map(json.loads, filter(None, lines)) if "run_dir" in entry}
 
 
 def _tail(path: Path) -> str:
@@ -341,45 +271,83 @@ def run_program(
     ``share(value)`` is rank 0's value on every rank (the runner's collective). A script that never
     logged the metric ends with one ``report_without_metric`` of what rank 0 logged; ``checkpoint``
     (the trial's) is put back in its checkpoint directory first (``script_checkpoints.py``)."""
-    trial_dir, world_size, metric = Path(job.trial_dir), job.world_size, job.metric
-    snapshots = script_checkpoints.ready(job.trial_id, rank, place.local_rank, world_size, checkpoint, share)
-    logs = rank_logs(trial_dir, rank)
-    proc = _start_script(
-        job, launch, rank, script_env(job, launch, rank, place, master, visible_devices=visible_devices)
-    )
-    metrics = RankZeroMetrics(metrics_file(trial_dir, job.attempt, 0), metric)
-    # rank 0's output goes to the console as it comes (an earlier attempt's was shown then)
-    shown = {path: path.stat().st_size for path in logs}
-    timeout = job.report_timeout_s
-    last_progress = time.monotonic()
-    code: int | None = None
-    reports = 0
+    snapshots = script_checkpoints.ready(job.trial_id, rank, place.local_rank, job.world_size, checkpoint, share)
+    env = script_env(job, launch, rank, place, master, visible_devices=visible_devices)
+    script = _ScriptRank(job, launch, rank, _start_script(job, launch, rank, env), snapshots)
     try:
-        while True:
-            code = proc.poll() if code is None else code
-            if rank == 0:
-                _forward_output(shown, job.trial_id)
-            new = metrics.new_reports() if rank == 0 else []
-            rank_zero_code, logged = code, metrics.logged.latest
-            if world_size > 1:  # every rank gets rank 0's reports, and learns when its script ended
-                new, rank_zero_code, logged = share((new, code, metrics.logged.latest) if rank == 0 else None)
-            for m in new:
-                check_metric(m, metric)
-                _report_with_checkpoint(report, m, snapshots)
-                reports += 1
-                last_progress = time.monotonic()
-            if code is not None and code != 0:
-                raise ProgramFailed(f"program {launch.label} {_exit_text(code)} {_on_rank(rank, world_size, logs[1])}")
-            if rank_zero_code is not None:
-                break  # rank 0's script ended: so does this rank, whatever its script does
-            if timeout and time.monotonic() - last_progress > timeout:
-                raise ProgramHung(
-                    f"watchdog: program {launch.label} logged no {metric or 'metric'} for {timeout:g} s "
-                    f"(report_timeout_s) after {reports} report(s), the trial ended as hung, "
-                    + _on_rank(rank, world_size, logs[1])
-                )
-            time.sleep(SHARE_S if world_size > 1 else POLL_S)
+        while not script.poll(report, share):
+            time.sleep(SHARE_S if job.world_size > 1 else POLL_S)
     finally:
-        _script_ended(job, launch, rank, proc, shown)
-    if metric and reports == 0:  # as under wandb agent, the run is done, without the metric
-        report_without_metric(logged)
+        _script_ended(job, launch, rank, script.proc, script.shown)
+    if job.metric and script.reports == 0:  # as under wandb agent, the run is done, without the metric
+        report_without_metric(script.logged)
+
+
+class _ScriptRank:
+    """One rank's script as its trial follows it: rank 0's new reports, its exit, the watchdog, and
+    a node's notice of its end (``script_preemption.py``)."""
+
+    def __init__(
+        self,
+        job: TrialJob,
+        launch: ProgramLaunch,
+        rank: int,
+        proc: subprocess.Popen,
+        snapshots: script_checkpoints.Snapshots | None,
+    ):
+        self.job, self.launch, self.rank, self.proc, self.snapshots = job, launch, rank, proc, snapshots
+        trial_dir = Path(job.trial_dir)
+        self.metrics = RankZeroMetrics(metrics_file(trial_dir, job.attempt, 0), job.metric)
+        self.logs = rank_logs(trial_dir, rank)
+        # rank 0's output goes to the console as it comes (an earlier attempt's was shown then)
+        self.shown = {path: path.stat().st_size for path in self.logs}
+        self.code: int | None = None
+        self.reports = 0
+        self.logged: dict[str, Any] = {}
+        self.last_progress = time.monotonic()
+        self.leaving = script_preemption.Leaving(proc)
+
+    def poll(self, report: Callable[..., None], share: Callable[[Any], Any]) -> bool:
+        """One look; True once rank 0's script has ended (raises if the trial fails or leaves its node)."""
+        job, rank = self.job, self.rank
+        if self.leaving.overdue():
+            _end_script(self.proc)
+        self.code = self.proc.poll() if self.code is None else self.code
+        if rank == 0:
+            _forward_output(self.shown, job.trial_id)
+        held = self.leaving.started and self.code is None  # what it logs on its way out waits for its end
+        new = self.metrics.new_reports() if rank == 0 and not held else []
+        rank_zero_code, self.logged = self.code, self.metrics.logged.latest
+        notice = preemption.notice() if rank == 0 else None
+        if job.world_size > 1:  # every rank gets rank 0's reports, and learns when its script ended
+            new, rank_zero_code, self.logged, notice = share(
+                (new, self.code, self.logged, notice) if rank == 0 else None
+            )
+        self.leaving.follow(notice)
+        for i, m in enumerate(new):
+            check_metric(m, job.metric)
+            last = i == len(new) - 1  # leaving, its save on the way out goes with its last report
+            _report_with_checkpoint(report, m, self.snapshots if last or not self.leaving.started else None)
+            self.reports += 1
+            self.last_progress = time.monotonic()
+        if self.leaving.started:
+            if rank_zero_code is not None:
+                raise self.leaving.preempted(self.launch.label)
+            return False
+        if self.code is not None and self.code != 0:
+            raise ProgramFailed(
+                f"program {self.launch.label} {_exit_text(self.code)} {_on_rank(rank, job.world_size, self.logs[1])}"
+            )
+        if rank_zero_code is not None:
+            return True  # rank 0's script ended: so does this rank, whatever its script does
+        self._watchdog()
+        return False
+
+    def _watchdog(self) -> None:
+        timeout = self.job.report_timeout_s
+        if timeout and time.monotonic() - self.last_progress > timeout:
+            raise ProgramHung(
+                f"watchdog: program {self.launch.label} logged no {self.job.metric or 'metric'} for {timeout:g} s "
+                f"(report_timeout_s) after {self.reports} report(s), the trial ended as hung, "
+                + _on_rank(self.rank, self.job.world_size, self.logs[1])
+            )

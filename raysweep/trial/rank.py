@@ -54,7 +54,7 @@ def on_train_worker(job: TrialJob) -> None:
     else:
         nodes = [node_id]
     order = list(dict.fromkeys(nodes))  # the nodes in the order of their first rank
-    preemption.watch(order)  # what get_context().preemption reads on this worker
+    preemption.watch(order, at_checkpoints=not job.entry.runs_own_process)  # get_context().preemption reads it
     place = RankPlace(
         node_id,
         ray.util.get_node_ip_address(),

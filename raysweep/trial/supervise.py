@@ -4,8 +4,9 @@ Runs a ``program:`` script in its own process group, and ends the whole group (t
 its data-loader workers, anything it spawned) when told to: SIGTERM first, SIGKILL after
 GRACE_S seconds. It is told to by SIGTERM/SIGINT from the trial, or by the kernel when the
 Ray worker that started it dies (PR_SET_PDEATHSIG): a trial stopped by the scheduler or
-killed with its node leaves no orphaned script behind. Exits with the script's exit code
-(128 + N when signal N ended it).
+killed with its node leaves no orphaned script behind. SIGUSR1 passes a SIGTERM to the group and
+waits on: a node's notice of its end, which the script may use to save (``script_preemption.py``).
+Exits with the script's exit code (128 + N when signal N ended it).
 """
 
 from __future__ import annotations
@@ -53,8 +54,15 @@ def main(argv: list[str]) -> int:
         _end_group(child.pid, child, float(grace_s))
         sys.exit(128 + signum)
 
+    def notice(signum: int, frame: object) -> None:
+        try:
+            os.killpg(child.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGUSR1, notice)
     _die_with_parent(int(parent_pid))
     code = child.wait()
     try:

@@ -55,7 +55,7 @@ def run_trial(flat_config: dict[str, Any], sweep: Sweep, worker_pool: Any) -> No
     bound = StartBound(job.start_timeout_s)  # from when the trial holds its slots
     watchdog.clear(job.trial_dir)  # a retried trial starts without the last attempt's explanation
     nodes = slots.bundle_nodes(job, group)
-    preemption.watch(nodes)
+    preemption.watch(nodes, at_checkpoints=not job.entry.runs_own_process)
     if sweep.holdings is not None:  # the driver's admission sees which slots this trial holds
         sweep.holdings.hold.remote(job.trial_id, dict.fromkeys(nodes, job.shape.per_node))
     runner = RUNNERS[job.runner]
@@ -75,6 +75,9 @@ def run_trial(flat_config: dict[str, Any], sweep: Sweep, worker_pool: Any) -> No
             ) from e
         if isinstance(e, WorkersNotStarted):
             raise
+        if preemption.notice() is not None:  # a rank left its draining node (a script told by SIGTERM)
+            preempted = preemption.Preempted(f"preempted: a node of this trial drains, and its ranks ended: {e}")
+            raise within_limit(job, preempted, f"its ranks ended while a node of it drained: {e}") from e
         explanation = read_explanation(job.trial_dir)
         if explanation:
             raise TrialHung(explanation) from e

@@ -1,7 +1,7 @@
 """A W&B-style function run as one rank of a trial, as ``wandb.agent(sweep_id, function=main)`` runs it.
 
 ``def main(): wandb.init(); lr = wandb.config.lr; ...; wandb.log({...})`` takes no argument: its
-``wandb.init`` meets the variables ``wandb agent`` sets (``program.wandb_variables``), so
+``wandb.init`` meets the variables ``wandb agent`` sets (``program_wandb.wandb_variables``), so
 ``wandb.config`` holds the trial's values on every rank. While it runs, each ``wandb.log`` that
 carries the sweep's metric is one report of the rank, with the latest value of every other key
 logged, as a ``program:`` script's logs are. A function that never logs the metric ends done,
@@ -20,7 +20,7 @@ from raysweep import private_api, trial
 from raysweep.env import env_set
 from raysweep.trial import wandb_log
 from raysweep.trial.job import TrialJob, WandbSetup
-from raysweep.trial.program import link_wandb_runs, wandb_variables
+from raysweep.trial.program_wandb import link_wandb_runs, wandb_variables
 
 
 class _Reports(wandb_log.LoggedReports):

@@ -78,7 +78,7 @@ def test_every_run_of_every_rank_names_the_wandb_sweep_and_no_other(
     from raysweep.spec import parse_spec
     from raysweep.trial.job import Sweep
     from raysweep.trial.job_builder import build_job
-    from raysweep.trial.program import wandb_variables
+    from raysweep.trial.program_wandb import wandb_variables
 
     monkeypatch.setenv("WANDB_SWEEP_ID", "stale")
     keys, function = KINDS[kind]

@@ -25,8 +25,8 @@ def start_node(ip: str, name: str, head: str | None = None, own_disk: str | None
         RAY,
         "start",
         f"--node-ip-address={ip}",
-        "--num-cpus=2",
-        "--num-gpus=2",
+        f"--num-cpus={max(2, slots)}",
+        f"--num-gpus={max(2, slots)}",
         "--disable-usage-stats",
         "--resources",
         json.dumps({"raysweep_slot": slots, name: 1} if slots else {name: 1}),
@@ -48,7 +48,9 @@ def start_node(ip: str, name: str, head: str | None = None, own_disk: str | None
         ]
     if own_disk is not None:  # its own mount namespace: Ray's daemons it starts stay in it
         args = ["unshare", "-m", "sh", "-c", f'mount -t tmpfs none "{own_disk}" && exec "$@"', "sh", *args]
-    out = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, env=cli_env() | NODE_DEATH)
+    out = subprocess.run(
+        args, capture_output=True, text=True, cwd=ROOT, env=cli_env() | NODE_DEATH | {"LOOPBACK_NODE": name}
+    )  # its processes know their node
     assert out.returncode == 0, out.stdout + out.stderr
     return raylet_port
 

@@ -79,7 +79,10 @@ def test_trials_on_a_draining_node_leave_at_their_next_checkpoint_and_lose_no_ep
     trial), and not one failure under `max_failures: 0`. A draining node takes no new trial. A
     deadline shorter than one report costs the epoch it cut, and no failure. A node that dies under a
     trial spanning nodes, with or without notice, costs that trial a restart from its checkpoint
-    within `raysweep.max_preemptions`; `show` says "preempted Nx" (tests/trial/test_preemption.py)."
+    within `raysweep.max_preemptions`; `show` says "preempted Nx" (tests/trial/test_preemption.py). A
+    `program:` script's ranks get SIGTERM at the notice, with the rest of the deadline as grace; what
+    rank 0's script saves in its trial checkpoint directory before it exits goes with its last report,
+    and the trial goes on from it as a preemption, whatever its exit code."
     """
     ports = {"node_victim": start_node("127.0.0.9", "node_victim", head=head)}
     ports["node_spare"] = start_node("127.0.0.10", "node_spare", head=head)
@@ -221,3 +224,50 @@ def test_a_deadline_shorter_than_an_epoch_costs_that_epoch_and_fails_nothing(hea
     for trial in {r["trial"] for r in seen}:
         epochs = [r["epoch"] for r in seen if r["trial"] == trial]
         assert sorted(set(epochs)) == list(range(1, 6)) and len(epochs) <= 6, (trial, epochs)  # at most one again
+
+
+def test_a_program_script_is_told_by_sigterm_saves_on_its_way_out_and_goes_on_elsewhere(head, tmp_path):
+    """A script that saves only every 4 epochs, and at the end of its epoch when told by SIGTERM:
+    its save on the way out is kept with its last report, so it loses no finished epoch; its end is
+    a preemption, not a failure, whatever the size of its trial."""
+    ports = {"node_script": start_node("127.0.0.19", "node_script", head=head, slots=3)}  # a 2- and a 1-worker
+    ports["node_rest"] = start_node("127.0.0.20", "node_rest", head=head, slots=3)  # all four trials at once
+    record_dir = tmp_path / "records"
+    record_dir.mkdir()
+    spec = write_spec(
+        tmp_path / "script.yaml",
+        name="script",
+        method="grid",
+        program=str(ROOT / "tests" / "support" / "programs" / "preemptible.py"),
+        metric={"name": "score", "goal": "minimize"},
+        parameters={
+            "x": {"values": [0.1, 0.2]},
+            "num_gpus": {"values": [1, 2]},
+            "epochs": {"value": 8},
+            "record_dir": {"value": str(record_dir)},
+        },
+        raysweep={"max_failures": 0},
+    )
+    driver = run(spec, head, tmp_path / "runs")
+    try:
+        deadline = time.time() + 240
+        while {r["x"][-1] for r in records(record_dir) if r["node"] == "node_script" and r["epoch"] >= 2} != {"1", "2"}:
+            assert driver.poll() is None and time.time() < deadline, "no trial reached epoch 2 on the node to drain"
+            time.sleep(0.2)
+        drained_at = drain(head, "node_script", NOTICE_S)
+        time.sleep(max(0.0, drained_at + NOTICE_S - time.time()))
+        kill_node(ports["node_script"])
+        stdout, _ = driver.communicate(timeout=300)
+    finally:
+        driver.kill()
+        end_nodes(head, ports)
+    assert driver.returncode == 0, stdout[-3000:]
+    seen = records(record_dir)
+    told = {r["x"] for r in seen if r["told"] and r["node"] == "node_script"}  # told by SIGTERM, they saved and left
+    assert {x[-1] for x in told} == {"1", "2"}, seen  # a 1-worker trial's script and a 2-worker trial's
+    assert not [r for r in seen if r["node"] == "node_script" and r["t"] > drained_at + 2.5], seen
+    for x in {r["x"] for r in seen}:  # each trial's epochs once: none lost, none repeated
+        assert sorted(r["epoch"] for r in seen if r["x"] == x) == list(range(1, 9)), (x, seen)
+    shown = json.loads(raysweep("show", str(tmp_path / "runs" / "script"), "--json").stdout)
+    assert sorted(t["status"] for t in shown["trials"]) == ["done"] * 4, shown["trials"]
+    assert sorted(t.get("preemptions") or 0 for t in shown["trials"]) == [0, 0, 1, 1], shown["trials"]
