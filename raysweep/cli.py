@@ -130,6 +130,7 @@ def _slurm(args: argparse.Namespace) -> int:
         job_name=safe_name(name) or "raysweep",
         port=args.port,
         sbatch=tuple(args.sbatch),
+        requeue=args.requeue,
     )
     note = check_sizes(job, spec.world_sizes)
     if note:
@@ -293,6 +294,11 @@ def _add_slurm(sub: Any) -> None:
     p.add_argument("--port", type=int, help="the Ray head's port (default: a free one, found when the job starts)")
     p.add_argument(
         "--sbatch", action="append", default=[], metavar="OPT", help="an #SBATCH option, e.g. --sbatch=--qos=high"
+    )
+    p.add_argument(
+        "--requeue",
+        action="store_true",
+        help="SLURM brings the job back after a preemption or node failure; it goes on with the sweep",
     )
     p.add_argument("-o", "--output", metavar="FILE", help="write the script here (default: stdout)")
     p.set_defaults(func=_slurm, run_args=[])

@@ -10,7 +10,8 @@ one fails there by name, not deep inside a sweep.
   saved state may not name (``restart_from``; ``driver/checkpoints.py`` says why); a trial's
   storage may be a URI's, whose filesystem Tune keeps on the trial (``trial_filesystem``).
 * Ray's draining nodes: the GCS's list of nodes that announced their end, with each deadline
-  (``draining_nodes``; ``trial/preemption.py``), which Ray Train V2 reads the same way.
+  (``draining_nodes``; ``trial/preemption.py``), which Ray Train V2 reads the same way; a drain
+  asked of the GCS (``drain``, as ``ray drain-node`` asks it), noted in Ray's KV store too.
 * Ray's placement groups: a group an actor made (Ray Train's controller makes its workers') is
   removed only once its job has ended too; the GCS's record says whose it is and whether that
   actor died (``actor_groups``), which ``ray.util.placement_group_table`` leaves out.
@@ -50,6 +51,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -62,13 +64,35 @@ def restored_config(tuner: Any) -> tuple[Any, Any]:
     return local._run_config, local._tune_config  # noqa: SLF001
 
 
+DRAIN_NOTE = b"raysweep_draining"  # Ray's KV store: the nodes raysweep drained, {node id: deadline ms}
+
+
 def draining_nodes() -> dict[str, int]:
     """Ray's draining nodes, ``{node id (hex): deadline in epoch ms}`` (0: no deadline), as the GCS
-    holds them (``ray drain-node``; autoscaler v2 and KubeRay drain so). Ray Train V2 reads the same
-    (its ``preemption.py``); Ray has no public call for it."""
+    holds them (``ray drain-node``; autoscaler v2 and KubeRay drain so), with those ``drain`` noted.
+    Ray Train V2 reads the GCS's the same way (its ``preemption.py``); Ray has no public call for it."""
     import ray._private.state
+    from ray.experimental import internal_kv
 
-    return dict(ray._private.state.state.get_draining_nodes())
+    found = dict(ray._private.state.state.get_draining_nodes())
+    noted = internal_kv._internal_kv_get(DRAIN_NOTE) if internal_kv._internal_kv_initialized() else None
+    return json.loads(noted or "{}") | found
+
+
+def drain(node_ids: list[str], deadline_ms: int, message: str) -> None:
+    """Drain these nodes as a preemption, as ``ray drain-node`` does, with a deadline (epoch ms).
+    The GCS accepts the head node's drain but never lists it as draining (Ray 2.60), so every
+    node drained here is also noted in Ray's KV store, where ``draining_nodes`` reads it too."""
+    import ray
+    from ray.core.generated import autoscaler_pb2
+    from ray.experimental import internal_kv
+
+    gcs = ray._raylet.GcsClient(address=ray.get_runtime_context().gcs_address)
+    reason = autoscaler_pb2.DrainNodeReason.Value("DRAIN_NODE_REASON_PREEMPTION")
+    for node_id in node_ids:
+        gcs.drain_node(node_id, reason, message, deadline_ms)
+    noted = json.loads(internal_kv._internal_kv_get(DRAIN_NOTE) or "{}")
+    internal_kv._internal_kv_put(DRAIN_NOTE, json.dumps(noted | dict.fromkeys(node_ids, deadline_ms)), overwrite=True)
 
 
 def trial_filesystem(trial: Any) -> Any:

@@ -151,9 +151,16 @@ echo "raysweep: Ray dashboard on $head at 127.0.0.1:$DASHBOARD_PORT; to open it 
 echo "  ssh -L $DASHBOARD_PORT:127.0.0.1:$DASHBOARD_PORT $head   (add -J LOGIN_NODE if $head is reached through one), then http://127.0.0.1:$DASHBOARD_PORT"
 
 # The sweep runs in the background so that SIGTERM (SLURM's --signal before the time limit,
-# scancel, preemption) reaches it: it saves its state and exits. A resubmitted or requeued job
-# continues the same sweep (--resume-existing) instead of refusing its name.
-trap 'kill -TERM "$sweep" 2>/dev/null' TERM
+# scancel --signal=TERM --batch, a preemption) reaches this script. It drains this job's Ray nodes
+# first, with @DRAIN_S@ s as their deadline: each trial saves at its next checkpoint and leaves,
+# as from a spot node (raysweep.slurm_drain); then the sweep saves its state and exits. A
+# resubmitted or requeued job continues the same sweep (--resume-existing) from those checkpoints
+# instead of refusing its name.
+leave() {
+    "$BIN/python" -m raysweep.slurm_drain "$head_ip:$PORT" @DRAIN_S@
+    kill -TERM "$sweep" 2>/dev/null
+}
+trap leave TERM
 "$BIN/python" -m raysweep run @RUN_ARGS@ --resume-existing --address "$head_ip:$PORT" &
 sweep=$!
 wait "$sweep"
@@ -184,7 +191,8 @@ class SlurmJob:
     sbatch: tuple[str, ...] = field(default_factory=tuple)  # more #SBATCH options, verbatim
     bin_dir: str = str(Path(sys.executable).parent)
     start_timeout_s: int = 300
-    signal_s: int = 180  # SIGTERM this long before the time limit: the sweep saves its state
+    signal_s: int = 180  # SIGTERM this long before the time limit: trials leave at a checkpoint, the sweep saves
+    requeue: bool = False  # SLURM brings the job back after a preemption or node failure
 
 
 def allocation(job: SlurmJob) -> Capacity | None:
@@ -212,6 +220,12 @@ def check_sizes(job: SlurmJob, sizes: set[int]) -> str | None:
     return None
 
 
+def drain_seconds(signal_s: int) -> int:
+    """The nodes' deadline once the job is signalled: two thirds of the notice, the rest left for
+    the sweep to save its state and Ray to end before SLURM's SIGKILL."""
+    return max(1, signal_s * 2 // 3)
+
+
 def sbatch_lines(job: SlurmJob) -> list[str]:
     lines = []
     if job.cpus_per_node:
@@ -224,6 +238,8 @@ def sbatch_lines(job: SlurmJob) -> list[str]:
         lines.append(f"--partition={job.partition}")
     if job.account:
         lines.append(f"--account={job.account}")
+    if job.requeue:
+        lines.append("--requeue")
     lines.append(f"--output={job.job_name}-%j.out")
     lines += job.sbatch
     return [f"#SBATCH {line}" for line in lines]
@@ -265,5 +281,6 @@ def render(job: SlurmJob, command: str) -> str:
         "RUN_ARGS": shlex.join([job.spec, *job.run_args]),
     }
     values["SIGNAL_S"] = str(job.signal_s)
+    values["DRAIN_S"] = str(drain_seconds(job.signal_s))
     # One pass over the template's own holes: a value holding @BIN@ is written as it is.
     return re.sub(r"@([A-Z_]+)@", lambda m: values[m.group(1)], TEMPLATE)

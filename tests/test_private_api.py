@@ -297,6 +297,7 @@ def _groups_of_a_job_and_its_actor() -> None:
         "actor_groups",
         "trial_filesystem",
         "draining_nodes",
+        "drain",
     ],
 )
 def test_private_api_names_its_uses(name: str):
@@ -308,8 +309,9 @@ def test_private_api_names_its_uses(name: str):
 
 
 def test_the_gcs_answers_for_draining_nodes_and_a_tune_trial_names_its_filesystem():
-    """``draining_nodes`` answers on a live Ray (none drains here; a worker node drained through the
-    GCS, listed with its deadline and acted on: tests/trial/test_preemption.py); ``trial_filesystem``."""
+    """``draining_nodes`` answers on a live Ray (a worker node drained through the GCS, listed with its
+    deadline and acted on: tests/trial/test_preemption.py), and lists the head ``drain`` drained,
+    which the GCS does not; ``trial_filesystem``."""
     import pyarrow.fs
     import ray
     from ray.tune.experiment import Trial
@@ -317,6 +319,9 @@ def test_the_gcs_answers_for_draining_nodes_and_a_tune_trial_names_its_filesyste
     ray.init(address="local", num_cpus=1, include_dashboard=False, logging_level="ERROR")
     try:
         assert private_api.draining_nodes() == {}
+        head = ray.get_runtime_context().get_node_id()
+        private_api.drain([head], 1_900_000_000_000, "the job's time limit")
+        assert private_api.draining_nodes() == {head: 1_900_000_000_000}
         from ray import tune
 
         tune.register_trainable("private_api_f", lambda config: None)

@@ -210,7 +210,9 @@ class TrainBackend(Backend):
             rank = ray.train.get_context().get_world_rank()
             # stopped by Tune, or leaving a draining node at this checkpoint (the trial's process
             # ends the trial there: no rank trains an epoch past it)
-            if self.share(self.stopping() or bool(checkpoint and preemption.leaves_at_checkpoint()) if rank == 0 else None):
+            if self.share(
+                self.stopping() or bool(checkpoint and preemption.leaves_at_checkpoint()) if rank == 0 else None
+            ):
                 from raysweep.trial.warm_rank import TrialStopped
 
                 raise TrialStopped

@@ -48,6 +48,7 @@ def test_script_for_two_gpu_nodes(tmp_path):
         "--partition",
         "gpu",
         "--sbatch=--qos=high",
+        "--requeue",
         "-o",
         str(tmp_path / "job.sbatch"),
         "--",
@@ -80,7 +81,9 @@ def test_script_for_two_gpu_nodes(tmp_path):
         '        start_node "$node" --address="$head_ip:$PORT"',
         '"$BIN/python" -m raysweep run search_spaces/smoke.yaml --count 3 --wandb offline --resume-existing --address "$head_ip:$PORT" &',
         "#SBATCH --signal=B:TERM@180",
-        """trap 'kill -TERM "$sweep" 2>/dev/null' TERM""",
+        "#SBATCH --requeue",
+        '    "$BIN/python" -m raysweep.slurm_drain "$head_ip:$PORT" 120',  # two thirds of the 180 s notice
+        "trap leave TERM",
         "trap cleanup EXIT",
         "RAY_TMP=${TMPDIR:-/tmp}/raysweep-${SLURM_JOB_ID:-$$}",
         '        srun --nodes=1 --ntasks=1 -w "$node" pkill -KILL -f -- "$RAY_TMP" >/dev/null 2>&1',
@@ -237,7 +240,8 @@ def _wait_for_a_report(job: subprocess.Popen, trials: Path) -> None:
 def test_two_jobs_share_a_node_and_ending_one_leaves_the_other_running(tmp_path):
     """Two jobs on one node, as SLURM may place them: each starts its own Ray (ports free when it
     starts, its own temp dir). SLURM sends job A SIGTERM before its limit (--signal=B:TERM@180):
-    A saves its sweep and ends its own Ray only; B's sweep runs on to every trial done. The same
+    A drains its node (its trial leaves at its next checkpoint, a preemption), saves its sweep and
+    ends its own Ray only; B's sweep runs on to every trial done. The same
     script run again (a requeued A) continues A's sweep to the end, and no Ray of either is left.
     Job B has two nodes of one slot each, and its trials two workers: each spans both nodes."""
     shims = _shims(tmp_path)
@@ -261,6 +265,8 @@ def test_two_jobs_share_a_node_and_ending_one_leaves_the_other_running(tmp_path)
         stdout, stderr = started["a"].communicate(timeout=180)
         assert started["a"].returncode == 130, stdout + stderr
         assert "raysweep resume" in stderr
+        # it drained its node first: its trial left at its next checkpoint, nothing started after
+        assert "raysweep: the job ends: 1 node(s) drain" in stdout and "every trial left" in stdout, stdout
         assert "raysweep: Ray head on node001" in stdout and "1 node(s), 1 slot(s) each" in stdout
         assert "ssh -L" in stdout and "cluster: 1 CPU worker slot(s) on 1 node(s)" in stdout
         assert _ray_processes(temp["a"]) == []  # A ended its own Ray...
@@ -285,6 +291,7 @@ def test_two_jobs_share_a_node_and_ending_one_leaves_the_other_running(tmp_path)
     assert "sweep smoke finished" in again.stdout and "3 finished, 0 failed" in again.stdout
     rows = show(tmp_path / "a" / "smoke")["trials"]
     assert sorted(t["config"]["x"] for t in rows) == [0.1, 0.3, 0.5] and all(t["status"] == "done" for t in rows), rows
+    assert [t.get("preemptions") or 0 for t in rows].count(1) == 1, rows  # the one running left, and went on
     assert _ray_processes(temp["a"]) == []
 
 
