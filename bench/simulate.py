@@ -36,19 +36,10 @@ import numpy as np
 from ray.tune.schedulers import TrialScheduler
 
 from bench.common import RESULTS, write_result
-from raysweep.backfill import (
-    Holding,
-    Waiting,
-    decide,
-    free_slots,
-    largest_first,
-    longest_first,
-    place,
-    starts_ahead,
-    starts_beside,
-)
+from raysweep.backfill import Holding, View, Waiting, free_slots, place, step
 from raysweep.driver.admission import START_AHEAD_S
 from raysweep.driver.estimates import Estimates
+from raysweep.driver.turns import Turns
 from raysweep.growth import Growth, Promoted, grows
 from raysweep.placement import Capacity, Node, shape
 from raysweep.runs.rows import Rows, TrialRow
@@ -177,9 +168,7 @@ class Simulation:
         self.seq = 0
         self.trials: dict[str, SimTrial] = {}
         self.waiting: list[str] = []
-        self.first: dict[str, int] | None = None
-        self.passed: set[str] = set()
-        self.overtaken: set[str] = set()
+        self.turns = Turns({})  # the driver's turns: largest first at the start, longest first ahead of a larger one
         self.chosen_at: dict[str, float] = {}  # when the admission chose each trial (its lead: to its start)
         self.log: list[tuple[float, str, str]] = []  # (time, "start" | "end" | "grow", trial id)
 
@@ -242,58 +231,29 @@ class Simulation:
                     free[node] -= count
 
     def admit_like_raysweep(self) -> None:
-        """``driver/admission.Admission.choose``'s decisions, until none starts a trial."""
+        """The driver's step (``backfill.step``, as ``driver/admission.Admission.choose`` calls it,
+        the waiting trials in ``driver/turns.Turns``' order), until it starts no trial."""
         ahead = frozenset(SIZES)  # every size runs on warm workers, which place their own slots
         while self.waiting:
             holdings = self.holdings()
             lead = self.estimates.start_lead(self.chosen_at)  # as the driver's: a chosen trial starts later
-            waits = [
-                Waiting(
-                    t,
-                    self.trials[t].size,
-                    _plus(self.estimates.trial_seconds(self.trials[t].config), lead),
-                    t in self.passed,
-                )
-                for t in self.waiting
-            ]
-            if self.first is None:
-                order, passed = largest_first(waits)
-                self.first = {w.trial_id: turn for turn, w in enumerate(order)}
-                self.passed.update(passed)
-                waits = [replace(w, passed=w.trial_id in self.passed) for w in waits]
-            waits.sort(key=lambda w: self.first.get(w.trial_id, len(self.first)))
-            made = [w.trial_id for w in waits]
-            waits = longest_first(waits, self.overtaken)
-            decision = decide(self.now, self.slots, holdings, waits, self.shape_of)
-            if decision.start is not None:
-                if not decision.backfilled:
-                    self.passed.update(decision.went_ahead_of)
-                trial = self.trials[decision.start]
-                nodes = place(trial.size, free_slots(self.slots, holdings), self.slots, self.shape_of)
-            elif starts_ahead(decision.reservation, self.now, ahead, START_AHEAD_S, holdings):
-                self.passed.update(decision.went_ahead_of)
-                trial = self.trials[decision.reservation.trial_id]
-                nodes = dict(decision.reservation.nodes)
-                self.start(trial, nodes, takes_at=decision.reservation.at)
-                self.note_overtaken(made, trial.trial_id)
-                continue
-            else:
-                found = starts_beside(self.now, ahead, START_AHEAD_S, self.slots, holdings, waits, self.shape_of)
-                if found is None:
-                    return
-                decision, nodes, at = found
-                if not decision.backfilled:
-                    self.passed.update(decision.went_ahead_of)
-                trial = self.trials[decision.start]
-                self.start(trial, nodes, takes_at=at)
-                self.note_overtaken(made, trial.trial_id)
-                continue
-            self.start(trial, nodes)
-            self.note_overtaken(made, trial.trial_id)
-
-    def note_overtaken(self, made: list[str], trial_id: str) -> None:
-        if trial_id in made:
-            self.overtaken.update(made[: made.index(trial_id)])
+            waits = self.turns.order(
+                [
+                    Waiting(
+                        t,
+                        self.trials[t].size,
+                        _plus(self.estimates.trial_seconds(self.trials[t].config), lead),
+                        t in self.turns.passed,
+                    )
+                    for t in self.waiting
+                ]
+            )
+            chosen = step(View(self.now, self.slots, holdings, waits, self.shape_of, ahead, START_AHEAD_S))
+            if chosen.start is None:
+                return
+            self.turns.passed_over(chosen.passed)
+            self.start(self.trials[chosen.start], chosen.nodes, takes_at=chosen.takes_at)
+            self.turns.started(chosen.start)
 
     def holdings(self) -> list[Holding]:
         """What each started trial holds, and when it is expected to end (``Admission._holdings``)."""

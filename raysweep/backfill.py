@@ -305,3 +305,62 @@ def _room_at(now: float, ahead: list[Holding], placed: list[Holding], slots: Map
             free += holding.nodes[node]
             at = max(at, holding.end)
     return at
+
+
+@dataclass(frozen=True)
+class View:
+    """What one step of the admission reads, frozen: each node's slots, what the running trials
+    hold, the waiting trials in their turns (``driver/turns.py``), the placement rule, the sizes
+    that place their own slots (and so may start ahead of them) and how far ahead."""
+
+    now: float
+    slots: Mapping[str, int]
+    holdings: list[Holding]
+    waits: list[Waiting]
+    shape_of: Callable[[int], Shape]
+    ahead: frozenset[int] = frozenset()
+    lead_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step's outcome: ``decision`` is ``decide``'s (its reservation is the board's); ``start``
+    the trial that starts now, on ``nodes``, ahead of its slots when ``takes_at`` is set
+    (``how``: "free" in slots free now, "ahead" the reserved head, "beside" beside those started
+    ahead); ``passed``: the smaller trials it went ahead of, never passed again."""
+
+    decision: Decision
+    start: str | None = None
+    nodes: dict[str, int] = field(default_factory=dict)
+    takes_at: float | None = None
+    how: str = ""
+    backfilled: bool = False
+    passed: tuple[str, ...] = ()
+
+
+def step(view: View) -> Step:
+    """The admission's decision at ``view``: the one both the driver (``driver/admission.py``)
+    and the simulator (``bench/simulate.py``) act on."""
+    decision = decide(view.now, view.slots, view.holdings, view.waits, view.shape_of)
+    if decision.start is not None:
+        size = next(w.size for w in view.waits if w.trial_id == decision.start)
+        nodes = place(size, free_slots(view.slots, view.holdings), view.slots, view.shape_of)
+        passed = () if decision.backfilled else decision.went_ahead_of
+        return Step(decision, decision.start, nodes, None, "free", decision.backfilled, passed)
+    reservation = decision.reservation
+    if starts_ahead(reservation, view.now, view.ahead, view.lead_s, view.holdings):
+        return Step(
+            decision,
+            reservation.trial_id,
+            dict(reservation.nodes),
+            reservation.at,
+            "ahead",
+            False,
+            decision.went_ahead_of,
+        )
+    found = starts_beside(view.now, view.ahead, view.lead_s, view.slots, view.holdings, view.waits, view.shape_of)
+    if found is None:
+        return Step(decision)
+    beside, nodes, at = found
+    passed = () if beside.backfilled else beside.went_ahead_of
+    return Step(decision, beside.start, nodes, at, "beside", beside.backfilled, passed)

@@ -38,12 +38,10 @@ from ray.tune.experiment import Trial
 from raysweep.backfill import (
     Holding,
     Reservation,
+    Step,
+    View,
     Waiting,
-    decide,
-    free_slots,
-    place,
-    starts_ahead,
-    starts_beside,
+    step,
 )
 from raysweep.driver.budget import Ledger
 from raysweep.driver.estimates import Estimates
@@ -138,22 +136,21 @@ class Admission:
         if self.ahead:
             self._keep_actors(tune_controller)
         shape_of = functools.partial(shape, capacity=self._live)
-        decision = decide(now, slots, holdings, waits, shape_of)
+        chosen = step(View(now, slots, holdings, waits, shape_of, self.ahead, START_AHEAD_S))
+        decision = chosen.decision
         self.turns.log(decision, now, len(holdings), len(waits))
         self.board.reservation = decision.reservation
         if decision.reservation is not None and decision.reservation.at is not None:
             self.board.reserved_at.setdefault(decision.reservation.trial_id, decision.reservation.at)
-        if decision.start is None:
-            if not starts_ahead(decision.reservation, now, self.ahead, START_AHEAD_S, holdings):
-                return self._start_beside(tune_controller, queue, now, slots, holdings, waits, shape_of)
-            return self._start_head(tune_controller, queue, decision, now)
-        trial = next(t for t in queue if t.trial_id == decision.start)
-        if decision.backfilled:
+        if chosen.start is None:
+            return None
+        trial = next(t for t in queue if t.trial_id == chosen.start)
+        if chosen.takes_at is not None:
+            _log_ahead(chosen, now)
+        if chosen.backfilled:
             self.board.backfilled.add(trial.trial_id)
-        else:
-            self.turns.passed_over(decision.went_ahead_of)
-        free = free_slots(slots, holdings)
-        return self._start(tune_controller, trial, place(self._size(trial), free, slots, shape_of))
+        self.turns.passed_over(chosen.passed)
+        return self._start(tune_controller, trial, chosen.nodes, takes_at=chosen.takes_at)
 
     def _hold(self, tune_controller: Any, trials: list[Any], live: set[str]) -> list[Any]:
         """Every waiting trial not chosen is held (Tune's PAUSED: no group staged for it); the queue."""
@@ -178,18 +175,6 @@ class Admission:
         self._resized(trial)
         save_experiment_state(tune_controller)  # its checkpoint and its new size, before it starts
         return self._start(tune_controller, trial, nodes)
-
-    def _start_head(self, tune_controller: Any, queue: list[Any], decision: Any, now: float) -> Any:
-        """The reserved head of the queue, started ahead of its slots (``backfill.starts_ahead``)."""
-        head = next(t for t in queue if t.trial_id == decision.reservation.trial_id)
-        log.info(
-            "admission: start %s ahead of its slots (free in ~%.0f s)%s",
-            head.trial_id,
-            decision.reservation.at - now,
-            passing(decision.went_ahead_of),
-        )
-        self.turns.passed_over(decision.went_ahead_of)
-        return self._start(tune_controller, head, dict(decision.reservation.nodes), takes_at=decision.reservation.at)
 
     def _resized(self, trial: Any) -> None:
         """A trial whose size changed (``promotions.py``) gets Tune's group of its new shape, unless
@@ -225,29 +210,6 @@ class Admission:
         room = self.ledger.start_room_s([]) if self.ledger is not None else None
         shape_of = functools.partial(shape, capacity=self._live)
         return self.promotions.decide(trial, result, self._slots(), holdings, queue, shape_of, room)
-
-    def _start_beside(
-        self, tune_controller: Any, queue: list[Any], now: float, slots: Any, holdings: Any, waits: Any, shape_of: Any
-    ) -> Any:
-        """Start ahead of its slots the trial the admission will choose when those of the trials
-        already started ahead free (``backfill.starts_beside``), or None."""
-        found = starts_beside(now, self.ahead, START_AHEAD_S, slots, holdings, waits, shape_of)
-        if found is None:
-            return None
-        decision, nodes, at = found
-        trial = next(t for t in queue if t.trial_id == decision.start)
-        how = "behind a reservation" if decision.backfilled else passing(decision.went_ahead_of).lstrip(", ")
-        log.info(
-            "admission: start %s ahead of its slots beside the trials started ahead (free in ~%.0f s)%s",
-            trial.trial_id,
-            at - now,
-            f", {how}" if how else "",
-        )
-        if decision.backfilled:
-            self.board.backfilled.add(trial.trial_id)
-        else:
-            self.turns.passed_over(decision.went_ahead_of)
-        return self._start(tune_controller, trial, nodes, takes_at=at)
 
     def _affordable(self, queue: list[Any], trials: list[Any], live: set[str]) -> list[Any]:
         """The waiting trials the budget lets start now (``Ledger.start_room_s``; every one without a
@@ -377,6 +339,18 @@ class Admission:
             self._draining = set(draining_nodes())
             self._live_at = time.monotonic()
         return {n.id: 0 if n.id in self._draining else self._live.hosts(n) for n in self._live.nodes}
+
+
+def _log_ahead(chosen: Step, now: float) -> None:
+    """driver.log: a trial started ahead of its slots (``backfill.starts_ahead``, ``starts_beside``)."""
+    if chosen.how == "ahead":
+        where, how = "", passing(chosen.passed)
+    else:
+        where = " beside the trials started ahead"
+        how = ", behind a reservation" if chosen.backfilled else passing(chosen.passed)
+    log.info(
+        "admission: start %s ahead of its slots%s (free in ~%.0f s)%s", chosen.start, where, chosen.takes_at - now, how
+    )
 
 
 def _token_group(address: str) -> tune.PlacementGroupFactory:

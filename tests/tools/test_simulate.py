@@ -130,3 +130,20 @@ def test_the_simulator_starts_trials_in_the_order_a_real_two_node_run_did(mode, 
         before_real = {i for i in real_order if trials[i]["start"] < trials[large]["start"] - 1.0}
         before_sim = {int(t.trial_id[1:]) for t in simulated if t.start < run.trials[f"t{large:05d}"].start - 1.0}
         assert before_sim == before_real, large
+
+
+def test_a_change_planted_in_the_admissions_step_moves_the_simulator_and_the_driver_calls_the_same(monkeypatch):
+    """The simulator acts on ``backfill.step``, the very function ``driver/admission.py`` calls: a
+    step planted to backfill nothing changes the first trace's order (t3 no longer starts at 10 s)."""
+    import bench.simulate
+    import raysweep.driver.admission
+    from raysweep import backfill
+
+    def no_backfill(view):
+        chosen = backfill.step(view)
+        return backfill.Step(chosen.decision) if chosen.backfilled else chosen
+
+    assert raysweep.driver.admission.step is backfill.step and bench.simulate.step is backfill.step
+    monkeypatch.setattr(bench.simulate, "step", no_backfill)
+    run, _ = simulate([1, 1, 2, 1], queue_len=2, gpus=3)
+    assert (10.0, "start", "t00003") not in run.log and (60.0, "start", "t00002") in run.log, run.log
