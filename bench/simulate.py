@@ -26,6 +26,7 @@ import functools
 import heapq
 import json
 import math
+import multiprocessing
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -39,8 +40,9 @@ from bench.common import RESULTS, write_result
 from raysweep.backfill import Holding, View, Waiting, free_slots, place, step
 from raysweep.driver.admission import START_AHEAD_S
 from raysweep.driver.estimates import Estimates
+from raysweep.driver.promotions import Promotions
 from raysweep.driver.turns import Turns
-from raysweep.growth import Growth, Promoted, grows
+from raysweep.growth import Growth
 from raysweep.placement import Capacity, Node, shape
 from raysweep.runs.rows import Rows, TrialRow
 from raysweep.search.plan import early_stopping
@@ -51,6 +53,8 @@ from raysweep.words import TrialStatus
 METRIC = "exact_accuracy"
 SCHEDULER = Scheduler(type="asha", grace_period=1, max_t=6, reduction_factor=2)  # rungs at epochs 1, 2 and 4
 SIZES = (1, 2, 4, 8)
+CLUSTERS = [(4, 8, 1000), (32, 8, 1000), (64, 8, 4000)]  # nodes, GPUs each, trials
+NEAR_BEST = 0.005  # "within 0.5% of the sweep's final best" (near_best_h)
 # Per doubling of a trial's GPUs. Measured: bench.ddp_scaling's torchrun, 1 -> 2 ranks (gloo on this
 # machine's 2 cores: a floor, no GPU measured). Literature: 90% efficiency from 8 to 256 GPUs, five
 # doublings (Goyal et al. 2017, "Accurate, Large Minibatch SGD"): 0.98 per doubling.
@@ -163,6 +167,7 @@ class Simulation:
         _, shares = early_stopping(self.spec, 100, scheduler.max_t) if scheduler else (None, [])
         self.rows: Rows = Rows()
         self.estimates = Estimates(self.spec, self.rows, shares)
+        self.promotions = Promotions(replace(self.spec, grow=self.growth), self.estimates)
         self.now = 0.0
         self.events: list[tuple[float, int, str, int]] = []
         self.seq = 0
@@ -171,6 +176,7 @@ class Simulation:
         self.turns = Turns({})  # the driver's turns: largest first at the start, longest first ahead of a larger one
         self.chosen_at: dict[str, float] = {}  # when the admission chose each trial (its lead: to its start)
         self.log: list[tuple[float, str, str]] = []  # (time, "start" | "end" | "grow", trial id)
+        self.reports: list[tuple[float, float]] = []  # (time, the metric): the sweep's best so far over time
 
     # --- the sweep ---
     def run(self) -> dict[str, Any]:
@@ -236,24 +242,26 @@ class Simulation:
         ahead = frozenset(SIZES)  # every size runs on warm workers, which place their own slots
         while self.waiting:
             holdings = self.holdings()
-            lead = self.estimates.start_lead(self.chosen_at)  # as the driver's: a chosen trial starts later
-            waits = self.turns.order(
-                [
-                    Waiting(
-                        t,
-                        self.trials[t].size,
-                        _plus(self.estimates.trial_seconds(self.trials[t].config), lead),
-                        t in self.turns.passed,
-                    )
-                    for t in self.waiting
-                ]
-            )
+            waits = self.turns.order(self.waits())
             chosen = step(View(self.now, self.slots, holdings, waits, self.shape_of, ahead, START_AHEAD_S))
             if chosen.start is None:
                 return
             self.turns.passed_over(chosen.passed)
             self.start(self.trials[chosen.start], chosen.nodes, takes_at=chosen.takes_at)
             self.turns.started(chosen.start)
+
+    def waits(self) -> list[Waiting]:
+        """The waiting trials as the driver's ``Admission._waits`` gives them, in the order made."""
+        lead = self.estimates.start_lead(self.chosen_at)  # as the driver's: a chosen trial starts later
+        return [
+            Waiting(
+                t,
+                self.trials[t].size,
+                _plus(self.estimates.trial_seconds(self.trials[t].config), lead),
+                t in self.turns.passed,
+            )
+            for t in self.waiting
+        ]
 
     def holdings(self) -> list[Holding]:
         """What each started trial holds, and when it is expected to end (``Admission._holdings``)."""
@@ -323,6 +331,7 @@ class Simulation:
             row, iterations=trial.epochs, run_s=row.run_s + self.now - row.since, since=self.now
         )
         result = {"training_iteration": trial.epochs, METRIC: value}
+        self.reports.append((self.now, value))
         decision = self.scheduler.on_trial_result(None, trial, result)
         if decision == TrialScheduler.STOP or trial.epochs >= self.length(trial):
             self.ended(trial, stopped=trial.epochs < self.length(trial))
@@ -339,22 +348,15 @@ class Simulation:
         return self.spec.scheduler.max_t if self.spec.scheduler else len(trial.curve)
 
     def grown_nodes(self, trial: SimTrial) -> dict[str, int] | None:
-        """``growth.grows`` on the admission's view now (Tune's default: no queue to respect)."""
-        to = self.growth.next_size(trial.size)
-        if to is None:
-            return None
-        holdings = self.holdings()
-        mine = next(h for h in holdings if h.trial_id == trial.trial_id)
-        left = self.estimates.reports_left(trial.config, trial.epochs)
-        per_to = self.estimates.report_seconds(to)
-        at_to = per_to * left if per_to is not None and left is not None else None
+        """The driver's decision (``driver/promotions.Promotions.where``) on the admission's view now,
+        the waiting trials in their turns (Tune's default: no queue to respect)."""
         queue = []
         if self.setup.admission != "tune":
-            queue = [
-                Waiting(t, self.trials[t].size, self.estimates.trial_seconds(self.trials[t].config))
-                for t in self.waiting
-            ]
-        return grows(self.now, Promoted(mine, trial.size, to, at_to), self.slots, holdings, queue, self.shape_of)
+            queue = self.turns.in_turn(self.waits())
+        holdings = self.holdings()
+        return self.promotions.where(
+            self.now, trial.trial_id, trial.config, trial.epochs, self.slots, holdings, queue, self.shape_of, None
+        )
 
     def grow(self, trial: SimTrial, nodes: dict[str, int]) -> None:
         """It goes on from its checkpoint at the next size: a restart, its new slots held from now."""
@@ -398,7 +400,17 @@ class Simulation:
             "best_value": best.curve[self.length(best) - 1] if best else None,
             "gpu_hours": round(held / 3600, 1),
             "grown": sum(len(t.segments) - 1 for t in trials),
+            "near_best_h": self.near_best_h(best.curve[self.length(best) - 1] if best else None),
         }
+
+    def near_best_h(self, final: float | None, within: float = NEAR_BEST) -> float | None:
+        """Hours from the sweep's start to its first report within ``within`` (relative) of its final
+        best (the best finished trial's top rung): when a user watching the best so far could stop."""
+        if final is None:
+            return None
+        start = min(t.start for t in self.trials.values() if t.start is not None)
+        first = next(at for at, value in self.reports if value >= final * (1 - within))
+        return round((first - start) / 3600, 3)
 
 
 def _plus(seconds: float | None, lead: float) -> float | None:
@@ -439,10 +451,10 @@ def load_curves(quick: bool) -> list[dict[str, Any]]:
     return [c | {"cost": cost / mean} for c, cost in zip(configurations, costs, strict=True)]
 
 
-def compare(clusters: list[tuple[int, int]], trials: int, efficiency: float, curves: list[dict[str, Any]]) -> dict:
-    """Every policy under both admissions on each cluster, one run each, side by side."""
+def compare(clusters: list[tuple[int, int, int]], efficiency: float, curves: list[dict[str, Any]]) -> dict:
+    """Every policy under both admissions on each cluster (nodes, GPUs each, trials), one run each."""
     out: dict[str, Any] = {}
-    for nodes, gpus in clusters:
+    for nodes, gpus, trials in clusters:
         for policy in POLICIES:
             for admission in ("tune", "raysweep"):
                 setup = Setup(nodes, gpus, trials, policy, admission, efficiency)
@@ -554,6 +566,7 @@ def validate(raw_path: Path) -> dict[str, Any]:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="a 4x8 cluster and 100 trials")
+    p.add_argument("--clusters", help="only these, e.g. 64x8x4000 (nodes x GPUs x trials, comma-separated)")
     p.add_argument("--efficiency", type=float, help="per doubling (default: measured, and the literature's beside it)")
     p.add_argument("--validate", type=Path, help="only: against bench.admission's raw timeline (bench/results/raw/...)")
     args = p.parse_args()
@@ -562,12 +575,14 @@ def main() -> None:
         return
     curves = load_curves(False)
     measured = measured_efficiency()
-    clusters = [(4, 8)] if args.quick else [(4, 8), (32, 8)]
-    trials = 100 if args.quick else 1000
+    clusters = [(4, 8, 100)] if args.quick else CLUSTERS
+    if args.clusters:
+        clusters = [tuple(map(int, c.split("x"))) for c in args.clusters.split(",")]
     efficiencies = [args.efficiency] if args.efficiency else [measured, LITERATURE_EFFICIENCY]
-    out: dict[str, Any] = {"trials": trials, "scheduler": SCHEDULER.__dict__, "runs": {}}
-    for efficiency in efficiencies:
-        out["runs"][f"efficiency_{efficiency:g}"] = compare(clusters, trials, efficiency, curves)
+    out: dict[str, Any] = {"clusters": clusters, "scheduler": SCHEDULER.__dict__, "runs": {}}
+    with multiprocessing.Pool(len(efficiencies)) as pool:  # each efficiency on a core of its own
+        runs = pool.starmap(compare, [(clusters, efficiency, curves) for efficiency in efficiencies])
+    out["runs"] = {f"efficiency_{e:g}": r for e, r in zip(efficiencies, runs, strict=True)}
     print(write_result("simulate", out, args.quick))
 
 

@@ -36,6 +36,7 @@ class Estimates:
         self.beyond = (self.rungs[-1][1] / eta) if self.rungs else 1.0  # share going on past the last rung
         self._per_size: dict[int, tuple[float, float]] = {}  # size -> (median, slowest) report seconds
         self._version: int | None = None  # of ``rows`` (a ``Rows``) when they were computed
+        self._left: dict[tuple[int, int], float] = {}  # (most, made) -> reports left: the rungs are fixed
 
     def report_seconds(self, size: int, conservative: bool = False) -> float | None:
         """The seconds one report of a trial of ``size`` takes, start-up shared out."""
@@ -73,8 +74,10 @@ class Estimates:
             return None
         if not self.rungs:
             return float(max(0, most - made))
-        reach = [self._share(x) for x in range(made + 1, most + 1)]
-        return sum(reach) / reach[0] if reach and reach[0] > 0 else 0.0
+        if (most, made) not in self._left:
+            reach = [self._share(x) for x in range(made + 1, most + 1)]
+            self._left[most, made] = sum(reach) / reach[0] if reach and reach[0] > 0 else 0.0
+        return self._left[most, made]
 
     def _share(self, report: int) -> float:
         """The share of trials that make report number ``report`` (1 up to the first rung)."""

@@ -42,29 +42,52 @@ class Promotions:
         room_s: float | None,
     ) -> bool:
         """Whether ``trial``, promoted at the rung of ``result``, goes on at its next size now."""
-        grow, scheduler = self.spec.grow, self.spec.scheduler
         made = int(result.get("training_iteration", 0))
+        nodes = self.where(time.time(), trial.trial_id, trial.config, made, slots, holdings, queue, shape_of, room_s)
+        if nodes is None:
+            if self.spec.grow is not None and self.spec.scheduler is not None and made in self.spec.scheduler.rungs:
+                size = self.spec.world_size(trial.config)
+                log.info(
+                    "admission: %s promoted at %d, goes on at %d workers (no larger size now)",
+                    trial.trial_id,
+                    made,
+                    size,
+                )
+            return False
+        to = self.spec.grow.next_size(self.spec.world_size(trial.config))
+        log.info("admission: %s promoted at %d, grows to %d workers on %s", trial.trial_id, made, to, nodes)
+        self.growing[trial.trial_id] = (to, nodes)
+        return True
+
+    def where(
+        self,
+        now: float,
+        trial_id: str,
+        config: Mapping[str, Any],
+        made: int,
+        slots: Mapping[str, int],
+        holdings: list[Holding],
+        queue: list[Waiting],
+        shape_of: Callable,
+        room_s: float | None,
+    ) -> dict[str, int] | None:
+        """Where a trial promoted at report ``made`` goes on at its next size now, or None (it goes on
+        at its size): ``growth.grows``, its gain weighed with the estimates and the budget's room.
+        The decision the driver (``decide``) and the simulator (``bench/simulate.py``) both act on."""
+        grow, scheduler = self.spec.grow, self.spec.scheduler
         if grow is None or scheduler is None or made not in scheduler.rungs:
-            return False
-        size = self.spec.world_size(trial.config)
+            return None
+        size = self.spec.world_size(config)
         to = grow.next_size(size)
-        mine = next((h for h in holdings if h.trial_id == trial.trial_id), None)
+        mine = next((h for h in holdings if h.trial_id == trial_id), None)
         if to is None or mine is None:
-            return False
-        left = self.estimates.reports_left(trial.config, made)
+            return None
+        left = self.estimates.reports_left(config, made)
         at_size, at_to = (self.estimates.report_seconds(s) for s in (size, to))
         seconds_at_to = at_to * left if at_to is not None and left is not None else None
         seconds_at_size = at_size * left if at_size is not None and left is not None else None
         promoted = Promoted(mine, size, to, seconds_at_to)
-        nodes = grows(time.time(), promoted, slots, holdings, queue, shape_of, room_s, seconds_at_size)
-        if nodes is None:
-            log.info(
-                "admission: %s promoted at %d, goes on at %d workers (no room for %d)", trial.trial_id, made, size, to
-            )
-            return False
-        log.info("admission: %s promoted at %d, grows to %d workers on %s", trial.trial_id, made, to, nodes)
-        self.growing[trial.trial_id] = (to, nodes)
-        return True
+        return grows(now, promoted, slots, holdings, queue, shape_of, room_s, seconds_at_size)
 
     def saving(self, trials: list[Any]) -> bool:
         """Whether a trial that grows has not paused yet (Tune saves its checkpoint first); one that
