@@ -4,7 +4,9 @@ the deadline. The trials on it leave at their next checkpoint and go on elsewher
 once, none failed under ``max_failures: 0``, nothing new placed on it, ``show`` says "preempted".
 
 The cluster: a head that hosts no trial (the driver's), and for each test a node to drain and a
-node to go on on, at their own loopback addresses (tests/support/loopback.py).
+node to go on on, at their own loopback addresses (tests/support/loopback.py), each with a disk of
+its own (a mount namespace with an empty tmpfs over the head's disk, as in
+tests/trial/test_separate_disks.py); the sweep's storage is S3 (moto).
 """
 
 from __future__ import annotations
@@ -24,6 +26,12 @@ pytestmark = pytest.mark.ray
 HEAD_IP = "127.0.0.8"
 LOOP = "tests.support.preempt_loop:train"
 NOTICE_S = 6
+
+
+@pytest.fixture(scope="module")
+def head_disk(tmp_path_factory) -> Path:
+    """What the head writes (the driver's local copies): no other node sees it."""
+    return tmp_path_factory.mktemp("head_disk")
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +78,7 @@ def drain(address: str, name: str, deadline_s: int) -> float:
     return time.time()
 
 
-def test_trials_on_a_draining_node_leave_at_their_next_checkpoint_and_lose_no_epoch(head, tmp_path):
+def test_trials_on_a_draining_node_leave_at_their_next_checkpoint_and_lose_no_epoch(s3, head, head_disk, tmp_path):
     """Guarantee: "Preemption: a trial with a rank on a node that announces its end (drained through
     Ray's GCS: `ray drain-node --reason DRAIN_NODE_REASON_PREEMPTION`, autoscaler v2, KubeRay) leaves
     at its next report that carries a checkpoint and goes on from it on the nodes that are not
@@ -84,8 +92,8 @@ def test_trials_on_a_draining_node_leave_at_their_next_checkpoint_and_lose_no_ep
     rank 0's script saves in its trial checkpoint directory before it exits goes with its last report,
     and the trial goes on from it as a preemption, whatever its exit code."
     """
-    ports = {"node_victim": start_node("127.0.0.9", "node_victim", head=head)}
-    ports["node_spare"] = start_node("127.0.0.10", "node_spare", head=head)
+    ports = {"node_victim": start_node("127.0.0.9", "node_victim", head=head, own_disk=str(head_disk))}
+    ports["node_spare"] = start_node("127.0.0.10", "node_spare", head=head, own_disk=str(head_disk))
     record_dir = tmp_path / "records"
     record_dir.mkdir()
     spec = write_spec(
@@ -101,8 +109,8 @@ def test_trials_on_a_draining_node_leave_at_their_next_checkpoint_and_lose_no_ep
             "max_failures": 0,
         },
     )
-    cmd = [sys.executable, "-m", "raysweep", "run", str(spec), "--address", head, "--storage", str(tmp_path / "runs")]
-    driver = subprocess.Popen(cmd + ["--wandb", "disabled"], cwd=ROOT, env=cli_env(), stdout=subprocess.PIPE, text=True)
+    bucket = s3.bucket()
+    driver = run(spec, head, s3, bucket, head_disk)
     try:
         deadline = time.time() + 240
         while not any(r["node"] == "node_victim" and r["epoch"] >= 2 for r in records(record_dir)):
@@ -130,20 +138,22 @@ def test_trials_on_a_draining_node_leave_at_their_next_checkpoint_and_lose_no_ep
     # (the notice is read every 0.5 s: one report may pass before it is seen)
     late = [(r["trial"], r["epoch"], round(r["t"] - drained_at, 2)) for r in seen if r["node"] == "node_victim"]
     assert all(after < 2.5 for _, _, after in late), late
-    shown = json.loads(raysweep("show", str(tmp_path / "runs" / "spot"), "--json").stdout)
+    shown = json.loads(raysweep("show", s3.uri(bucket, "runs/spot"), "--json").stdout)
     assert sorted(t["status"] for t in shown["trials"]) == ["done"] * 4
     preempted = [t for t in shown["trials"] if t.get("preemptions")]
     assert preempted and all(t["preemptions"] == 1 for t in preempted), shown["trials"]
-    table = raysweep("show", str(tmp_path / "runs" / "spot")).stdout
+    table = raysweep("show", s3.uri(bucket, "runs/spot")).stdout
     assert "done (preempted 1x)" in table, table
-    assert raysweep("report", str(tmp_path / "runs" / "spot"), "-o", str(tmp_path / "r.html")).returncode == 0
+    assert raysweep("report", s3.uri(bucket, "runs/spot"), "-o", str(tmp_path / "r.html")).returncode == 0
     page = (tmp_path / "r.html").read_text()
     assert f"{len(preempted)} preemption(s), each gone on from a checkpoint" in page
 
 
-def run(spec: Path, head: str, storage: Path) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "raysweep", "run", str(spec), "--address", head, "--storage", str(storage)]
-    return subprocess.Popen(cmd + ["--wandb", "disabled"], cwd=ROOT, env=cli_env(), stdout=subprocess.PIPE, text=True)
+def run(spec: Path, head: str, s3, bucket: str, head_disk: Path) -> subprocess.Popen:
+    """The sweep's driver on the head, its storage on S3, its local copies on the head's disk."""
+    cmd = [sys.executable, "-m", "raysweep", "run", str(spec), "--address", head, "--storage", s3.uri(bucket)]
+    env = cli_env() | {"RAYSWEEP_CACHE_DIR": str(head_disk / "cache")}
+    return subprocess.Popen(cmd + ["--wandb", "disabled"], cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
 
 
 def sweep_spec(tmp_path: Path, name: str, record_dir: Path, parameters: dict, **more) -> Path:
@@ -161,16 +171,19 @@ def sweep_spec(tmp_path: Path, name: str, record_dir: Path, parameters: dict, **
     "ddp_workers",
     ["warm", pytest.param("torchtrainer", marks=pytest.mark.slow)],  # make test: warm, here
 )
-def test_a_trial_spanning_two_nodes_leaves_both_when_one_drains_and_goes_on_on_two_others(head, tmp_path, ddp_workers):
+def test_a_trial_spanning_two_nodes_leaves_both_when_one_drains_and_goes_on_on_two_others(
+    s3, head, head_disk, tmp_path, ddp_workers
+):
     first = 11 if ddp_workers == "warm" else 14  # each run its own nodes: the drained one is killed
     names = [f"node_span{first + i}" for i in range(3)]
-    ports = {n: start_node(f"127.0.0.{first + i}", n, head=head) for i, n in enumerate(names)}
+    ports = {n: start_node(f"127.0.0.{first + i}", n, head=head, own_disk=str(head_disk)) for i, n in enumerate(names)}
     record_dir = tmp_path / "records"
     record_dir.mkdir()
     base = {"epochs": 8, "sleep": 1.0, "record_dir": str(record_dir)}
     parameters = {"x": {"value": 0.1}, "checkpoint_every": {"value": 3}, "num_gpus": {"value": 4}}
     spec = sweep_spec(tmp_path, "span", record_dir, parameters, base_config=base, ddp_workers=ddp_workers)
-    driver = run(spec, head, tmp_path / "runs")
+    bucket = s3.bucket()
+    driver = run(spec, head, s3, bucket, head_disk)
     try:
         deadline = time.time() + 240
         while not any(r["epoch"] >= 2 for r in records(record_dir)):
@@ -190,21 +203,22 @@ def test_a_trial_spanning_two_nodes_leaves_both_when_one_drains_and_goes_on_on_t
         assert sorted(r["epoch"] for r in seen if r["rank"] == rank) == list(range(1, 9)), (rank, seen)
     after = {r["node"] for r in seen if r["t"] > drained_at + 2.5}
     assert victim not in after and len(after) == 2, (victim, after)
-    (trial,) = json.loads(raysweep("show", str(tmp_path / "runs" / "span"), "--json").stdout)["trials"]
+    (trial,) = json.loads(raysweep("show", s3.uri(bucket, "runs/span"), "--json").stdout)["trials"]
     assert trial["status"] == "done" and trial["preemptions"] == 1, trial
 
 
 @pytest.mark.slow  # make test: the first test of this file (its trials leave before the deadline)
-def test_a_deadline_shorter_than_an_epoch_costs_that_epoch_and_fails_nothing(head, tmp_path):
+def test_a_deadline_shorter_than_an_epoch_costs_that_epoch_and_fails_nothing(s3, head, head_disk, tmp_path):
     """The node ends before the trial's next report: Ray records its actors as lost to a preempted
     node, so Tune starts the trial again from its last checkpoint and counts no failure."""
-    ports = {"node_short": start_node("127.0.0.17", "node_short", head=head)}
-    ports["node_after"] = start_node("127.0.0.18", "node_after", head=head)
+    ports = {"node_short": start_node("127.0.0.17", "node_short", head=head, own_disk=str(head_disk))}
+    ports["node_after"] = start_node("127.0.0.18", "node_after", head=head, own_disk=str(head_disk))
     record_dir = tmp_path / "records"
     record_dir.mkdir()
     base = {"epochs": 5, "sleep": 2.0, "record_dir": str(record_dir)}
     parameters = {"x": {"values": [0.1, 0.2, 0.3, 0.4]}, "checkpoint_every": {"value": 1}}
-    driver = run(sweep_spec(tmp_path, "short", record_dir, parameters, base_config=base), head, tmp_path / "runs")
+    bucket = s3.bucket()
+    driver = run(sweep_spec(tmp_path, "short", record_dir, parameters, base_config=base), head, s3, bucket, head_disk)
     try:
         deadline = time.time() + 240
         while not any(r["node"] == "node_short" and r["epoch"] >= 1 for r in records(record_dir)):
@@ -218,7 +232,7 @@ def test_a_deadline_shorter_than_an_epoch_costs_that_epoch_and_fails_nothing(hea
         driver.kill()
         end_nodes(head, ports)
     assert driver.returncode == 0, stdout[-3000:]
-    shown = json.loads(raysweep("show", str(tmp_path / "runs" / "short"), "--json").stdout)
+    shown = json.loads(raysweep("show", s3.uri(bucket, "runs/short"), "--json").stdout)
     assert sorted(t["status"] for t in shown["trials"]) == ["done"] * 4, shown["trials"]
     seen = records(record_dir)
     for trial in {r["trial"] for r in seen}:
@@ -226,12 +240,16 @@ def test_a_deadline_shorter_than_an_epoch_costs_that_epoch_and_fails_nothing(hea
         assert sorted(set(epochs)) == list(range(1, 6)) and len(epochs) <= 6, (trial, epochs)  # at most one again
 
 
-def test_a_program_script_is_told_by_sigterm_saves_on_its_way_out_and_goes_on_elsewhere(head, tmp_path):
+def test_a_program_script_is_told_by_sigterm_saves_on_its_way_out_and_goes_on_elsewhere(s3, head, head_disk, tmp_path):
     """A script that saves only every 4 epochs, and at the end of its epoch when told by SIGTERM:
     its save on the way out is kept with its last report, so it loses no finished epoch; its end is
     a preemption, not a failure, whatever the size of its trial."""
-    ports = {"node_script": start_node("127.0.0.19", "node_script", head=head, slots=3)}  # a 2- and a 1-worker
-    ports["node_rest"] = start_node("127.0.0.20", "node_rest", head=head, slots=3)  # all four trials at once
+    ports = {
+        "node_script": start_node("127.0.0.19", "node_script", head=head, slots=3, own_disk=str(head_disk))
+    }  # a 2- and a 1-worker
+    ports["node_rest"] = start_node(
+        "127.0.0.20", "node_rest", head=head, slots=3, own_disk=str(head_disk)
+    )  # all four trials at once
     record_dir = tmp_path / "records"
     record_dir.mkdir()
     spec = write_spec(
@@ -248,7 +266,8 @@ def test_a_program_script_is_told_by_sigterm_saves_on_its_way_out_and_goes_on_el
         },
         raysweep={"max_failures": 0},
     )
-    driver = run(spec, head, tmp_path / "runs")
+    bucket = s3.bucket()
+    driver = run(spec, head, s3, bucket, head_disk)
     try:
         deadline = time.time() + 240
         while {r["x"][-1] for r in records(record_dir) if r["node"] == "node_script" and r["epoch"] >= 2} != {"1", "2"}:
@@ -268,6 +287,6 @@ def test_a_program_script_is_told_by_sigterm_saves_on_its_way_out_and_goes_on_el
     assert not [r for r in seen if r["node"] == "node_script" and r["t"] > drained_at + 2.5], seen
     for x in {r["x"] for r in seen}:  # each trial's epochs once: none lost, none repeated
         assert sorted(r["epoch"] for r in seen if r["x"] == x) == list(range(1, 9)), (x, seen)
-    shown = json.loads(raysweep("show", str(tmp_path / "runs" / "script"), "--json").stdout)
+    shown = json.loads(raysweep("show", s3.uri(bucket, "runs/script"), "--json").stdout)
     assert sorted(t["status"] for t in shown["trials"]) == ["done"] * 4, shown["trials"]
     assert sorted(t.get("preemptions") or 0 for t in shown["trials"]) == [0, 0, 1, 1], shown["trials"]
