@@ -460,11 +460,11 @@ def compare(clusters: list[tuple[int, int, int]], efficiency: float, curves: lis
                 setup = Setup(nodes, gpus, trials, policy, admission, efficiency)
                 figures = Simulation(setup, curves).run()
                 out[f"{nodes}x{gpus}/{policy}/{admission}"] = figures
-                print(f"{nodes}x{gpus} {policy:9} {admission:8} {json.dumps(figures)}", flush=True)
+                print(f"e={efficiency:g} {nodes}x{gpus} {policy:9} {admission:8} {json.dumps(figures)}", flush=True)
         out[f"{nodes}x{gpus}/goals"] = goals(
             {k.split("/", 1)[1]: v for k, v in out.items() if k.startswith(f"{nodes}x{gpus}/")}
         )
-        print(f"{nodes}x{gpus} goals {json.dumps(out[f'{nodes}x{gpus}/goals'])}", flush=True)
+        print(f"e={efficiency:g} {nodes}x{gpus} goals {json.dumps(out[f'{nodes}x{gpus}/goals'])}", flush=True)
     return out
 
 
