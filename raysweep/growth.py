@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from raysweep.backfill import Holding, Waiting, free_slots, place, reserve
-from raysweep.placement import Shape
+from raysweep.placement import NeverPlaced, Shape
 
 
 @dataclass(frozen=True)
@@ -122,18 +122,48 @@ def _place_near(
     return place(size, free, slots, shape_of)
 
 
-@dataclass(frozen=True)
-class Segment:
-    """A part of a trial's life at one size: from ``start`` (seconds), at ``size`` workers."""
-
-    size: int
-    start: float
+FILL_COST = 1.25  # a fill may cost the rest of a trial this many times its GPU-hours (0.8 per doubling)
 
 
-def segments_cost(segments: list[Segment], end: float) -> float:
-    """Worker-seconds of a trial's segments, the last one running to ``end``: each at its size."""
-    total = 0.0
-    for this, after in zip(segments, segments[1:] + [None]):
-        stop = after.start if after is not None else end
-        total += this.size * max(0.0, stop - this.start)
-    return total
+def holding_size(holding: Holding) -> int:
+    return sum(holding.nodes.values())
+
+
+def fill_size(size: int, slots: Mapping[str, int], shape_of: Callable[[int], Shape]) -> int | None:
+    """The size a trial filling idle slots goes to: twice its own, in whole nodes above one node;
+    None where the cluster has no such size."""
+    to = size * 2
+    try:
+        where = shape_of(to)
+    except NeverPlaced:
+        return None
+    return to if where.nodes * where.per_node == to and where.nodes <= len(slots) else None
+
+
+def fills(
+    holding: Holding,
+    to: int,
+    seconds_at_size: float | None,
+    seconds_at_to: float | None,
+    restart_s: float,
+    slots: Mapping[str, int],
+    holdings: list[Holding],
+    queue: list[Waiting],
+    shape_of: Callable[[int], Shape],
+) -> dict[str, int] | None:
+    """Where a running trial goes on at ``to`` at this report, on slots no trial waits for (a
+    sweep's tail: its few survivors run alone while most slots idle), or None. Only while nothing
+    waits, only where its rest at ``to`` and a restart from its checkpoint are expected to be
+    shorter than its rest at its size, and at most ``FILL_COST`` times its GPU-hours."""
+    if queue or seconds_at_size is None or seconds_at_to is None or seconds_at_to + restart_s >= seconds_at_size:
+        return None
+    if to * seconds_at_to > FILL_COST * holding_size(holding) * seconds_at_size:
+        return None  # it scales too poorly: the idle slots cost more GPU-hours than the time they save
+    others = [h for h in holdings if h.trial_id != holding.trial_id]
+    return _place_near(to, free_slots(slots, others), slots, shape_of, holding.nodes) or None
+
+
+def gives_back(size: int, own: int, queue: list[Waiting]) -> bool:
+    """A trial that filled idle slots (``size`` above its ``own``) goes back to its own size at its
+    next report once a trial waits."""
+    return bool(queue) and size > own

@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Mapping
@@ -45,6 +46,16 @@ class Estimates:
         if size in per_size:
             return per_size[size][pick]
         return max((v[pick] for v in per_size.values()), default=self.spec.budget.epoch_seconds)
+
+    def scaled_report_seconds(self, size: int) -> float | None:
+        """``report_seconds``, and for a size no trial ran at, the two largest sizes' scaling carried
+        on to it (each doubling gains what the last one did): how long a report would take larger."""
+        per_size = self._report_seconds_per_size()
+        if size in per_size or len(per_size) < 2:
+            return self.report_seconds(size)
+        (small, at_small), (large, at_large) = sorted((s, v[0]) for s, v in per_size.items())[-2:]
+        doublings = math.log2(size / large) / math.log2(large / small)
+        return at_large * (at_large / at_small) ** doublings
 
     def _report_seconds_per_size(self) -> dict[int, tuple[float, float]]:
         """Each size's (median, slowest) seconds per report over the rows, recomputed when a row

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from raysweep.backfill import Holding, Waiting
-from raysweep.growth import Growth, Promoted, grows, per_rank_batch
+from raysweep.growth import Growth, Promoted, fill_size, fills, gives_back, grows, per_rank_batch
 from tests.driver.test_backfill import cluster
 
 GROWTH = Growth((1, 2, 4), "batch_size")
@@ -91,3 +91,53 @@ def test_each_rank_takes_its_share_of_the_global_batch(batch, world, share):
 def test_a_batch_that_does_not_divide_is_an_error():
     with pytest.raises(ValueError, match="does not divide among 3 ranks"):
         per_rank_batch(64, 3)
+
+
+def test_the_fill_takes_idle_slots_while_nothing_waits_in_whole_nodes_above_one():
+    """Nothing waits and a second node idles: the 4-slot trial goes on at 8, on both whole nodes,
+    where its rest (40 s at 4, 21 s at 8 and 2 s of restart) is shorter and costs 1.05x its GPU-hours."""
+    slots, shape_of = cluster(A=4, B=4)
+    mine = Holding("f", {"A": 4}, 40.0)
+    assert fill_size(4, slots, shape_of) == 8 and fill_size(8, slots, shape_of) is None  # no 16 on two nodes
+    assert fills(mine, 8, 40.0, 21.0, 2.0, slots, [mine], [], shape_of) == {"A": 4, "B": 4}
+
+
+def test_the_fill_takes_nothing_when_a_trial_waits_or_the_restart_costs_more_than_it_gains():
+    slots, shape_of = cluster(A=4, B=4)
+    mine = Holding("f", {"A": 4}, 40.0)
+    waiting = [Waiting("w", 1, 30.0)]
+    assert fills(mine, 8, 40.0, 21.0, 2.0, slots, [mine], waiting, shape_of) is None
+    assert fills(mine, 8, 40.0, 21.0, 20.0, slots, [mine], [], shape_of) is None  # 21 + 20 s > 40 s
+    assert fills(mine, 8, 40.0, 30.0, 2.0, slots, [mine], [], shape_of) is None  # 1.5x its GPU-hours
+    busy = Holding("b", {"B": 1}, 30.0)
+    assert fills(mine, 8, 40.0, 21.0, 2.0, slots, [mine, busy], [], shape_of) is None  # B is not whole
+
+
+def test_a_trial_that_filled_gives_its_slots_back_once_a_trial_waits():
+    waiting = [Waiting("w", 1, 30.0)]
+    assert gives_back(8, 4, waiting) and not gives_back(8, 4, []) and not gives_back(4, 4, waiting)
+
+
+def test_a_size_no_trial_ran_at_is_estimated_by_carrying_the_last_doublings_scaling_on():
+    """Reports took 10 s at 2 workers and 6 s at 4: each doubling took 0.6 of the time, so 8 workers
+    are expected to take 3.6 s and 16, 2.16 s (what the fill weighs); a size that ran keeps its own."""
+    from raysweep.driver.estimates import Estimates
+    from raysweep.runs.rows import TrialRow
+    from raysweep.spec import parse_spec
+    from raysweep.words import TrialStatus
+
+    spec = parse_spec(
+        {
+            "method": "grid",
+            "metric": {"name": "score", "goal": "minimize"},
+            "parameters": {"x": {"values": [0.1]}, "num_gpus": {"values": [2, 4]}},
+            "raysweep": {"train_loop": "train_loops.smoke:train", "base_config": {"epochs": 4}},
+        }
+    )
+    rows = {
+        "two": TrialRow("two", status=TrialStatus.DONE, world_size=2, iterations=4, run_s=40.0),
+        "four": TrialRow("four", status=TrialStatus.DONE, world_size=4, iterations=4, run_s=24.0),
+    }
+    estimates = Estimates(spec, rows)
+    assert estimates.scaled_report_seconds(4) == 6.0
+    assert [round(estimates.scaled_report_seconds(s), 2) for s in (8, 16)] == [3.6, 2.16]
