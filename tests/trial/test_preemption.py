@@ -61,16 +61,23 @@ def end_nodes(address: str, ports: dict[str, int]) -> None:
         time.sleep(1)
 
 
-def node_id(address: str, name: str) -> str:
-    body = f"print(next(n['NodeID'] for n in ray.nodes() if n['Alive'] and {name!r} in n['Resources']))"
+def node_ids(address: str, names) -> dict[str, str]:
+    """Each named node's id, asked once as its test starts: under load a driver process takes
+    seconds to connect, and the drain must come while the trial still runs."""
+    body = (
+        f"import json; print(json.dumps({{r: n['NodeID'] for n in ray.nodes() if n['Alive'] "
+        f"for r in n['Resources'] if r in {sorted(names)!r}}}))"
+    )
     out = driver_script(address, body)
     assert out.returncode == 0, out.stderr
-    return out.stdout.strip().splitlines()[-1]
+    ids = json.loads(out.stdout.strip().splitlines()[-1])
+    assert sorted(ids) == sorted(names), ids
+    return ids
 
 
-def drain(address: str, name: str, deadline_s: int) -> float:
-    """Drain the node ``name`` as a spot reclaim does; returns when the GCS had taken it (epoch seconds)."""
-    cmd = [RAY, "drain-node", f"--address={address}", f"--node-id={node_id(address, name)}"]
+def drain(address: str, node: str, deadline_s: int) -> float:
+    """Drain the node (its id) as a spot reclaim does; returns when the GCS had taken it (epoch seconds)."""
+    cmd = [RAY, "drain-node", f"--address={address}", f"--node-id={node}"]
     cmd += ["--reason=DRAIN_NODE_REASON_PREEMPTION", "--reason-message=spot reclaim"]
     cmd += [f"--deadline-remaining-seconds={deadline_s}"]
     out = subprocess.run(cmd, capture_output=True, text=True, env=cli_env(), cwd=ROOT, timeout=60)
@@ -109,14 +116,14 @@ def test_trials_on_a_draining_node_leave_at_their_next_checkpoint_and_lose_no_ep
             "max_failures": 0,
         },
     )
-    bucket = s3.bucket()
+    bucket, ids = s3.bucket(), node_ids(head, ports)
     driver = run(spec, head, s3, bucket, head_disk)
     try:
         deadline = time.time() + 240
         while not any(r["node"] == "node_victim" and r["epoch"] >= 2 for r in records(record_dir)):
             assert driver.poll() is None and time.time() < deadline, "no trial reached epoch 2 on the node to drain"
             time.sleep(0.2)
-        drained_at = drain(head, "node_victim", NOTICE_S)
+        drained_at = drain(head, ids["node_victim"], NOTICE_S)
         time.sleep(max(0.0, drained_at + NOTICE_S - time.time()))
         kill_node(ports["node_victim"])  # the reclaim, at its deadline
         stdout, _ = driver.communicate(timeout=300)
@@ -179,10 +186,10 @@ def test_a_trial_spanning_two_nodes_leaves_both_when_one_drains_and_goes_on_on_t
     ports = {n: start_node(f"127.0.0.{first + i}", n, head=head, own_disk=str(head_disk)) for i, n in enumerate(names)}
     record_dir = tmp_path / "records"
     record_dir.mkdir()
-    base = {"epochs": 8, "sleep": 1.0, "record_dir": str(record_dir)}
+    base = {"epochs": 10, "sleep": 1.0, "record_dir": str(record_dir)}
     parameters = {"x": {"value": 0.1}, "checkpoint_every": {"value": 3}, "num_gpus": {"value": 4}}
     spec = sweep_spec(tmp_path, "span", record_dir, parameters, base_config=base, ddp_workers=ddp_workers)
-    bucket = s3.bucket()
+    bucket, ids = s3.bucket(), node_ids(head, ports)
     driver = run(spec, head, s3, bucket, head_disk)
     try:
         deadline = time.time() + 240
@@ -190,7 +197,7 @@ def test_a_trial_spanning_two_nodes_leaves_both_when_one_drains_and_goes_on_on_t
             assert driver.poll() is None and time.time() < deadline, "the 4-worker trial never reached epoch 2"
             time.sleep(0.2)
         victim = next(r["node"] for r in records(record_dir) if r["rank"] == 3)  # not rank 0's node: the case
-        drained_at = drain(head, victim, NOTICE_S)  # of Ray #50187, where Tune lost the whole trial
+        drained_at = drain(head, ids[victim], NOTICE_S)  # of Ray #50187, where Tune lost the whole trial
         time.sleep(max(0.0, drained_at + NOTICE_S - time.time()))
         kill_node(ports[victim])
         stdout, _ = driver.communicate(timeout=300)
@@ -200,7 +207,7 @@ def test_a_trial_spanning_two_nodes_leaves_both_when_one_drains_and_goes_on_on_t
     assert driver.returncode == 0, stdout[-3000:]
     seen = records(record_dir)
     for rank in range(4):  # every rank ran each epoch once, though it saved only every 3 (it read the notice)
-        assert sorted(r["epoch"] for r in seen if r["rank"] == rank) == list(range(1, 9)), (rank, seen)
+        assert sorted(r["epoch"] for r in seen if r["rank"] == rank) == list(range(1, 11)), (rank, seen)
     after = {r["node"] for r in seen if r["t"] > drained_at + 2.5}
     assert victim not in after and len(after) == 2, (victim, after)
     (trial,) = json.loads(raysweep("show", s3.uri(bucket, "runs/span"), "--json").stdout)["trials"]
@@ -217,14 +224,14 @@ def test_a_deadline_shorter_than_an_epoch_costs_that_epoch_and_fails_nothing(s3,
     record_dir.mkdir()
     base = {"epochs": 5, "sleep": 2.0, "record_dir": str(record_dir)}
     parameters = {"x": {"values": [0.1, 0.2, 0.3, 0.4]}, "checkpoint_every": {"value": 1}}
-    bucket = s3.bucket()
+    bucket, ids = s3.bucket(), node_ids(head, ports)
     driver = run(sweep_spec(tmp_path, "short", record_dir, parameters, base_config=base), head, s3, bucket, head_disk)
     try:
         deadline = time.time() + 240
         while not any(r["node"] == "node_short" and r["epoch"] >= 1 for r in records(record_dir)):
             assert driver.poll() is None and time.time() < deadline, "no trial reached epoch 1 on the node"
             time.sleep(0.2)
-        drain(head, "node_short", 1)
+        drain(head, ids["node_short"], 1)
         time.sleep(1.0)
         kill_node(ports["node_short"])  # mid-epoch: no report came between the notice and the end
         stdout, _ = driver.communicate(timeout=300)
@@ -266,14 +273,14 @@ def test_a_program_script_is_told_by_sigterm_saves_on_its_way_out_and_goes_on_el
         },
         raysweep={"max_failures": 0},
     )
-    bucket = s3.bucket()
+    bucket, ids = s3.bucket(), node_ids(head, ports)
     driver = run(spec, head, s3, bucket, head_disk)
     try:
         deadline = time.time() + 240
         while {r["x"][-1] for r in records(record_dir) if r["node"] == "node_script" and r["epoch"] >= 2} != {"1", "2"}:
             assert driver.poll() is None and time.time() < deadline, "no trial reached epoch 2 on the node to drain"
             time.sleep(0.2)
-        drained_at = drain(head, "node_script", NOTICE_S)
+        drained_at = drain(head, ids["node_script"], NOTICE_S)
         time.sleep(max(0.0, drained_at + NOTICE_S - time.time()))
         kill_node(ports["node_script"])
         stdout, _ = driver.communicate(timeout=300)
