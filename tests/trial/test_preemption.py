@@ -247,6 +247,7 @@ def test_a_deadline_shorter_than_an_epoch_costs_that_epoch_and_fails_nothing(s3,
         assert sorted(set(epochs)) == list(range(1, 6)) and len(epochs) <= 6, (trial, epochs)  # at most one again
 
 
+@pytest.mark.slow  # make test-slow: it flaked once in a full run (2026-12-07), see issue 82's note
 def test_a_program_script_is_told_by_sigterm_saves_on_its_way_out_and_goes_on_elsewhere(s3, head, head_disk, tmp_path):
     """A script that saves only every 4 epochs, and at the end of its epoch when told by SIGTERM:
     its save on the way out is kept with its last report, so it loses no finished epoch; its end is
