@@ -43,18 +43,16 @@ class Promotions:
     ) -> bool:
         """Whether ``trial``, promoted at the rung of ``result``, goes on at its next size now."""
         made = int(result.get("training_iteration", 0))
+        if self.spec.grow is None or self.spec.scheduler is None or made not in self.spec.scheduler.rungs:
+            return False
+        size = self.spec.world_size(trial.config)
         nodes = self.where(time.time(), trial.trial_id, trial.config, made, slots, holdings, queue, shape_of, room_s)
         if nodes is None:
-            if self.spec.grow is not None and self.spec.scheduler is not None and made in self.spec.scheduler.rungs:
-                size = self.spec.world_size(trial.config)
-                log.info(
-                    "admission: %s promoted at %d, goes on at %d workers (no larger size now)",
-                    trial.trial_id,
-                    made,
-                    size,
-                )
+            log.info(
+                "admission: %s promoted at %d, goes on at %d workers (no room for more)", trial.trial_id, made, size
+            )
             return False
-        to = self.spec.grow.next_size(self.spec.world_size(trial.config))
+        to = self.spec.grow.next_size(size)
         log.info("admission: %s promoted at %d, grows to %d workers on %s", trial.trial_id, made, to, nodes)
         self.growing[trial.trial_id] = (to, nodes)
         return True
