@@ -42,7 +42,7 @@ from raysweep.driver.admission import START_AHEAD_S
 from raysweep.driver.estimates import Estimates
 from raysweep.driver.promotions import Promotions
 from raysweep.driver.turns import Turns
-from raysweep.growth import Growth, fill_size, fills, gives_back
+from raysweep.growth import Growth, fill_size
 from raysweep.placement import Capacity, Node, shape
 from raysweep.runs.rows import Rows, TrialRow
 from raysweep.search.plan import early_stopping
@@ -128,7 +128,6 @@ class SimTrial:
     epochs: int = 0
     segments: list[tuple[int, float]] = field(default_factory=list)  # (size, from when)
     generation: int = 0  # a growth or a start moves its next epoch's event: older events are stale
-    own: int = 0  # its size without filling idle slots (growth.fills): the size it gives them back to
 
     @property
     def first_size(self) -> int:
@@ -151,7 +150,7 @@ class Simulation:
         the search keeps waiting (default the driver's, ``experiment.py``)."""
         self.setup, self.curves, self.sizes = setup, curves, sizes
         self.policy = POLICIES[setup.policy]
-        self.growth = Growth(SIZES, "batch") if self.policy.grow else None
+        self.growth = Growth(SIZES, "batch", fill=self.policy.fill) if self.policy.grow else None
         self.spec = spec or sim_spec()
         self.slots = {f"n{i}": setup.gpus for i in range(setup.nodes)}
         capacity = Capacity(
@@ -344,40 +343,29 @@ class Simulation:
             if nodes:
                 self.grow(trial, nodes)
                 return
-        if self.policy.fill and self.setup.admission != "tune" and self.refilled(trial):
+        if self.setup.admission != "tune" and self.refitted(trial):
             return
         self.next_epoch(trial, self.now)
 
-    def refilled(self, trial: SimTrial) -> bool:
-        """A trial past its first rung takes idle slots while nothing waits (``growth.fills``), and
-        gives them back once a trial waits (``growth.gives_back``): whether it restarts now."""
-        own = trial.own or trial.size
-        queue = self.turns.in_turn(self.waits())
-        holdings = self.holdings()
-        if gives_back(trial.size, own, queue):
-            others = [h for h in holdings if h.trial_id != trial.trial_id]
-            self.resize(trial, own, place(own, free_slots(self.slots, others), self.slots, self.shape_of))
-            return True
+    def refitted(self, trial: SimTrial) -> bool:
+        """The driver's decision at a report outside a growth (``Promotions.refit``): a trial past
+        its first rung fills idle slots while nothing waits, and gives them back once a trial
+        waits (``growth_fill`` only). Whether it restarts now."""
         to = fill_size(trial.size, self.slots, self.shape_of)
-        if to is None or trial.epochs < min(self.spec.scheduler.rungs):  # past its first rung
-            return False
-        left = self.estimates.reports_left(trial.config, trial.epochs)
-        at_size, at_to = (self.estimates.scaled_report_seconds(s) for s in (trial.size, to))
-        mine = next(h for h in holdings if h.trial_id == trial.trial_id)
-        nodes = fills(
-            mine,
-            to,
-            None if at_size is None or left is None else at_size * left,
-            None if at_to is None or left is None else at_to * left,
-            self.setup.start_of(to),
+        resized = self.promotions.refit(
+            trial.trial_id,
+            trial.config,
+            trial.epochs,
             self.slots,
-            holdings,
-            queue,
+            self.holdings(),
+            self.turns.in_turn(self.waits()),
             self.shape_of,
+            None,
+            self.setup.start_of(to) if to is not None else 0.0,
         )
-        if nodes:
-            self.resize(trial, to, nodes, own=own)
-        return bool(nodes)
+        if resized is not None:
+            self.resize(trial, *resized)
+        return resized is not None
 
     def length(self, trial: SimTrial) -> int:
         """The epochs a trial runs unless stopped: the scheduler's ``max_t``, else its recorded curve's."""
@@ -396,13 +384,13 @@ class Simulation:
 
     def grow(self, trial: SimTrial, nodes: dict[str, int]) -> None:
         """It goes on from its checkpoint at the next size: a restart, its new slots held from now."""
-        to = self.growth.next_size(trial.size)
-        self.resize(trial, to, nodes, own=to)
+        self.promotions.own.pop(trial.trial_id, None)
+        self.resize(trial, self.growth.next_size(trial.size), nodes)
 
-    def resize(self, trial: SimTrial, to: int, nodes: dict[str, int], own: int | None = None) -> None:
+    def resize(self, trial: SimTrial, to: int, nodes: dict[str, int]) -> None:
         """It goes on from its checkpoint at ``to``: a restart, its new slots held from now."""
         row = self.rows[trial.trial_id]
-        trial.size, trial.nodes, trial.own = to, nodes, own or to
+        trial.size, trial.nodes = to, nodes
         trial.config = {**trial.config, SIZE: trial.size}
         trial.segments.append((trial.size, self.now))
         self.rows[trial.trial_id] = replace(row, config=trial.config).grown(trial.size, self.now)

@@ -29,11 +29,13 @@ from raysweep.placement import NeverPlaced, Shape
 
 @dataclass(frozen=True)
 class Growth:
-    """A sweep's ``raysweep.grow``: the sizes a trial takes in turn, and the config key of its
-    global batch (each rank gets ``global // world`` under that key)."""
+    """A sweep's ``raysweep.grow``: the sizes a trial takes in turn, the config key of its global
+    batch (each rank gets ``global // world`` under that key), and whether a trial past its first
+    rung fills idle slots while nothing waits (``fills``)."""
 
     sizes: tuple[int, ...]
     batch: str
+    fill: bool = True
 
     def next_size(self, current: int) -> int | None:
         """The size after ``current`` (None: it has the largest)."""
@@ -41,11 +43,11 @@ class Growth:
         return min(larger) if larger else None
 
     def to_json(self) -> dict:
-        return {"sizes": list(self.sizes), "batch": self.batch}
+        return {"sizes": list(self.sizes), "batch": self.batch, "fill": self.fill}
 
     @classmethod
     def from_json(cls, data: dict | None) -> Growth | None:
-        return cls(tuple(data["sizes"]), data["batch"]) if data else None
+        return cls(tuple(data["sizes"]), data["batch"], data.get("fill", True)) if data else None
 
 
 def per_rank_batch(global_batch: int, world_size: int) -> int:
@@ -161,6 +163,17 @@ def fills(
         return None  # it scales too poorly: the idle slots cost more GPU-hours than the time they save
     others = [h for h in holdings if h.trial_id != holding.trial_id]
     return _place_near(to, free_slots(slots, others), slots, shape_of, holding.nodes) or None
+
+
+def sizes_taken(growth: Growth, most: int) -> set[int]:
+    """Every size a trial of a growing sweep can take on a cluster of ``most`` slots: its sizes, and
+    with the fill, each doubled while it fits."""
+    out = set(growth.sizes)
+    for size in growth.sizes if growth.fill else ():
+        while size * 2 <= most:
+            size *= 2
+            out.add(size)
+    return out
 
 
 def gives_back(size: int, own: int, queue: list[Waiting]) -> bool:

@@ -93,6 +93,8 @@ class Admission:
         self._held: dict[str, dict[str, int]] = {}
         self._held_at = 0.0
         self._asked: list[Any] | None = None  # the record's answers on their way (``_read_holdings``)
+        self._asked_at = 0.0
+        self._started_at: dict[str, float] = {}  # trial id -> when it was last started (monotonic)
         self._live = capacity
         self._live_at = 0.0
         self._draining: set[str] = set()  # nodes that announced their end (trial/preemption.py)
@@ -164,14 +166,14 @@ class Admission:
         return [t for t in waiting if t.trial_id not in self.starting]
 
     def _grown(self, tune_controller: Any, queue: list[Any]) -> Any:
-        """The promoted trial paused to grow (``promotions.py``), started first at its next size; or None."""
+        """The trial paused to change size (``promotions.py``), started first at its new size; or None."""
         for trial in self.promotions.resized(queue, self.estimates.rows):  # a resumed sweep's grown trials
             self._resized(trial)
         grown = self.promotions.paused(queue)
         if grown is None:
             return None
         trial, nodes = grown
-        log.info("admission: %s goes on at %d workers (promoted)", trial.trial_id, self._size(trial))
+        log.info("admission: %s goes on at %d workers (resized)", trial.trial_id, self._size(trial))
         self._resized(trial)
         save_experiment_state(tune_controller)  # its checkpoint and its new size, before it starts
         return self._start(tune_controller, trial, nodes)
@@ -194,10 +196,11 @@ class Admission:
             for t in queue
         ]
 
-    def promoted(self, tune_controller: Any, trial: Any, result: dict) -> bool:
-        """Whether a trial the scheduler promoted at a rung goes on at its next size (its
-        scheduler then pauses it, and ``choose`` starts it again first): ``growth.grows`` on the
-        holdings last read (a promotion does not wait for the record) and the waiting trials."""
+    def resizes(self, tune_controller: Any, trial: Any, result: dict) -> bool:
+        """Whether a trial the scheduler lets go on from this checkpointed report goes on at another
+        size (its scheduler then pauses it, and ``choose`` starts it again first): grown at a rung,
+        filling idle slots, or giving them back (``promotions.py``), on the holdings last read (a
+        report does not wait for the record) and the waiting trials."""
         if self.spec.grow is None or not result.get("should_checkpoint"):
             return False  # it goes on from the checkpoint it reported with this result
         trials = tune_controller.get_trials()
@@ -209,7 +212,7 @@ class Admission:
         queue = self.turns.in_turn(self._waits(waiting, lead))
         room = self.ledger.start_room_s([]) if self.ledger is not None else None
         shape_of = functools.partial(shape, capacity=self._live)
-        return self.promotions.decide(trial, result, self._slots(), holdings, queue, shape_of, room)
+        return self.promotions.decide(trial, result, self._slots(), holdings, queue, shape_of, room, lead)
 
     def _affordable(self, queue: list[Any], trials: list[Any], live: set[str]) -> list[Any]:
         """The waiting trials the budget lets start now (``Ledger.start_room_s``; every one without a
@@ -234,6 +237,8 @@ class Admission:
         then); a trial that places its slots itself gets a token on its rank 0's node for Tune's
         group (``placement.token_bundles``)."""
         self.starting[trial.trial_id] = nodes
+        self._held.pop(trial.trial_id, None)  # a resized trial: its old slots are no longer its
+        self._started_at[trial.trial_id] = time.monotonic()
         self.turns.started(trial.trial_id)
         self._takes_at.pop(trial.trial_id, None)
         if takes_at is not None:
@@ -305,11 +310,14 @@ class Admission:
                 return True
             # only trials that place their own slots need when they began to hold them
             self._asked = [self.holdings.nodes.remote()] + ([self.holdings.since.remote()] if self.ahead else [])
+            self._asked_at = time.monotonic()
         ready, _ = ray.wait(self._asked, num_returns=len(self._asked), timeout=0)
         if len(ready) < len(self._asked):
             return False
         answers, self._asked = ray.get(self._asked), None
-        self._held, self._held_at = answers[0], time.monotonic()
+        # a trial started since the question (a resize) holds what ``starting`` says, not its old slots
+        fresh = {k: v for k, v in answers[0].items() if self._started_at.get(k, 0.0) < self._asked_at}
+        self._held, self._held_at = fresh, time.monotonic()
         if self.ahead:
             self._placed(trials, answers[1])
         return True

@@ -33,6 +33,7 @@ from raysweep.driver.trial_output import TrialOutput, show_trial_output
 from raysweep.driver.tuner import attach, new_tuner, restored_tuner
 from raysweep.driver.wandb_logging import WandbRuns
 from raysweep.env import BACKFILL, START_AHEAD, warm_imports
+from raysweep.growth import sizes_taken
 from raysweep.placement import GIB, Capacity, never_placed, warm_workers
 from raysweep.private_api import restored_config
 from raysweep.runs.rows import read_rows
@@ -46,7 +47,7 @@ from raysweep.spec import SweepSpec
 from raysweep.spec.engine import searches
 from raysweep.trial.entries import kind_of
 from raysweep.trial.holdings import start_holdings
-from raysweep.trial.job import Sweep
+from raysweep.trial.job import Sweep, runner_of
 from raysweep.trial.pool import start_pool
 from raysweep.trial.runners import RUNNERS
 from raysweep.words import Runner
@@ -276,7 +277,8 @@ def _admission(
         return None
     if spec.scheduler is not None and spec.scheduler.kind.pauses_trials:
         return None
-    own = {size for size, runner in trial_runners.items() if RUNNERS[runner].places_own_slots}
+    sizes = sizes_taken(spec.grow, capacity.total) if spec.grow else set(trial_runners)  # a fill's too
+    own = {size for size in sizes if RUNNERS[runner_of(trial_runners, size)].places_own_slots}
     ahead = frozenset(own if os.environ.get(START_AHEAD) != "0" else ())
     return Admission(
         spec,

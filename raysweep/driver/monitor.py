@@ -106,11 +106,12 @@ class SweepMonitor(Callback):
         self._save(self._row(trial, status=TrialStatus.RUNNING, error=None, since=time.time(), **admitted))
 
     def _grew(self, trial: Any) -> None:
-        """A trial that goes on at a larger size (``growth.py``: Tune paused it at a promotion and
-        the admission started it again): its row accounts the time before at its size before."""
+        """A trial that goes on at another size (``growth.py``: Tune paused it at a promotion, to fill
+        idle slots or to give them back, and the admission started it again): its row accounts the
+        time before at its size before."""
         row = self.rows.get(trial.trial_id)
         size = _world_size(self.spec, trial.config)
-        if self.spec.grow is None or row is None or not row.iterations or size is None or size <= row.world_size:
+        if self.spec.grow is None or row is None or not row.iterations or size is None or size == row.world_size:
             return
         self.rows[trial.trial_id] = row.grown(size, time.time())
 

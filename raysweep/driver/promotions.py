@@ -6,6 +6,10 @@ result and ends its actor), and the admission starts it again before any waiting
 ``num_gpus`` set to its next size in its config: Tune restores it from that checkpoint, and
 each rank takes ``global / world`` of its batch (``trial/job_builder.py``). The slots it goes to
 were free when it was promoted, and no trial is started while it pauses.
+
+The same pause takes a trial past its first rung to twice its size while nothing waits (the
+sweep's tail: ``growth.fills``), and back to its own size at its next checkpointed report once a
+trial waits (``growth.gives_back``); ``own`` keeps each filling trial's own size.
 """
 
 from __future__ import annotations
@@ -17,9 +21,10 @@ from typing import Any
 
 from ray.tune.experiment import Trial
 
-from raysweep.backfill import Holding, Waiting
+from raysweep.backfill import Holding, Waiting, free_slots, place
+from raysweep.config_keys import get_path
 from raysweep.driver.estimates import Estimates
-from raysweep.growth import Promoted, grows
+from raysweep.growth import Promoted, fill_size, fills, gives_back, grows, holding_size
 from raysweep.spec import SweepSpec
 from raysweep.spec.model import SIZE
 
@@ -30,6 +35,8 @@ class Promotions:
     def __init__(self, spec: SweepSpec, estimates: Estimates) -> None:
         self.spec, self.estimates = spec, estimates
         self.growing: dict[str, tuple[int, dict[str, int]]] = {}  # trial id -> (its next size, where)
+        self.own: dict[str, int] = {}  # a trial filling idle slots -> its own size, which it goes back to
+        self.resized_here: set[str] = set()  # trials this driver started again at another size
 
     def decide(
         self,
@@ -40,21 +47,36 @@ class Promotions:
         queue: list[Waiting],
         shape_of: Callable,
         room_s: float | None,
+        restart_s: float,
     ) -> bool:
-        """Whether ``trial``, promoted at the rung of ``result``, goes on at its next size now."""
+        """Whether ``trial``, at the checkpointed report ``result``, goes on at another size now:
+        its next one where the scheduler promoted it at a rung, else twice its size into idle
+        slots, or back to its own once a trial waits."""
         made = int(result.get("training_iteration", 0))
-        if self.spec.grow is None or self.spec.scheduler is None or made not in self.spec.scheduler.rungs:
+        if self.spec.grow is None or self.spec.scheduler is None:
             return False
         size = self.spec.world_size(trial.config)
-        nodes = self.where(time.time(), trial.trial_id, trial.config, made, slots, holdings, queue, shape_of, room_s)
-        if nodes is None:
-            log.info(
-                "admission: %s promoted at %d, goes on at %d workers (no room for more)", trial.trial_id, made, size
-            )
+        queue = [w for w in queue if w.trial_id not in self.growing]
+        now = time.time()
+        if made in self.spec.scheduler.rungs:
+            nodes = self.where(now, trial.trial_id, trial.config, made, slots, holdings, queue, shape_of, room_s)
+            if nodes is not None:
+                to = self.spec.grow.next_size(size)
+                log.info("admission: %s promoted at %d, grows to %d workers on %s", trial.trial_id, made, to, nodes)
+                self.growing[trial.trial_id] = (to, nodes)
+                self.own.pop(trial.trial_id, None)
+                return True
+            if self.spec.grow.next_size(size) is not None:
+                log.info(
+                    "admission: %s promoted at %d, goes on at %d workers (no room for more)", trial.trial_id, made, size
+                )
+        resized = self.refit(trial.trial_id, trial.config, made, slots, holdings, queue, shape_of, room_s, restart_s)
+        if resized is None:
             return False
-        to = self.spec.grow.next_size(size)
-        log.info("admission: %s promoted at %d, grows to %d workers on %s", trial.trial_id, made, to, nodes)
-        self.growing[trial.trial_id] = (to, nodes)
+        to, nodes = resized
+        why = "fills idle slots" if to > size else "gives its idle slots back, a trial waits"
+        log.info("admission: %s at report %d %s: %d workers on %s", trial.trial_id, made, why, to, nodes)
+        self.growing[trial.trial_id] = resized
         return True
 
     def where(
@@ -87,6 +109,57 @@ class Promotions:
         promoted = Promoted(mine, size, to, seconds_at_to)
         return grows(now, promoted, slots, holdings, queue, shape_of, room_s, seconds_at_size)
 
+    def refit(
+        self,
+        trial_id: str,
+        config: Mapping[str, Any],
+        made: int,
+        slots: Mapping[str, int],
+        holdings: list[Holding],
+        queue: list[Waiting],
+        shape_of: Callable,
+        room_s: float | None,
+        restart_s: float,
+    ) -> tuple[int, dict[str, int]] | None:
+        """The size and the slots a trial goes on at from report ``made`` outside its rungs, or None:
+        back to its own once a trial waits, in the queue or started ahead of its slots
+        (``growth.gives_back``), else twice its size on idle
+        slots (``growth.fills``) past its first rung, where its global batch divides, its rest and
+        a restart (``restart_s``) are expected shorter and the budget's room holds the difference.
+        The decision the driver (``decide``) and the simulator both act on."""
+        grow, scheduler = self.spec.grow, self.spec.scheduler
+        if grow is None or not grow.fill or scheduler is None:
+            return None
+        size = self.spec.world_size(config)
+        own = self.own.get(trial_id, size)
+        others = [h for h in holdings if h.trial_id != trial_id]
+        # a trial started ahead of its slots waits for them as much as one in the queue
+        queue = queue + [Waiting(h.trial_id, holding_size(h), None) for h in others if not h.placed]
+        if gives_back(size, own, queue):
+            self.own.pop(trial_id, None)
+            return own, place(own, free_slots(slots, others), slots, shape_of)
+        to = fill_size(size, slots, shape_of)
+        if to is None or made < min(scheduler.rungs) or not self._divides(config, to):
+            return None
+        mine = next((h for h in holdings if h.trial_id == trial_id), None)
+        left = self.estimates.reports_left(config, made)
+        at_size, at_to = (self.estimates.scaled_report_seconds(s) for s in (size, to))
+        if mine is None or left is None or at_size is None or at_to is None:
+            return None
+        if room_s is not None and to * at_to * left - size * at_size * left > room_s:
+            return None
+        nodes = fills(mine, to, at_size * left, at_to * left, restart_s, slots, holdings, queue, shape_of)
+        if not nodes:
+            return None
+        self.own[trial_id] = own
+        return to, nodes
+
+    def _divides(self, config: Mapping[str, Any], size: int) -> bool:
+        """Whether the trial's global batch divides among ``size`` ranks (none known: it does)."""
+        batch = self.spec.grow.batch
+        value = config.get(batch, get_path(self.spec.base_config, batch))
+        return not isinstance(value, int) or isinstance(value, bool) or value % size == 0
+
     def saving(self, trials: list[Any]) -> bool:
         """Whether a trial that grows has not paused yet (Tune saves its checkpoint first); one that
         ended meanwhile is no longer growing."""
@@ -102,6 +175,8 @@ class Promotions:
         they reached."""
         out = []
         for trial in queue:
+            if trial.trial_id in self.resized_here:
+                continue  # this driver set its size (it may have given idle slots back): its row lags
             row = rows.get(trial.trial_id)
             if row is not None and row.sizes and row.world_size > self.spec.world_size(trial.config):
                 trial.config = {**trial.config, SIZE: row.world_size}
@@ -114,5 +189,6 @@ class Promotions:
         if trial is None:
             return None
         to, nodes = self.growing.pop(trial.trial_id)
+        self.resized_here.add(trial.trial_id)
         trial.config = {**trial.config, SIZE: to}
         return trial, nodes

@@ -45,7 +45,7 @@ def make_trainable(sweep: Sweep, worker_pool: Any) -> Any:
             world_size = sweep.spec.world_size(flat_config)
         except ValueError:
             world_size = 1  # the trial itself raises the explanation
-        runner = sweep.runners.get(world_size, Runner.IN_PROCESS)
+        runner = sweep.runner_for(world_size)
         bundles, strategy = trial_bundles(world_size, sweep.capacity, holds_workers=RUNNERS[runner].holds_workers)
         return tune.PlacementGroupFactory(bundles, strategy=strategy)
 

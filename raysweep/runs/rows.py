@@ -40,7 +40,7 @@ class TrialRow:
     metric_logged: bool = True  # False: a W&B-style trial that ended without logging the metric
     reserved_at: float | None = None  # it waited with a reservation: the time first expected for its start
     backfilled: bool | None = None  # True: started behind another trial's reservation
-    # a trial that grew (``growth.py``): [size, from when, iterations then, run_s then], one per size
+    # a trial that changed size (``growth.py``): [size, from when, iterations then, run_s then], one per segment
     sizes: list[list[float]] | None = None
     worker_s: float | None = None  # the seconds it held each worker, summed (None: world_size x run_s)
     preemptions: int = 0  # the times it left a draining or lost node and went on from its checkpoint

@@ -51,13 +51,14 @@ class PlacementGuard:
         return super().choose_trial_to_run(tune_controller)
 
     def on_trial_result(self, tune_controller: Any, trial: Any, result: dict) -> str:
-        """The scheduler's decision; a trial it promotes at a rung that the admission lets grow
-        (``raysweep.grow``, ``driver/promotions.py``) pauses, to go on at its next size."""
+        """The scheduler's decision; a trial it lets go on that the admission resizes (``raysweep.grow``,
+        ``driver/promotions.py``: grown at a rung, filling idle slots or giving them back) pauses,
+        to go on at its new size."""
         decision = super().on_trial_result(tune_controller, trial, result)
         if (
             decision == TrialScheduler.CONTINUE
             and self.admission is not None
-            and self.admission.promoted(tune_controller, trial, result)
+            and self.admission.resizes(tune_controller, trial, result)
         ):
             return TrialScheduler.PAUSE
         return decision

@@ -4,6 +4,7 @@
       grow:
         sizes: [1, 2, 4, 8]   # a trial starts at the first, and takes the next at each promotion
         batch: batch_size     # the config key of the global batch: each rank gets global / world
+        fill: true            # default: past its first rung a trial takes idle slots while nothing waits
 
 A trial goes on from its checkpoint at the new size, so the sweep needs what that takes: a scheduler
 that promotes at rungs (ASHA, or W&B's hyperband), an entry point that checkpoints through raysweep
@@ -17,11 +18,11 @@ from typing import Any
 
 from raysweep.config_keys import get_path
 from raysweep.growth import Growth
-from raysweep.spec.checks import int_at_least, mapping, text, unknown_keys
+from raysweep.spec.checks import boolean, int_at_least, mapping, text, unknown_keys
 from raysweep.spec.model import SIZE, Scheduler
 from raysweep.spec.param import Param
 
-KEYS = ("sizes", "batch")
+KEYS = ("sizes", "batch", "fill")
 
 
 def parse_grow(
@@ -44,6 +45,7 @@ def parse_grow(
     unknown_keys(block, KEYS, "raysweep.grow", problems)
     sizes = _sizes(block.get("sizes"), problems)
     batch = text(block["batch"], "raysweep.grow.batch", problems) if "batch" in block else None
+    fill = boolean(block.get("fill", True), "raysweep.grow.fill", problems)
     if batch is None and "batch" not in block:
         problems.append(
             "raysweep.grow.batch: missing; name the config key of the trial's global batch (e.g. batch: batch_size): "
@@ -65,7 +67,7 @@ def parse_grow(
         problems.append(f"raysweep.grow: the sizes are each trial's; remove {where}")
     if sizes and batch:
         _check_batch(batch, sizes, params, base_config, problems)
-    return Growth(sizes, batch) if len(problems) == before else None
+    return Growth(sizes, batch, bool(fill)) if len(problems) == before else None
 
 
 def _sizes(value: Any, problems: list[str]) -> tuple[int, ...]:

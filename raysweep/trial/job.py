@@ -55,6 +55,9 @@ class Sweep:
     holdings: Any = None  # the sweep's record of what each trial holds: its pool, or an actor (trial/holdings.py)
     storage: str | None = None  # the run dir's URI where it lives on a URI storage (runs/storage.py); None: run_dir
 
+    def runner_for(self, size: int) -> Runner:
+        return runner_of(self.runners, size)
+
     @property
     def home(self) -> str:
         """Where the run dir is for every node: its URI, or the (shared) local path."""
@@ -143,3 +146,9 @@ class TrialJob:
 
     def new_attempt(self) -> TrialJob:
         return replace(self, attempt=uuid.uuid4().hex[:8])
+
+
+def runner_of(runners: dict[int, Runner], size: int) -> Runner:
+    """How a trial of ``size`` runs; a size the spec does not list (a growing trial filling idle
+    slots at twice its size, ``growth.fills``) runs as the largest listed one does."""
+    return runners.get(size) or runners[max(runners)]

@@ -36,7 +36,7 @@ def build_job(sweep: Sweep, flat_config: dict[str, Any], trial_id: str, staging_
         "trial_dir": trial_dir,
         "world_size": world_size,
         "shape": where,
-        "runner": sweep.runners[world_size],
+        "runner": sweep.runner_for(world_size),
         "metric": spec.objectives.reported,
         "report_timeout_s": spec.report_timeout_s,
         "group_timeout_s": spec.process_group_timeout_s,

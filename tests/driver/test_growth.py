@@ -141,3 +141,74 @@ def test_a_size_no_trial_ran_at_is_estimated_by_carrying_the_last_doublings_scal
     estimates = Estimates(spec, rows)
     assert estimates.scaled_report_seconds(4) == 6.0
     assert [round(estimates.scaled_report_seconds(s), 2) for s in (8, 16)] == [3.6, 2.16]
+
+
+def growing_sweep(batch: int = 64, **grow):
+    """A growing sweep's spec (sizes 1 and 2, ASHA to 8 reports) and the driver's estimates: a
+    report took 10 s at 1 worker and 6 s at 2, so 4 are expected to take 3.6 s."""
+    from raysweep.driver.estimates import Estimates
+    from raysweep.runs.rows import TrialRow
+    from raysweep.spec import parse_spec
+    from raysweep.words import TrialStatus
+
+    spec = parse_spec(
+        {
+            "method": "grid",
+            "metric": {"name": "score", "goal": "minimize"},
+            "parameters": {"batch_size": {"value": batch}},
+            "raysweep": {
+                "train_loop": "train_loops.smoke:train",
+                "scheduler": {"type": "asha", "grace_period": 1, "max_t": 8, "reduction_factor": 2},
+                "grow": {"sizes": [1, 2], "batch": "batch_size", **grow},
+            },
+        }
+    )
+    rows = {
+        "one": TrialRow("one", status=TrialStatus.DONE, world_size=1, iterations=4, run_s=40.0),
+        "two": TrialRow("two", status=TrialStatus.DONE, world_size=2, iterations=4, run_s=24.0),
+    }
+    return spec, Estimates(spec, rows)
+
+
+def test_the_driver_fills_idle_slots_and_gives_them_back_once_a_trial_waits():
+    """``Promotions.refit``, the decision ``decide`` and the simulator act on: the trial at 2 workers
+    past its first rung (6 reports left: 36 s at 2, 21.6 s at 4 and a 2 s restart, 1.2x its
+    GPU-hours) fills both whole nodes while nothing waits; at a later report, a trial waiting, it
+    goes back to 2 on the slots left to it, its own size remembered."""
+    from raysweep.driver.promotions import Promotions
+
+    spec, estimates = growing_sweep()
+    promotions = Promotions(spec, estimates)
+    slots, shape_of = cluster(A=2, B=2)
+    config = {"batch_size": 64, "num_gpus": 2}
+    mine = Holding("f", {"A": 2}, 40.0)
+    assert promotions.refit("f", config, 2, slots, [mine], [], shape_of, None, 2.0) == (4, {"A": 2, "B": 2})
+    assert promotions.own == {"f": 2}
+    filled = Holding("f", {"A": 2, "B": 2}, 30.0)
+    waiting = [Waiting("w", 1, 30.0)]
+    at_four = {**config, "num_gpus": 4}
+    assert promotions.refit("f", at_four, 3, slots, [filled], waiting, shape_of, None, 2.0) == (2, {"A": 2})
+    assert promotions.own == {}
+    assert promotions.refit("f", config, 2, slots, [mine], waiting, shape_of, None, 2.0) is None  # it waits
+    # a trial started ahead of its slots (warm workers) waits for them as much as one in the queue
+    assert promotions.refit("f", config, 2, slots, [mine], [], shape_of, None, 2.0) == (4, {"A": 2, "B": 2})
+    ahead = Holding("w", {"B": 2}, 60.0, placed=False, takes_at=30.0)
+    assert promotions.refit("f", at_four, 3, slots, [filled, ahead], [], shape_of, None, 2.0) == (2, {"A": 2})
+
+
+def test_the_driver_fills_nothing_before_the_first_rung_past_the_budget_or_where_the_batch_does_not_split():
+    from raysweep.driver.promotions import Promotions
+
+    slots, shape_of = cluster(A=2, B=2)
+    mine = Holding("f", {"A": 2}, 40.0)
+    spec, estimates = growing_sweep()
+    fill = Promotions(spec, estimates).refit
+    config = {"batch_size": 64, "num_gpus": 2}
+    assert fill("f", config, 0, slots, [mine], [], shape_of, None, 2.0) is None  # before its first rung
+    assert fill("f", config, 2, slots, [mine], [], shape_of, None, 20.0) is None  # 21.6 + 20 s > 36 s
+    # the rest at 4 costs 4 x 21.6 - 2 x 36 = 14.4 worker-seconds more
+    assert fill("f", config, 2, slots, [mine], [], shape_of, 14.3, 2.0) is None
+    assert fill("f", config, 2, slots, [mine], [], shape_of, 14.5, 2.0) is not None
+    assert fill("f", {**config, "batch_size": 66}, 2, slots, [mine], [], shape_of, None, 2.0) is None  # 66 / 4
+    spec, estimates = growing_sweep(batch=64, fill=False)
+    assert Promotions(spec, estimates).refit("f", config, 2, slots, [mine], [], shape_of, None, 2.0) is None

@@ -31,6 +31,7 @@ def test_a_growing_sweep_starts_at_the_first_size_and_can_take_each_and_is_recor
     assert spec.world_size({"lr": 0.1}) == 1 and spec.world_sizes == {1, 2, 4}
     assert spec.world_size({"num_gpus": 4}) == 4  # a trial that grew: its size is in its config
     assert SweepSpec.from_json(spec.to_json()).grow == spec.grow
+    assert spec.grow.fill  # the tail is filled unless the file says fill: false
 
 
 def test_the_global_batch_may_come_from_base_config_at_a_nested_key():
@@ -52,8 +53,9 @@ def test_the_global_batch_may_come_from_base_config_at_a_nested_key():
         ({"grow": {"sizes": [1, 2]}}, r"raysweep.grow.batch: missing"),
         (
             {"grow": {"sizes": [1, 2], "batch": "batch_size", "lr": 1}},
-            r"raysweep.grow.lr: unknown key; valid keys: sizes, batch",
+            r"raysweep.grow.lr: unknown key; valid keys: sizes, batch, fill",
         ),
+        ({"grow": {"sizes": [1, 2], "batch": "batch_size", "fill": "no"}}, r"raysweep.grow.fill: must be true or false"),
         ({"grow": {"sizes": [1, 3], "batch": "batch_size"}}, r"= 64 does not divide among 3 ranks"),
         (
             {"grow": {"sizes": [1, 2], "batch": "nowhere"}},

@@ -8,9 +8,10 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import time
 
 import psutil
-from conftest import RAY, ROOT, cli_env, free_port
+from conftest import RAY, ROOT, cli_env, driver_script, free_port
 
 # The head's GCS finds a killed node dead after 3 failed health checks 1 s apart (Ray's default:
 # 5, 3 s apart). What the tests wait for after a kill is this, not raysweep.
@@ -44,7 +45,7 @@ def start_node(ip: str, name: str, head: str | None = None, own_disk: str | None
             f"--metrics-export-port={free_port()}",
             # worker processes bind the machine's ports too: each node its own range
             f"--min-worker-port={worker_ports(ip)}",
-            f"--max-worker-port={worker_ports(ip) + 599}",
+            f"--max-worker-port={worker_ports(ip) + 299}",
         ]
     if own_disk is not None:  # its own mount namespace: Ray's daemons it starts stay in it
         args = ["unshare", "-m", "sh", "-c", f'mount -t tmpfs none "{own_disk}" && exec "$@"', "sh", *args]
@@ -56,11 +57,11 @@ def start_node(ip: str, name: str, head: str | None = None, own_disk: str | None
 
 
 def worker_ports(ip: str) -> int:
-    """The first of the 600 worker ports of the node at ``ip`` (127.0.0.2 to 127.0.0.22): above a
+    """The first of the 300 worker ports of the node at ``ip`` (127.0.0.2 to 127.0.0.42): above a
     head's (Ray's default, 10002-19999), below the ephemeral ports."""
     octet = int(ip.rsplit(".", 1)[1])
-    assert 2 <= octet <= 22, ip
-    return 20000 + 600 * (octet - 2)
+    assert 2 <= octet <= 42, ip
+    return 20000 + 300 * (octet - 2)
 
 
 _HEAD_PORTS: dict[str, int] = {}
@@ -91,3 +92,27 @@ def kill_node(raylet_port: int) -> int:
             pass
     psutil.wait_procs(tree, timeout=30)
     return len(tree)
+
+
+def node_ids(address: str, names) -> dict[str, str]:
+    """Each named node's id, asked once as its test starts: under load a driver process takes
+    seconds to connect, and the drain must come while the trial still runs."""
+    body = (
+        f"import json; print(json.dumps({{r: n['NodeID'] for n in ray.nodes() if n['Alive'] "
+        f"for r in n['Resources'] if r in {sorted(names)!r}}}))"
+    )
+    out = driver_script(address, body)
+    assert out.returncode == 0, out.stderr
+    ids = json.loads(out.stdout.strip().splitlines()[-1])
+    assert sorted(ids) == sorted(names), ids
+    return ids
+
+
+def drain(address: str, node: str, deadline_s: int) -> float:
+    """Drain the node (its id) as a spot reclaim does; returns when the GCS had taken it (epoch seconds)."""
+    cmd = [RAY, "drain-node", f"--address={address}", f"--node-id={node}"]
+    cmd += ["--reason=DRAIN_NODE_REASON_PREEMPTION", "--reason-message=spot reclaim"]
+    cmd += [f"--deadline-remaining-seconds={deadline_s}"]
+    out = subprocess.run(cmd, capture_output=True, text=True, env=cli_env(), cwd=ROOT, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return time.time()

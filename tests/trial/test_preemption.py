@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import RAY, ROOT, cli_env, driver_script, ensure_ray_token, raysweep, stop_cluster, write_spec
-from loopback import head_port_for, kill_node, start_node
+from conftest import ROOT, cli_env, driver_script, ensure_ray_token, raysweep, stop_cluster, write_spec
+from loopback import drain, head_port_for, kill_node, node_ids, start_node
 
 pytestmark = pytest.mark.ray
 
@@ -59,30 +59,6 @@ def end_nodes(address: str, ports: dict[str, int]) -> None:
     while any(name in (out := driver_script(address, body)).stdout for name in ports):
         assert time.time() < deadline, out.stdout + out.stderr
         time.sleep(1)
-
-
-def node_ids(address: str, names) -> dict[str, str]:
-    """Each named node's id, asked once as its test starts: under load a driver process takes
-    seconds to connect, and the drain must come while the trial still runs."""
-    body = (
-        f"import json; print(json.dumps({{r: n['NodeID'] for n in ray.nodes() if n['Alive'] "
-        f"for r in n['Resources'] if r in {sorted(names)!r}}}))"
-    )
-    out = driver_script(address, body)
-    assert out.returncode == 0, out.stderr
-    ids = json.loads(out.stdout.strip().splitlines()[-1])
-    assert sorted(ids) == sorted(names), ids
-    return ids
-
-
-def drain(address: str, node: str, deadline_s: int) -> float:
-    """Drain the node (its id) as a spot reclaim does; returns when the GCS had taken it (epoch seconds)."""
-    cmd = [RAY, "drain-node", f"--address={address}", f"--node-id={node}"]
-    cmd += ["--reason=DRAIN_NODE_REASON_PREEMPTION", "--reason-message=spot reclaim"]
-    cmd += [f"--deadline-remaining-seconds={deadline_s}"]
-    out = subprocess.run(cmd, capture_output=True, text=True, env=cli_env(), cwd=ROOT, timeout=60)
-    assert out.returncode == 0, out.stdout + out.stderr
-    return time.time()
 
 
 def test_trials_on_a_draining_node_leave_at_their_next_checkpoint_and_lose_no_epoch(s3, head, head_disk, tmp_path):
