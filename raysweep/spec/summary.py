@@ -88,5 +88,7 @@ def summary_text(spec: SweepSpec, count: int | None = None) -> str:
             f"grow      {sizes} workers, one size more at each promotion; each rank takes {spec.grow.batch} / workers"
         )
         if spec.grow.fill:
-            lines.append("          idle slots in the tail: a trial past its first rung takes twice its size, gives it back")
+            lines.append(
+                "          idle slots in the tail: a trial past its first rung takes twice its size, gives it back"
+            )
     return "\n".join(lines)

@@ -55,7 +55,10 @@ def test_the_global_batch_may_come_from_base_config_at_a_nested_key():
             {"grow": {"sizes": [1, 2], "batch": "batch_size", "lr": 1}},
             r"raysweep.grow.lr: unknown key; valid keys: sizes, batch, fill",
         ),
-        ({"grow": {"sizes": [1, 2], "batch": "batch_size", "fill": "no"}}, r"raysweep.grow.fill: must be true or false"),
+        (
+            {"grow": {"sizes": [1, 2], "batch": "batch_size", "fill": "no"}},
+            r"raysweep.grow.fill: must be true or false",
+        ),
         ({"grow": {"sizes": [1, 3], "batch": "batch_size"}}, r"= 64 does not divide among 3 ranks"),
         (
             {"grow": {"sizes": [1, 2], "batch": "nowhere"}},
