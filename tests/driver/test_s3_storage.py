@@ -108,6 +108,7 @@ def test_a_killed_driver_resumes_from_the_bucket_alone_with_no_epoch_lost_or_rep
         if "experiment_state" in keys and "trials.jsonl" in keys and "checkpoint_000002" in keys:
             break
         time.sleep(0.3)
+    wait_for_a_sync(s3, bucket, driver, deadline)
     driver.send_signal(signal.SIGKILL)
     driver.wait()
     before = ran_epochs(records)
@@ -162,6 +163,7 @@ def test_a_program_script_goes_on_from_its_trial_checkpoint_directory_after_a_ki
         if synced and any("experiment_state" in k for k in keys):
             break
         time.sleep(0.3)
+    wait_for_a_sync(s3, bucket, driver, deadline)
     driver.send_signal(signal.SIGKILL)
     driver.wait()
     assert any(len(e) < EPOCHS for e in ran_epochs(records).values()), ran_epochs(records)
@@ -208,6 +210,16 @@ def test_after_an_early_stopped_sweep_the_bucket_holds_only_what_the_checkpoint_
     holding = {k.split("/")[2].split("_")[2] for k in s3.keys(bucket) if "/checkpoint_" in k}
     assert holding == {best}, (holding, best, by_status)
     assert shown["storage"]["checkpoints"] == 2
+
+
+def wait_for_a_sync(s3, bucket: str, driver: subprocess.Popen, deadline: float) -> None:
+    """Until Tune's state and results reach the bucket again after now (every ``SYNC_PERIOD_S``): the
+    kill then comes with the storage at most the report in flight behind. Under load a sync can
+    lag the checkpoints by seconds, and a state older than a trial leaves it out of the resume."""
+    since = time.time() + 1.0  # LastModified counts whole seconds
+    while not any("experiment_state" in k and at >= since for k, at in s3.modified(bucket).items()):
+        assert driver.poll() is None and time.time() < deadline, "the storage saw no sync"
+        time.sleep(0.2)
 
 
 def _lines(s3, bucket: str, key: str) -> int:
