@@ -39,6 +39,7 @@ PARTS = {
     "chaos": ["bench.chaos"],  # a sweep through a lost node, a killed driver and a Ctrl-C on two nodes
     "storage": ["bench.storage"],  # what a sweep leaves on storage (policy vs Tune's default), S3 vs disk
     "preemption": ["bench.preemption"],  # a node drained then killed every 12 s, a new one in its place
+    "fill": ["bench.fill"],  # the tail filled on three nodes, and the simulator's replay of it
 }
 GPU_PARTS = {"gpu": ["bench.gpu"]}  # --gpu: issue 21's figures, on a machine with CUDA
 

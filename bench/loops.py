@@ -84,3 +84,26 @@ def scale(config: dict) -> None:
     for epoch in range(1, reports + 1):
         time.sleep(config["trial_s"] / reports)
         raysweep.report({"score": (config["x"] % 97) / 97 + 1.0 / epoch, "epoch": epoch})
+
+
+def paced(config: dict) -> None:
+    """The fill's trial (``bench.fill``): each epoch waits ``epoch_s / world`` (an accelerator's
+    compute, halving with each doubling), reports ``x``'s curve, and checkpoints; a restarted trial
+    goes on from its checkpoint."""
+    import tempfile
+
+    ctx, start = raysweep.get_context(), 0
+    checkpoint = raysweep.get_checkpoint()
+    if checkpoint is not None:
+        with checkpoint.as_directory() as d, open(os.path.join(d, "epoch")) as f:
+            start = int(f.read())
+    for epoch in range(start + 1, int(config["epochs"]) + 1):
+        time.sleep(config["epoch_s"] / ctx.world_size)
+        metrics = {"score": config["x"] * (1 - 1 / (epoch + 1)), "epoch": float(epoch)}
+        if not ctx.is_main:
+            raysweep.report(metrics)
+            continue
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "epoch"), "w") as f:
+                f.write(str(epoch))
+            raysweep.report(metrics, checkpoint=d)

@@ -150,8 +150,9 @@ class Simulation:
         the search keeps waiting (default the driver's, ``experiment.py``)."""
         self.setup, self.curves, self.sizes = setup, curves, sizes
         self.policy = POLICIES[setup.policy]
-        self.growth = Growth(SIZES, "batch", fill=self.policy.fill) if self.policy.grow else None
         self.spec = spec or sim_spec()
+        grow = self.spec.grow or Growth(SIZES, "batch")  # a replay's spec names its sizes
+        self.growth = replace(grow, fill=self.policy.fill) if self.policy.grow else None
         self.slots = {f"n{i}": setup.gpus for i in range(setup.nodes)}
         capacity = Capacity(
             nodes=tuple(Node(n, n, setup.gpus, cpus=8.0 * setup.gpus, gpus=setup.gpus) for n in self.slots),

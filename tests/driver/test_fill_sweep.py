@@ -114,7 +114,7 @@ def test_a_trial_fills_an_idle_node_in_the_tail_gives_it_back_when_a_trial_waits
     assert [int(size) for size, *_ in a["sizes"]] == [1, 2, 4, 2]  # grew, filled, gave back
     assert b["preemptions"] == 1 and b["status"] == "done" and a["status"] == "done"
     assert [int(size) for size, *_ in b["sizes"]] == [1, 2]  # 34 does not divide among 4: it never filled
-    assert a["worker_s"] > 2 * a["run_s"] - 1e-6  # its rest held 2 or 4 workers
+    assert a["worker_s"] > a["run_s"]  # after its first rung it held 2 or 4 workers
 
     out = raysweep(
         "run",

@@ -108,7 +108,6 @@ def test_a_killed_driver_resumes_from_the_bucket_alone_with_no_epoch_lost_or_rep
         if "experiment_state" in keys and "trials.jsonl" in keys and "checkpoint_000002" in keys:
             break
         time.sleep(0.3)
-    wait_for_a_sync(s3, bucket, driver, deadline)
     driver.send_signal(signal.SIGKILL)
     driver.wait()
     before = ran_epochs(records)
@@ -122,7 +121,7 @@ def test_a_killed_driver_resumes_from_the_bucket_alone_with_no_epoch_lost_or_rep
     for x, epochs in ran_epochs(records).items():
         # every epoch once, except one whose checkpoint the killed driver's Tune had not yet stored
         assert sorted(set(epochs)) == list(range(1, EPOCHS + 1)), (x, epochs)
-        assert len(epochs) - EPOCHS <= 1, (x, epochs)
+        assert len(epochs) - EPOCHS <= 1, (x, epochs, restarts(tmp_path / "cache"), out.stdout[-2000:])
 
 
 def test_a_program_script_goes_on_from_its_trial_checkpoint_directory_after_a_killed_driver(s3, cluster, tmp_path):
@@ -163,7 +162,6 @@ def test_a_program_script_goes_on_from_its_trial_checkpoint_directory_after_a_ki
         if synced and any("experiment_state" in k for k in keys):
             break
         time.sleep(0.3)
-    wait_for_a_sync(s3, bucket, driver, deadline)
     driver.send_signal(signal.SIGKILL)
     driver.wait()
     assert any(len(e) < EPOCHS for e in ran_epochs(records).values()), ran_epochs(records)
@@ -173,7 +171,7 @@ def test_a_program_script_goes_on_from_its_trial_checkpoint_directory_after_a_ki
     assert out.returncode == 0, out.stderr + out.stdout
     for x, epochs in ran_epochs(records).items():  # started again, the script went on from its directory
         assert sorted(set(epochs)) == list(range(1, EPOCHS + 1)), (x, epochs)
-        assert epochs.count(1) == 1 and len(epochs) - EPOCHS <= 2, (x, epochs)
+        assert epochs.count(1) == 1 and len(epochs) - EPOCHS <= 2, (x, epochs, restarts(tmp_path / "cache"))
 
 
 def test_after_an_early_stopped_sweep_the_bucket_holds_only_what_the_checkpoint_policy_keeps(s3, cluster, tmp_path):
@@ -212,14 +210,15 @@ def test_after_an_early_stopped_sweep_the_bucket_holds_only_what_the_checkpoint_
     assert shown["storage"]["checkpoints"] == 2
 
 
-def wait_for_a_sync(s3, bucket: str, driver: subprocess.Popen, deadline: float) -> None:
-    """Until Tune's state and results reach the bucket again after now (every ``SYNC_PERIOD_S``): the
-    kill then comes with the storage at most the report in flight behind. Under load a sync can
-    lag the checkpoints by seconds, and a state older than a trial leaves it out of the resume."""
-    since = time.time() + 1.0  # LastModified counts whole seconds
-    while not any("experiment_state" in k and at >= since for k, at in s3.modified(bucket).items()):
-        assert driver.poll() is None and time.time() < deadline, "the storage saw no sync"
-        time.sleep(0.2)
+def restarts(cache: Path) -> list[str]:
+    """What the resumed driver's log says of where each trial went on from (a failure's evidence)."""
+    words = ("goes on from", "starts over", "checkpoint", "restor", "WARNING", "ERROR")
+    return [
+        line[:300]
+        for log in cache.rglob("driver.log")
+        for line in log.read_text().splitlines()
+        if any(w in line for w in words)
+    ][-40:]
 
 
 def _lines(s3, bucket: str, key: str) -> int:

@@ -50,13 +50,6 @@ class S3Server:
     def uri(self, bucket: str, prefix: str = "runs") -> str:
         return f"s3://{bucket}/{prefix}?endpoint_override=127.0.0.1:{self.port}&scheme=http"
 
-    def modified(self, bucket: str) -> dict[str, float]:
-        """Every object in ``bucket``: key -> when it was last written (epoch seconds)."""
-        out: dict[str, float] = {}
-        for page in self.client().get_paginator("list_objects_v2").paginate(Bucket=bucket):
-            out |= {o["Key"]: o["LastModified"].timestamp() for o in page.get("Contents", [])}
-        return out
-
     def keys(self, bucket: str) -> dict[str, int]:
         """Every object in ``bucket``: key -> size."""
         out: dict[str, int] = {}

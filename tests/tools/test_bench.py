@@ -171,3 +171,19 @@ def test_quick_preemption_part_preempts_and_loses_no_epoch(tmp_path: Path) -> No
     data = json.loads((tmp_path / "preemption_quick.json").read_text())
     assert data["with"]["preemptions"] >= 1 and data["with"]["epochs_trained_again"] == 0
     assert data["with"]["done"] == data["without"]["done"] == data["trials"]
+
+
+def test_quick_fill_part_runs_the_tail_and_replays_it(tmp_path: Path) -> None:
+    env = {**os.environ, "BENCH_RESULTS_DIR": str(tmp_path)}
+    proc = subprocess.run(
+        ["flock", LOCK, sys.executable, "-m", "bench.fill", "--quick"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    data = json.loads((tmp_path / "fill_quick.json").read_text())
+    assert len(data["sizes_real"]) == len(data["sizes_simulated"]) == 4
+    assert data["wall_s"]["real"] > 0 and data["slots_busy"]["simulated"] > 0
