@@ -47,7 +47,9 @@ def three_nodes() -> Iterator[str]:
         for ip in NODES[1:]:
             first = 20000 + 300 * (int(ip.rsplit(".", 1)[1]) - 2)  # tests/support/loopback.py's ranges
             ports = [f"--{flag}={free_port()}" for flag in ("node-manager-port", "object-manager-port")]
-            ports += [f"--{flag}={free_port()}" for flag in ("dashboard-agent-listen-port", "dashboard-agent-grpc-port")]
+            ports += [
+                f"--{flag}={free_port()}" for flag in ("dashboard-agent-listen-port", "dashboard-agent-grpc-port")
+            ]
             ports += [f"--{flag}={free_port()}" for flag in ("runtime-env-agent-port", "metrics-export-port")]
             workers = [f"--min-worker-port={first}", f"--max-worker-port={first + 299}"]
             node = [RAY, "start", f"--address={address}", f"--node-ip-address={ip}", *ports, *workers, *common]
