@@ -205,6 +205,10 @@ class Admission:
             return False  # it goes on from the checkpoint it reported with this result
         trials = tune_controller.get_trials()
         lead = self.estimates.start_lead(self.board.chosen_at)
+        # ask the record again without waiting (in a sweep's tail ``choose`` has no queue to read it
+        # for), and decide on what it last said: a trial restarted since has no slots in it until
+        # it answers, and is then decided at a later report
+        self._read_holdings(trials)
         holdings = self._holdings(trials, lead, fresh=False)
         if holdings is None or self.turns.first is None:
             return False
