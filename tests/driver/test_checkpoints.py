@@ -68,7 +68,8 @@ def test_a_state_naming_a_gone_checkpoint_resumes_from_the_newest_stored_or_from
     """
     storage = tmp_path / "runs"
     run_dir = storage / "c"
-    driver = _start(ray_cluster, storage, "run", str(_spec(tmp_path, "c", 2, 0.5)), "--wandb", "disabled")
+    # 1 s epochs: 3 s from the third report to a trial's end, for the Ctrl-C to stop both under load
+    driver = _start(ray_cluster, storage, "run", str(_spec(tmp_path, "c", 2, 1.0)), "--wandb", "disabled")
     trials_file = run_dir / TRIALS_FILE
 
     def two_trials_three_epochs_in() -> bool:
