@@ -86,6 +86,7 @@ def timeline(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "x": r["config"]["x"],
             "sizes": [int(s[0]) for s in r.get("sizes") or [[r["num_workers"]]]],
             "resized_at": [round(s[1] - first, 2) for s in (r.get("sizes") or [])[1:]],
+            "resized_after": [int(s[2]) for s in (r.get("sizes") or [])[1:]],  # its epochs then
             "epochs": r["iterations"],
             "start": round(r["start"] - first, 2),
             "end": round(r["end"] - first, 2),
@@ -106,9 +107,11 @@ def replay(trials: list[dict[str, Any]], epoch_s: float) -> Simulation:
     their curves, ASHA and growth with the fill; each size's start-up the median of the real
     trials' seconds held at that size beyond its epochs there (a restart's included)."""
     beyond: dict[int, list[float]] = {}
-    for t in trials:
-        if len(t["sizes"]) == 1:
-            beyond.setdefault(t["sizes"][0], []).append(t["end"] - t["start"] - t["epochs"] * epoch_s / t["sizes"][0])
+    alone = [t for t in trials if len(t["sizes"]) == 1]
+    for t in alone or trials:  # every trial changed size: their first sizes, up to the change
+        held = (t["resized_at"] or [t["end"]])[0] - t["start"]
+        epochs = (t.get("resized_after") or [t["epochs"]])[0]
+        beyond.setdefault(t["sizes"][0], []).append(held - epochs * epoch_s / t["sizes"][0])
     starts = tuple((size, round(max(0.0, statistics.median(v)), 2)) for size, v in sorted(beyond.items()))
     curves = [{METRIC: [float(e) for e in range(1, ASHA["max_t"] + 1)]} for _ in trials]
     spec = SweepSpec(

@@ -22,8 +22,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from raysweep.backfill import Holding, Waiting, free_slots, place, reserve
+from raysweep.config_keys import get_path
 from raysweep.placement import NeverPlaced, Shape
 
 
@@ -48,6 +50,11 @@ class Growth:
     @classmethod
     def from_json(cls, data: dict | None) -> Growth | None:
         return cls(tuple(data["sizes"]), data["batch"], data.get("fill", True)) if data else None
+
+
+def global_batch(growth: Growth, flat_config: Mapping, base_config: Any) -> Any:
+    """A trial's global batch: its config's value of ``growth.batch``, else ``base_config``'s."""
+    return flat_config[growth.batch] if growth.batch in flat_config else get_path(base_config, growth.batch)
 
 
 def per_rank_batch(global_batch: int, world_size: int) -> int:

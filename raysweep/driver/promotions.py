@@ -22,9 +22,8 @@ from typing import Any
 from ray.tune.experiment import Trial
 
 from raysweep.backfill import Holding, Waiting, free_slots, place
-from raysweep.config_keys import get_path
 from raysweep.driver.estimates import Estimates
-from raysweep.growth import Promoted, fill_size, fills, gives_back, grows, holding_size
+from raysweep.growth import Promoted, fill_size, fills, gives_back, global_batch, grows, holding_size
 from raysweep.spec import SweepSpec
 from raysweep.spec.model import SIZE
 
@@ -156,8 +155,7 @@ class Promotions:
 
     def _divides(self, config: Mapping[str, Any], size: int) -> bool:
         """Whether the trial's global batch divides among ``size`` ranks (none known: it does)."""
-        batch = self.spec.grow.batch
-        value = config.get(batch, get_path(self.spec.base_config, batch))
+        value = global_batch(self.spec.grow, config, self.spec.base_config)
         return not isinstance(value, int) or isinstance(value, bool) or value % size == 0
 
     def saving(self, trials: list[Any]) -> bool:

@@ -9,8 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from raysweep.config_keys import get_path
-from raysweep.growth import per_rank_batch
+from raysweep.growth import global_batch, per_rank_batch
 from raysweep.placement import NeverPlaced, shape
 from raysweep.trial.entries import kind_of
 from raysweep.trial.job import Sweep, TrialJob
@@ -55,9 +54,8 @@ def build_job(sweep: Sweep, flat_config: dict[str, Any], trial_id: str, staging_
 def _rank_batch(spec: Any, flat_config: dict[str, Any], world_size: int) -> dict[str, Any]:
     """A growing sweep's trial (``growth.py``): each rank takes its share of the global batch, so
     the trial keeps its batch, and its learning rate, at every size."""
-    batch = spec.grow.batch
-    global_batch = flat_config[batch] if batch in flat_config else get_path(spec.base_config, batch)
-    return {**flat_config, batch: per_rank_batch(global_batch, world_size)}
+    batch = global_batch(spec.grow, flat_config, spec.base_config)
+    return {**flat_config, spec.grow.batch: per_rank_batch(batch, world_size)}
 
 
 def trial_files_dir(staging_dir: str, run_dir: str) -> str:

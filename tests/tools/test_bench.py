@@ -21,6 +21,15 @@ REPO = Path(__file__).resolve().parents[2]
 LOCK = "/tmp/raysweep-ray.lock"  # other sessions' Ray tests share this machine
 
 
+def quick_part(tmp_path: Path, module: str, results: str, timeout: int) -> dict:
+    """``module --quick`` under the Ray lock, its results written under ``tmp_path``: the file ``results``.json."""
+    env = {**os.environ, "BENCH_RESULTS_DIR": str(tmp_path)}
+    cmd = ["flock", LOCK, sys.executable, "-m", module, "--quick"]
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    return json.loads((tmp_path / f"{results}.json").read_text())
+
+
 @pytest.mark.skipif(shutil.which("flock") is None, reason="needs flock(1)")
 def test_quick_overhead_part_writes_results(tmp_path: Path) -> None:
     cmd = [
@@ -99,17 +108,7 @@ def test_quick_readers_part_times_show_and_report(tmp_path: Path) -> None:
 
 
 def test_quick_first_report_part_stamps_both_sizes(tmp_path: Path) -> None:
-    env = {**os.environ, "BENCH_RESULTS_DIR": str(tmp_path)}
-    proc = subprocess.run(
-        ["flock", LOCK, sys.executable, "-m", "bench.first_report", "--quick"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    data = json.loads((tmp_path / "first_report_quick.json").read_text())
+    data = quick_part(tmp_path, "bench.first_report", "first_report_quick", timeout=600)
     for size in ("1w", "2w"):
         (run,) = data["runs"][size]
         assert (
@@ -142,48 +141,18 @@ def test_search_proxy_replays_samplers_on_the_grids_recorded_values(tmp_path: Pa
 
 
 def test_quick_storage_part_counts_what_each_policy_leaves_and_times_a_persist(tmp_path: Path) -> None:
-    env = {**os.environ, "BENCH_RESULTS_DIR": str(tmp_path)}
-    proc = subprocess.run(
-        ["flock", LOCK, sys.executable, "-m", "bench.storage", "--quick"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    data = json.loads((tmp_path / "storage_quick.json").read_text())
+    data = quick_part(tmp_path, "bench.storage", "storage_quick", timeout=900)
     assert data["tune_default"]["checkpoints"] > data["policy"]["checkpoints"] > 0
     assert all(s["s3"] > 0 and s["local"] > 0 for s in data["persist_s"].values())
 
 
 def test_quick_preemption_part_preempts_and_loses_no_epoch(tmp_path: Path) -> None:
-    env = {**os.environ, "BENCH_RESULTS_DIR": str(tmp_path)}
-    proc = subprocess.run(
-        ["flock", LOCK, sys.executable, "-m", "bench.preemption", "--quick"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    data = json.loads((tmp_path / "preemption_quick.json").read_text())
+    data = quick_part(tmp_path, "bench.preemption", "preemption_quick", timeout=900)
     assert data["with"]["preemptions"] >= 1 and data["with"]["epochs_trained_again"] == 0
     assert data["with"]["done"] == data["without"]["done"] == data["trials"]
 
 
 def test_quick_fill_part_runs_the_tail_and_replays_it(tmp_path: Path) -> None:
-    env = {**os.environ, "BENCH_RESULTS_DIR": str(tmp_path)}
-    proc = subprocess.run(
-        ["flock", LOCK, sys.executable, "-m", "bench.fill", "--quick"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    data = json.loads((tmp_path / "fill_quick.json").read_text())
+    data = quick_part(tmp_path, "bench.fill", "fill_quick", timeout=900)
     assert len(data["sizes_real"]) == len(data["sizes_simulated"]) == 4
     assert data["wall_s"]["real"] > 0 and data["slots_busy"]["simulated"] > 0
