@@ -93,8 +93,7 @@ class Admission:
         self._held: dict[str, dict[str, int]] = {}
         self._held_at = 0.0
         self._asked: list[Any] | None = None  # the record's answers on their way (``_read_holdings``)
-        self._asked_at = 0.0
-        self._started_at: dict[str, float] = {}  # trial id -> when it was last started (monotonic)
+        self._started_at: dict[str, float] = {}  # trial id -> when it was last started (time.time)
         self._live = capacity
         self._live_at = 0.0
         self._draining: set[str] = set()  # nodes that announced their end (trial/preemption.py)
@@ -206,8 +205,8 @@ class Admission:
         trials = tune_controller.get_trials()
         lead = self.estimates.start_lead(self.board.chosen_at)
         # ask the record again without waiting (in a sweep's tail ``choose`` has no queue to read it
-        # for), and decide on what it last said: a trial restarted since has no slots in it until
-        # it answers, and is then decided at a later report
+        # for), and decide on what it last said: a trial restarted since holds the slots it was
+        # started on until its new run tells the record
         self._read_holdings(trials)
         holdings = self._holdings(trials, lead, fresh=False)
         if holdings is None or self.turns.first is None:
@@ -242,7 +241,7 @@ class Admission:
         group (``placement.token_bundles``)."""
         self.starting[trial.trial_id] = nodes
         self._held.pop(trial.trial_id, None)  # a resized trial: its old slots are no longer its
-        self._started_at[trial.trial_id] = time.monotonic()
+        self._started_at[trial.trial_id] = time.time()
         self.turns.started(trial.trial_id)
         self._takes_at.pop(trial.trial_id, None)
         if takes_at is not None:
@@ -312,18 +311,17 @@ class Admission:
         if self._asked is None:
             if time.monotonic() - self._held_at <= REFRESH_S:
                 return True
-            # only trials that place their own slots need when they began to hold them
-            self._asked = [self.holdings.nodes.remote()] + ([self.holdings.since.remote()] if self.ahead else [])
-            self._asked_at = time.monotonic()
+            self._asked = [self.holdings.nodes.remote(), self.holdings.since.remote()]
         ready, _ = ray.wait(self._asked, num_returns=len(self._asked), timeout=0)
         if len(ready) < len(self._asked):
             return False
-        answers, self._asked = ray.get(self._asked), None
-        # a trial started since the question (a resize) holds what ``starting`` says, not its old slots
-        fresh = {k: v for k, v in answers[0].items() if self._started_at.get(k, 0.0) < self._asked_at}
-        self._held, self._held_at = fresh, time.monotonic()
+        (nodes, since), self._asked = ray.get(self._asked), None
+        # a trial started again (a resize) keeps its old entry until its new run tells the record
+        # where it runs: until then it holds what ``starting`` says (the record is on this node: one clock)
+        self._held = {k: v for k, v in nodes.items() if since.get(k, 0.0) >= self._started_at.get(k, 0.0)}
+        self._held_at = time.monotonic()
         if self.ahead:
-            self._placed(trials, answers[1])
+            self._placed(trials, since)
         return True
 
     def _placed(self, trials: list[Any], since: dict[str, float]) -> None:

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
-from conftest import ensure_ray_token, raysweep, show, start_sweep, stop_cluster, write_spec
+from conftest import driver_script, ensure_ray_token, raysweep, show, start_sweep, stop_cluster, write_spec
 from loopback import drain, head_port_for, kill_node, start_node
 
 from raysweep.runs.files import TRIALS_FILE, read_trials
@@ -102,7 +103,10 @@ def test_a_trial_fills_an_idle_node_in_the_tail_gives_it_back_when_a_trial_waits
             time.sleep(0.5)
         rows = {r["config"]["batch_size"]: r for r in read_trials(runs / "tail" / TRIALS_FILE)}
         drain(address, grown_to(log.read_text(), rows[34]["trial_id"]), 60)  # B leaves; A must give a node back
-        stdout, stderr = driver.communicate(timeout=300)
+        try:
+            stdout, stderr = driver.communicate(timeout=300)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the sweep did not end 300 s after the drain; its driver.log ends:\n" + log.read_text()[-6000:])
     finally:
         driver.kill()
     assert driver.returncode == 0, stdout[-3000:] + stderr[-3000:]
@@ -134,3 +138,44 @@ def test_a_trial_fills_an_idle_node_in_the_tail_gives_it_back_when_a_trial_waits
         assert got == pytest.approx(want, rel=1e-4)
     (shown,) = [t for t in show(runs / "tail")["trials"] if t["config"]["batch_size"] == 64]
     assert shown["num_workers"] == 2
+
+
+RECORD_AFTER_A_RESTART = """
+from raysweep.driver.admission import Admission, Board
+from raysweep.placement import Capacity, Node
+from raysweep.trial.holdings import start_holdings
+
+record = start_holdings()
+ray.get(record.hold.remote("b", {"old": 1}))
+capacity = Capacity((Node("old", "127.0.0.1", 2, 2.0),), use_gpu=False, cpus_per_worker=1.0, managed_slots=True)
+admission = Admission(None, capacity, None, holdings=record, board=Board(), queue=4)
+
+
+def read():
+    admission._held_at = 0.0  # ask now
+    while not admission._read_holdings([]):
+        time.sleep(0.05)
+    return admission._held
+
+
+print("before", read())
+admission._started_at["b"] = time.time()  # the admission starts b again (``_start``) at its new size
+print("restarting", read())  # asked after that start: the record still has b's old run
+ray.get(record.hold.remote("b", {"new": 2}))  # b's new run tells the record where it runs
+print("restarted", read())
+"""
+
+
+def test_a_trial_started_again_is_not_read_on_its_old_slots_until_its_new_run_tells_the_record(cluster):
+    """A trial paused to resize keeps its entry in the sweep's record until its new run starts; the
+    admission read it there in between and filled another trial onto the restarted trial's new
+    slots: under load, the sweep then waited forever (CI, 2026-12-07). The entry counts again once
+    the new run tells the record. Planted: judged by when the record was asked, b read as "old"."""
+    address, _ = cluster
+    out = driver_script(address, RECORD_AFTER_A_RESTART, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.splitlines() == [
+        "before {'b': {'old': 1}}",
+        "restarting {}",
+        "restarted {'b': {'new': 2}}",
+    ], out.stdout
