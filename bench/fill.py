@@ -18,7 +18,9 @@ import contextlib
 import json
 import statistics
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from bench.admission import RAY, env, free_port, run, stop
@@ -91,9 +93,29 @@ def timeline(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "start": round(r["start"] - first, 2),
             "end": round(r["end"] - first, 2),
             "worker_s": r.get("worker_s") or r["run_s"] * r["num_workers"],
+            "reported_at": reported_at(r, first),
         }
         for r in sorted(rows, key=lambda r: r["created"])
     ]
+
+
+def reported_at(row: dict[str, Any], first: float) -> dict[int, float]:
+    """When the trial made each report, from the sweep's first start (a report made again after a
+    restart: its last time)."""
+    lines = (Path(row["trial_dir"]) / "result.json").read_text().splitlines()
+    return {int(r["training_iteration"]): round(r["at"] - first, 2) for r in map(json.loads, lines)}
+
+
+def restart_seconds(trials: list[dict[str, Any]], epoch_s: float) -> float | None:
+    """What the run's restarts cost, as ``Promotions.reported`` measures them: from the report a
+    trial paused at to its next one, less that epoch's seconds at its new size (the median)."""
+    costs = []
+    for t in trials:
+        at = {int(k): v for k, v in t["reported_at"].items()}  # JSON keys are strings
+        for size, after in zip(t["sizes"][1:], t["resized_after"]):
+            if after in at and after + 1 in at:
+                costs.append(at[after + 1] - at[after] - epoch_s / size)
+    return round(statistics.median(costs), 2) if costs else None
 
 
 def real_figures(trials: list[dict[str, Any]]) -> dict[str, float]:
@@ -121,7 +143,9 @@ def replay(trials: list[dict[str, Any]], epoch_s: float) -> Simulation:
         scheduler=Scheduler(**{k: v for k, v in ASHA.items()}),
         grow=Growth(tuple(GROW["sizes"]), GROW["batch"]),
     )
+    restart_s = restart_seconds(trials, epoch_s)
     setup = Setup(len(NODES), SLOTS, len(trials), "growth_fill", "raysweep", 1.0, epoch_s, starts[0][1], starts)
+    setup = replace(setup, restart_s=restart_s)
     return Simulation(setup, curves, spec=spec, sizes=[1] * len(trials))
 
 
@@ -134,8 +158,18 @@ def compare(trials: list[dict[str, Any]], epoch_s: float) -> dict[str, Any]:
         **{k: {"simulated": figures[k], "real": real[k], "ratio": round(figures[k] / real[k], 3)} for k in real},
         "sizes_real": sorted(t["sizes"] for t in trials),  # which trial grew depends on where it landed
         "sizes_simulated": sorted(simulated),
+        "changes_real": changes((t["sizes"], [t["start"], *t["resized_at"]]) for t in trials),
+        "changes_simulated": changes(zip(*t.segments) for t in sim.trials.values()),
         "start_s": dict(sim.setup.start_s_by_size),
+        "restart_s": sim.setup.restart_s,
     }
+
+
+def changes(trials: Iterable[tuple[Sequence[int], Sequence[float]]]) -> list[list[int]]:
+    """Every change of a trial's size, in the order they came: [from, to] (each trial's sizes with
+    the times it took them)."""
+    out = [(at, [a, b]) for sizes, times in trials for a, b, at in zip(sizes, sizes[1:], times[1:])]
+    return [change for _, change in sorted(out)]
 
 
 def main() -> None:

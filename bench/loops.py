@@ -99,7 +99,7 @@ def paced(config: dict) -> None:
             start = int(f.read())
     for epoch in range(start + 1, int(config["epochs"]) + 1):
         time.sleep(config["epoch_s"] / ctx.world_size)
-        metrics = {"score": config["x"] * (1 - 1 / (epoch + 1)), "epoch": float(epoch)}
+        metrics = {"score": config["x"] * (1 - 1 / (epoch + 1)), "epoch": float(epoch), "at": time.time()}
         if not ctx.is_main:
             raysweep.report(metrics)
             continue

@@ -13,7 +13,9 @@ the driver takes, by the driver's own code:
 
 What is modelled, not run: an epoch of a trial of ``size`` GPUs takes ``epoch_s / speedup``, with
 ``speedup = size x efficiency^log2(size)``; a trial's start takes ``start_s`` with its slots held,
-and so does a growth's restart from its checkpoint; each epoch's accuracy is the one its
+and so does a restart from its checkpoint (``restart_s`` where one was measured: ``bench.fill``),
+which the fill weighs as the driver does, by what the restarts so far cost
+(``Promotions.reported``); each epoch's accuracy is the one its
 configuration recorded (``bench/results/stages_curves.json``, ``bench.curves``).
 
     .venv/bin/python -m bench.simulate [--quick] [--validate]
@@ -81,9 +83,13 @@ class Setup:
     start_s: float = START_S
     start_s_by_size: tuple[tuple[int, float], ...] = ()  # where a size's start differs (validation: measured)
     seed: int = 0
+    restart_s: float | None = None  # a restart from a checkpoint, pause to first epoch (None: a start's)
 
     def start_of(self, size: int) -> float:
         return dict(self.start_s_by_size).get(size, self.start_s)
+
+    def restart_of(self, size: int) -> float:
+        return self.start_of(size) if self.restart_s is None else self.restart_s
 
     def speedup(self, size: int) -> float:
         return size * self.efficiency ** math.log2(size)
@@ -335,6 +341,7 @@ class Simulation:
         )
         result = {"training_iteration": trial.epochs, METRIC: value}
         self.reports.append((self.now, value))
+        self.promotions.reported(trial.trial_id, trial.epochs, trial.size, self.now)
         decision = self.scheduler.on_trial_result(None, trial, result)
         if decision == TrialScheduler.STOP or trial.epochs >= self.length(trial):
             self.ended(trial, stopped=trial.epochs < self.length(trial))
@@ -362,7 +369,7 @@ class Simulation:
             self.turns.in_turn(self.waits()),
             self.shape_of,
             None,
-            self.setup.start_of(to) if to is not None else 0.0,
+            self.promotions.restart_seconds(self.setup.restart_of(to) if to is not None else 0.0),
         )
         if resized is not None:
             self.resize(trial, *resized)
@@ -396,7 +403,8 @@ class Simulation:
         trial.segments.append((trial.size, self.now))
         self.rows[trial.trial_id] = replace(row, config=trial.config).grown(trial.size, self.now)
         self.log.append((self.now, "grow", trial.trial_id))
-        self.next_epoch(trial, self.now + self.setup.start_of(trial.size))
+        self.promotions.restarting(trial.trial_id, trial.epochs, self.now)
+        self.next_epoch(trial, self.now + self.setup.restart_of(trial.size))
 
     def ended(self, trial: SimTrial, stopped: bool) -> None:
         trial.status, trial.end = ("STOPPED" if stopped else "DONE"), self.now

@@ -10,11 +10,16 @@ were free when it was promoted, and no trial is started while it pauses.
 The same pause takes a trial past its first rung to twice its size while nothing waits (the
 sweep's tail: ``growth.fills``), and back to its own size at its next checkpointed report once a
 trial waits (``growth.gives_back``); ``own`` keeps each filling trial's own size.
+
+A restart's cost is measured where it happens, the same way in the driver and the simulator
+(``restarting``, ``reported``): the seconds from the report it paused at to its next report, less
+the reports' own seconds at its new size. The fill weighs the median of those (``restart_seconds``).
 """
 
 from __future__ import annotations
 
 import logging
+import statistics
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -36,6 +41,8 @@ class Promotions:
         self.growing: dict[str, tuple[int, dict[str, int]]] = {}  # trial id -> (its next size, where)
         self.own: dict[str, int] = {}  # a trial filling idle slots -> its own size, which it goes back to
         self.resized_here: set[str] = set()  # trials this driver started again at another size
+        self.paused_at: dict[str, tuple[float, int]] = {}  # a trial restarting -> (when, at its report)
+        self.restarts: list[float] = []  # the seconds each restart cost (``reported``)
 
     def decide(
         self,
@@ -57,6 +64,7 @@ class Promotions:
         size = self.spec.world_size(trial.config)
         queue = [w for w in queue if w.trial_id not in self.growing]
         now = time.time()
+        self.reported(trial.trial_id, made, size, now)
         if made in self.spec.scheduler.rungs:
             nodes = self.where(now, trial.trial_id, trial.config, made, slots, holdings, queue, shape_of, room_s)
             if nodes is not None:
@@ -64,11 +72,13 @@ class Promotions:
                 log.info("admission: %s promoted at %d, grows to %d workers on %s", trial.trial_id, made, to, nodes)
                 self.growing[trial.trial_id] = (to, nodes)
                 self.own.pop(trial.trial_id, None)
+                self.restarting(trial.trial_id, made, now)
                 return True
             if self.spec.grow.next_size(size) is not None:
                 log.info(
                     "admission: %s promoted at %d, goes on at %d workers (no room for more)", trial.trial_id, made, size
                 )
+        restart_s = self.restart_seconds(restart_s)
         resized = self.refit(trial.trial_id, trial.config, made, slots, holdings, queue, shape_of, room_s, restart_s)
         if resized is None:
             return False
@@ -76,7 +86,26 @@ class Promotions:
         why = "fills idle slots" if to > size else "gives its idle slots back, a trial waits"
         log.info("admission: %s at report %d %s: %d workers on %s", trial.trial_id, made, why, to, nodes)
         self.growing[trial.trial_id] = resized
+        self.restarting(trial.trial_id, made, now)
         return True
+
+    def restarting(self, trial_id: str, made: int, now: float) -> None:
+        """The trial pauses at its report ``made`` to go on at another size."""
+        self.paused_at[trial_id] = (now, made)
+
+    def reported(self, trial_id: str, made: int, size: int, now: float) -> None:
+        """A report: the first since the trial restarted measures what the restart cost."""
+        paused = self.paused_at.get(trial_id)
+        if paused is None or made <= paused[1]:
+            return
+        del self.paused_at[trial_id]
+        per = self.estimates.report_seconds(size)
+        if per is not None:
+            self.restarts.append(max(0.0, now - paused[0] - (made - paused[1]) * per))
+
+    def restart_seconds(self, before_any: float) -> float:
+        """What a restart costs: the median of those measured, else ``before_any``."""
+        return statistics.median(self.restarts) if self.restarts else before_any
 
     def where(
         self,

@@ -212,3 +212,32 @@ def test_the_driver_fills_nothing_before_the_first_rung_past_the_budget_or_where
     assert fill("f", {**config, "batch_size": 66}, 2, slots, [mine], [], shape_of, None, 2.0) is None  # 66 / 4
     spec, estimates = growing_sweep(batch=64, fill=False)
     assert Promotions(spec, estimates).refit("f", config, 2, slots, [mine], [], shape_of, None, 2.0) is None
+
+
+def test_a_restart_costs_what_was_measured_from_its_pause_to_its_next_report():
+    """``Promotions.reported``, which the driver's ``decide`` and the simulator both call: a trial
+    that paused at its report 2 at t = 100 s and made report 3 at 2 workers at t = 113 s took 6 s
+    for that report (the estimates), so its restart cost 7 s; the fill then weighs the median of
+    the restarts measured, and before any, what it is told. A report made again (a restart from an
+    older checkpoint) measures nothing. Planted: a restart read as free, the 20 s case fills."""
+    from raysweep.driver.promotions import Promotions
+
+    spec, estimates = growing_sweep()
+    promotions = Promotions(spec, estimates)
+    assert promotions.restart_seconds(2.0) == 2.0
+    promotions.restarting("f", 2, 100.0)
+    promotions.reported("f", 2, 2, 104.0)  # its report 2 again: not yet the next
+    assert promotions.restarts == []
+    promotions.reported("f", 3, 2, 113.0)
+    promotions.reported("f", 4, 2, 119.0)  # not a restart's
+    assert promotions.restarts == [pytest.approx(7.0)] and promotions.restart_seconds(2.0) == pytest.approx(7.0)
+    promotions.restarting("g", 4, 200.0)
+    promotions.reported("g", 6, 1, 245.0)  # two reports of 10 s at 1 worker: 25 s
+    assert promotions.restart_seconds(2.0) == pytest.approx(16.0)
+    # with 16 s of restart, the fill of 6 reports (36 s at 2, 21.6 s at 4) no longer gains
+    slots, shape_of = cluster(A=2, B=2)
+    mine = Holding("f", {"A": 2}, 40.0)
+    config = {"batch_size": 64, "num_gpus": 2}
+    restart_s = promotions.restart_seconds(2.0)
+    assert promotions.refit("f", config, 2, slots, [mine], [], shape_of, None, restart_s) is None
+    assert promotions.refit("f", config, 2, slots, [mine], [], shape_of, None, 2.0) is not None
