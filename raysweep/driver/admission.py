@@ -317,8 +317,10 @@ class Admission:
             return False
         (nodes, since), self._asked = ray.get(self._asked), None
         # a trial started again (a resize) keeps its old entry until its new run tells the record
-        # where it runs: until then it holds what ``starting`` says (the record is on this node: one clock)
-        self._held = {k: v for k, v in nodes.items() if since.get(k, 0.0) >= self._started_at.get(k, 0.0)}
+        # where it runs: until then it holds what ``starting`` says, and has not placed its slots
+        # (the record is on this node: one clock)
+        since = {k: t for k, t in since.items() if t >= self._started_at.get(k, 0.0)}
+        self._held = {k: v for k, v in nodes.items() if k in since}
         self._held_at = time.monotonic()
         if self.ahead:
             self._placed(trials, since)

@@ -141,41 +141,50 @@ def test_a_trial_fills_an_idle_node_in_the_tail_gives_it_back_when_a_trial_waits
 
 
 RECORD_AFTER_A_RESTART = """
+from types import SimpleNamespace
+
 from raysweep.driver.admission import Admission, Board
 from raysweep.placement import Capacity, Node
+from raysweep.spec import parse_spec
 from raysweep.trial.holdings import start_holdings
 
+spec = parse_spec({"method": "grid", "parameters": {"num_gpus": {"values": [1, 2]}}, "raysweep": {"train_loop": "x:y"}})
 record = start_holdings()
 ray.get(record.hold.remote("b", {"old": 1}))
-capacity = Capacity((Node("old", "127.0.0.1", 2, 2.0),), use_gpu=False, cpus_per_worker=1.0, managed_slots=True)
-admission = Admission(None, capacity, None, holdings=record, board=Board(), queue=4)
+capacity = Capacity((Node("new", "127.0.0.1", 2, 2.0),), use_gpu=False, cpus_per_worker=1.0, managed_slots=True)
+# sizes 1 and 2 place their own slots (warm workers): a starting trial leaves ``starting`` once placed
+admission = Admission(spec, capacity, None, holdings=record, board=Board(), queue=4, ahead=frozenset({1, 2}))
+b = SimpleNamespace(trial_id="b", config={"num_gpus": 2})
 
 
 def read():
     admission._held_at = 0.0  # ask now
-    while not admission._read_holdings([]):
+    while not admission._read_holdings([b]):
         time.sleep(0.05)
-    return admission._held
+    return admission._held, sorted(admission.starting), sorted(admission.board.held_at)
 
 
-print("before", read())
-admission._started_at["b"] = time.time()  # the admission starts b again (``_start``) at its new size
-print("restarting", read())  # asked after that start: the record still has b's old run
+print("before", *read())
+admission.starting["b"] = {"new": 2}  # the admission starts b again (``_start``) at its new size
+admission._started_at["b"] = time.time()
+print("restarting", *read())  # asked after that start: the record still has b's old run
 ray.get(record.hold.remote("b", {"new": 2}))  # b's new run tells the record where it runs
-print("restarted", read())
+print("restarted", *read())
 """
 
 
 def test_a_trial_started_again_is_not_read_on_its_old_slots_until_its_new_run_tells_the_record(cluster):
     """A trial paused to resize keeps its entry in the sweep's record until its new run starts; the
-    admission read it there in between and filled another trial onto the restarted trial's new
-    slots: under load, the sweep then waited forever (CI, 2026-12-07). The entry counts again once
-    the new run tells the record. Planted: judged by when the record was asked, b read as "old"."""
+    admission read it there in between, took the trial for placed (it left ``starting``) and held
+    nothing for it, and grew or filled another trial onto its new slots: that trial then waited
+    (a 26 s "restart" in ``bench.fill``), and with a node drained the sweep waited forever (CI,
+    2026-12-07). The entry counts again once the new run tells the record. Planted: judged by
+    when the record was asked, or ``since`` read unfiltered, b reads as held or placed too early."""
     address, _ = cluster
     out = driver_script(address, RECORD_AFTER_A_RESTART, timeout=120)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.splitlines() == [
-        "before {'b': {'old': 1}}",
-        "restarting {}",
-        "restarted {'b': {'new': 2}}",
+        "before {'b': {'old': 1}} [] []",
+        "restarting {} ['b'] []",
+        "restarted {'b': {'new': 2}} [] ['b']",
     ], out.stdout
