@@ -62,6 +62,8 @@ def three_nodes() -> Iterator[str]:
 
 
 def sweep(trials: int, epoch_s: float) -> dict[str, Any]:
+    """``trials`` trials of ``max_t`` epochs: six fill the cluster's slots, the rest wait and run in
+    the tail, where idle slots are there to fill."""
     return {
         "name": "fill",
         "method": "grid",
@@ -174,11 +176,11 @@ def changes(trials: Iterable[tuple[Sequence[int], Sequence[float]]]) -> list[lis
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="4 trials")
-    p.add_argument("--trials", type=int, default=5, help="default 5: one node has room to grow at the first rung")
+    p.add_argument("--quick", action="store_true", help="7 trials")
+    p.add_argument("--trials", type=int, default=8, help="default 8: six fill the slots, two run in the tail")
     p.add_argument("--epoch-s", type=float, default=4.0, help="seconds per epoch at 1 worker (default 4)")
     args = p.parse_args()
-    trials = 4 if args.quick else args.trials
+    trials = 7 if args.quick else args.trials
     with three_nodes() as address:
         rows = run(address, sweep(trials, args.epoch_s))
     made = timeline(rows)

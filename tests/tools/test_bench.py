@@ -154,5 +154,5 @@ def test_quick_preemption_part_preempts_and_loses_no_epoch(tmp_path: Path) -> No
 
 def test_quick_fill_part_runs_the_tail_and_replays_it(tmp_path: Path) -> None:
     data = quick_part(tmp_path, "bench.fill", "fill_quick", timeout=900)
-    assert len(data["sizes_real"]) == len(data["sizes_simulated"]) == 4
+    assert len(data["sizes_real"]) == len(data["sizes_simulated"]) == 7
     assert data["wall_s"]["real"] > 0 and data["slots_busy"]["simulated"] > 0

@@ -147,3 +147,22 @@ def test_a_change_planted_in_the_admissions_step_moves_the_simulator_and_the_dri
     monkeypatch.setattr(bench.simulate, "step", no_backfill)
     run, _ = simulate([1, 1, 2, 1], queue_len=2, gpus=3)
     assert (10.0, "start", "t00003") not in run.log and (60.0, "start", "t00002") in run.log, run.log
+
+
+FILL_TIMELINE = Path(__file__).parents[1] / "support" / "fill_three_nodes_timeline.json"  # bench.fill, 2026-12-07
+
+
+def test_the_simulator_grows_and_fills_the_tail_as_a_real_three_node_run_did():
+    """Issue 83: ``bench.fill``'s run (3 nodes of 2 slots, 8 trials that grow to 12 epochs of 4 s /
+    world, the fill on; its recorded timeline) replayed on the simulated clock, the restart charged
+    what the run's restarts cost (``Promotions.reported``'s measure): wall time and slots busy
+    within 10% of the run's, and the same changes of size in the same order (the two tail trials
+    grow at their first rung, then one fills two whole nodes, and the other once it ended).
+    Planted: without the fill (``Promotions.refit`` none), the changes are two growths only."""
+    from bench.fill import compare
+
+    raw = json.loads(FILL_TIMELINE.read_text())
+    out = compare(raw["trials"], raw["epoch_s"])
+    assert 0.9 <= out["wall_s"]["ratio"] <= 1.1 and 0.9 <= out["slots_busy"]["ratio"] <= 1.1, out
+    assert out["changes_real"] == [[1, 2], [1, 2], [2, 4], [2, 4]], out
+    assert out["changes_simulated"] == out["changes_real"] and out["sizes_simulated"] == out["sizes_real"], out
