@@ -32,6 +32,7 @@ class Config:
     collective: bool = False  # all-reduce a tensor every epoch, as DDP does (hang tests)
     seed: int = 0  # unused; here so a sweep's seed override is accepted like any loop's
     batch_size: int = 0  # unused but reported: a growing sweep hands each rank global / world
+    checkpoint_every: int = 1  # epochs between checkpoints: the reports between carry none
 
 
 def score(x: float, epoch: int) -> float:
@@ -69,7 +70,7 @@ def train(config: dict) -> None:
             "batch_size": cfg.batch_size,
             "samples_per_sec": 1.0 / max(time.perf_counter() - t0, 1e-9),
         }
-        if ctx.is_main:
+        if ctx.is_main and epoch % cfg.checkpoint_every == 0:
             with tempfile.TemporaryDirectory(prefix="raysweep_smoke_") as d:
                 with open(os.path.join(d, "state.json"), "w") as f:
                     json.dump({"epoch": epoch, "x": cfg.x}, f)

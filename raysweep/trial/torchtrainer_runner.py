@@ -82,10 +82,11 @@ def run_torchtrainer(job: TrialJob, sweep: Sweep, worker_pool: Any, bound: Start
     alive and takes no answer for dead: on loaded nodes it removed a live run's worker group a
     second after its start (the matrix's resumed TorchTrainer cell; ray-project/ray#65447's review
     names the false death). Such a run, which no failure of the trial's own ended, starts again
-    once, as a run of its own, from the last checkpoint it reported."""
-    restored = _restored_train_checkpoint(sweep)
+    once, as a run of its own, from the last checkpoint it reported; the reports Tune already has
+    from the epochs since, which the new run makes again, are not handed to Tune twice."""
+    restored, skip = _restored_train_checkpoint(sweep), 0
     for attempt in range(GROUP_LOSSES_RETRIED + 1):
-        failure, last = _fit(job, sweep, bound, group, restored)
+        failure, last, unsaved = _fit(job, sweep, bound, group, restored, skip)
         if failure is None:
             return
         if attempt == GROUP_LOSSES_RETRIED or GROUP_REMOVED not in str(failure):
@@ -94,12 +95,13 @@ def run_torchtrainer(job: TrialJob, sweep: Sweep, worker_pool: Any, bound: Start
             marked(
                 job.trial_id,
                 "Ray Train's cleaner removed its live worker group; starting the run again from "
-                + ("its last checkpoint" if last else "its start"),
+                + ("its last checkpoint" if last else "its start")
+                + (f" (its {unsaved} report(s) since are not reported again)" if unsaved else ""),
             ),
             file=sys.stderr,
             flush=True,
         )
-        restored, bound = last or restored, StartBound(job.start_timeout_s)
+        restored, bound, skip = last or restored, StartBound(job.start_timeout_s), unsaved
 
 
 GROUP_REMOVED = "placement group was removed"  # Ray's exit detail of a worker whose group was removed
@@ -156,10 +158,11 @@ def per_worker(job: TrialJob) -> dict[str, float]:
 
 
 def _fit(
-    job: TrialJob, sweep: Sweep, bound: StartBound, group: Any, restored: str | None
-) -> tuple[BaseException | None, str | None]:
-    """One Ray Train run of the trial, its reports handed to Tune as they come: how it failed (None:
-    it ended), and the last checkpoint it reported."""
+    job: TrialJob, sweep: Sweep, bound: StartBound, group: Any, restored: str | None, skip: int = 0
+) -> tuple[BaseException | None, str | None, int]:
+    """One Ray Train run of the trial, its reports handed to Tune as they come but its first ``skip``
+    without a checkpoint (Tune has them from a run before): how it failed (None: it ended), the
+    last checkpoint it reported, and how many reports Tune has from it since (or since its start)."""
     run_name = f"{job.trial_id}-{uuid.uuid4().hex[:8]}"
     reports = Queue(
         maxsize=1, actor_options={"num_cpus": 0}
@@ -180,13 +183,18 @@ def _fit(
     fitting.start()
     _wait_started(job, run_name, per_worker(job), bound, fitting)
     _fitting[job.trial_id] = (job, fitting)
-    last = None
+    last, unsaved = None, skip
     try:
         while (item := reports.get())[0] != _FIT_ENDED:  # reports reach Tune from this, the trial's own thread
             metrics, path = item
+            if skip and path is None:
+                skip -= 1
+                continue
+            skip = 0
             train_checkpoint = sweep.uri_of(path) if path else None  # one every node opens
             _report_to_tune(metrics, train_checkpoint)
             last = train_checkpoint or last
+            unsaved = 0 if train_checkpoint else unsaved + 1
             if train_checkpoint is not None:
                 preemption.after_checkpoint()
     except BaseException as e:  # Tune stopped the trial (or refused a report), or it left a draining node
@@ -196,7 +204,7 @@ def _fit(
         raise
     finally:
         _fitting.pop(job.trial_id, None)
-    return (failure[0] if failure else None), last
+    return (failure[0] if failure else None), last, unsaved
 
 
 _fitting: dict[str, tuple[TrialJob, threading.Thread]] = {}  # this process's TorchTrainer runs, by trial id

@@ -8,6 +8,7 @@ trial as a Ray Train ``TorchTrainer``.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -556,19 +557,21 @@ def test_a_trial_whose_cpus_another_job_holds_is_queued_on_warm_workers_and_fail
 
 def test_a_torchtrainer_run_whose_group_ray_trains_cleaner_removed_goes_on_from_its_checkpoint(tmp_path, ray_cluster):
     """Ray Train's placement-group cleaner can take its live controller for dead and remove the
-    run's worker group (seen once in the matrix, after a resume on a loaded node). Removed here
-    from another driver once epoch 2 is reported: the trial starts its run again once, from that
-    checkpoint, and ends done without failing (without the retry it fails naming the group)."""
+    run's worker group (seen in the matrix, after a resume on a loaded node). Removed here from
+    another driver once epoch 4 is reported (epochs of 4 s), the loop checkpointing every 3: the
+    trial starts its run again once, from epoch 3's checkpoint, and ends done without failing
+    (without the retry it fails naming the group); the epochs after 3 that the new run makes again
+    reach Tune once (planted: with every report handed on, result.json reads 1, 2, 3, 4, 4, 5, 6)."""
     spec = sweep(
         tmp_path,
         "gone",
-        base_config={"epochs": 4, "sleep": 1.5},
+        base_config={"epochs": 6, "sleep": 4.0, "checkpoint_every": 3},
         ddp_workers="torchtrainer",
         parameters={"x": {"value": 0.3}, "num_gpus": {"value": 2}},
     )
     driver = start_sweep(spec, ray_cluster)
     trials_file = tmp_path / "runs" / "gone" / TRIALS_FILE
-    wait_for_iterations(driver, trials_file, 2)
+    wait_for_iterations(driver, trials_file, 4)
     removed = driver_script(
         ray_cluster,
         """
@@ -585,5 +588,7 @@ print(len(ours))
     out, err = driver.communicate(timeout=300)
     assert driver.returncode == 0, err + out
     (row,) = read_trials(trials_file)
-    assert row["status"] == "done" and row["metrics"]["epoch"] == 4, row
-    assert "Ray Train's cleaner removed its live worker group" in err + out
+    assert row["status"] == "done" and row["metrics"]["epoch"] == 6, row
+    assert "removed its live worker group; starting the run again from its last checkpoint (its " in err + out
+    lines = (Path(row["trial_dir"]) / "result.json").read_text().splitlines()
+    assert [json.loads(line)["epoch"] for line in lines] == [1, 2, 3, 4, 5, 6]
