@@ -22,6 +22,7 @@ import logging
 import statistics
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from ray.tune.experiment import Trial
@@ -63,6 +64,11 @@ class Promotions:
             return False
         size = self.spec.world_size(trial.config)
         queue = [w for w in queue if w.trial_id not in self.growing]
+        # a trial decided to resize holds the slots it goes to (two trials at a rung at once both
+        # grew onto one node: the second waited for the first's end)
+        holdings = [
+            replace(h, nodes=self.growing[h.trial_id][1]) if h.trial_id in self.growing else h for h in holdings
+        ]
         now = time.time()
         self.reported(trial.trial_id, made, size, now)
         if made in self.spec.scheduler.rungs:

@@ -241,3 +241,24 @@ def test_a_restart_costs_what_was_measured_from_its_pause_to_its_next_report():
     restart_s = promotions.restart_seconds(2.0)
     assert promotions.refit("f", config, 2, slots, [mine], [], shape_of, None, restart_s) is None
     assert promotions.refit("f", config, 2, slots, [mine], [], shape_of, None, 2.0) is not None
+
+
+def test_two_trials_promoted_at_once_do_not_grow_onto_the_same_slots():
+    """f and g share node A at one worker each; f is promoted first and grows onto the idle node
+    B. g, promoted before f has paused, sees f where it goes: it grows on A, where f leaves its
+    slot. Planted: with f read at its old slot, g grows onto B too and waits for f's end (the
+    fill test's sweep, 2026-12-07: 42 s)."""
+    from types import SimpleNamespace
+
+    from raysweep.driver.promotions import Promotions
+
+    spec, estimates = growing_sweep()
+    promotions = Promotions(spec, estimates)
+    slots, shape_of = cluster(A=2, B=2)
+    holdings = [Holding("f", {"A": 1}, 40.0), Holding("g", {"A": 1}, 40.0)]
+    config = {"batch_size": 64, "num_gpus": 1}
+    rung = {"training_iteration": 1}
+    for trial_id in ("f", "g"):
+        trial = SimpleNamespace(trial_id=trial_id, config=config)
+        assert promotions.decide(trial, rung, slots, holdings, [], shape_of, None, 2.0)
+    assert promotions.growing == {"f": (2, {"B": 2}), "g": (2, {"A": 2})}
