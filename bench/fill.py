@@ -5,8 +5,9 @@ each. A grid sweep of trials that grow (``raysweep.grow: {sizes: [1, 2]}``, the 
 ASHA, each epoch ``epoch_s / world`` seconds of sleep (``bench.loops.paced``: perfect scaling, as
 the simulator's efficiency 1.0 has it) and a checkpoint. Its timeline (each trial's sizes, start
 and end, in the order made) is then replayed by ``bench.simulate``'s ``Simulation`` with the same
-trials, curves, scheduler and sizes, each size's start-up measured from the run: slots busy and
-wall time side by side, and whether each trial took the same sizes in the same order.
+trials, curves, scheduler and sizes, each size's start-up and a restart measured from the run:
+slots busy and wall time side by side, and whether each trial took the same sizes in the same
+order.
 
     flock /tmp/raysweep-ray.lock .venv/bin/python -m bench.fill
 """
@@ -19,7 +20,6 @@ import json
 import statistics
 import subprocess
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -129,7 +129,8 @@ def real_figures(trials: list[dict[str, Any]]) -> dict[str, float]:
 def replay(trials: list[dict[str, Any]], epoch_s: float) -> Simulation:
     """The run on the simulated clock: 3 nodes of 2 slots, the same trials in the order made with
     their curves, ASHA and growth with the fill; each size's start-up the median of the real
-    trials' seconds held at that size beyond its epochs there (a restart's included)."""
+    trials' seconds held at that size beyond its epochs there, up to a first change of size; a
+    restart what the run's restarts cost (``restart_seconds``)."""
     beyond: dict[int, list[float]] = {}
     alone = [t for t in trials if len(t["sizes"]) == 1]
     for t in alone or trials:  # every trial changed size: their first sizes, up to the change
@@ -146,8 +147,18 @@ def replay(trials: list[dict[str, Any]], epoch_s: float) -> Simulation:
         grow=Growth(tuple(GROW["sizes"]), GROW["batch"]),
     )
     restart_s = restart_seconds(trials, epoch_s)
-    setup = Setup(len(NODES), SLOTS, len(trials), "growth_fill", "raysweep", 1.0, epoch_s, starts[0][1], starts)
-    setup = replace(setup, restart_s=restart_s)
+    setup = Setup(
+        len(NODES),
+        SLOTS,
+        len(trials),
+        "growth_fill",
+        "raysweep",
+        1.0,
+        epoch_s,
+        starts[0][1],
+        starts,
+        restart_s=restart_s,
+    )
     return Simulation(setup, curves, spec=spec, sizes=[1] * len(trials))
 
 
